@@ -1,0 +1,437 @@
+"""Site configuration: one TOML file -> a validated, frozen SiteConfig (nothing else sees dicts)."""
+
+import dataclasses
+import datetime as dt
+import difflib
+import hashlib
+import ipaddress
+import json
+import math
+import os
+import re
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, TypeVar, get_type_hints
+from urllib.parse import urlsplit
+
+from mirror import __version__
+
+# Header names (lower-case) whose values are credentials: shown as REDACTED, never logged.
+SECRET_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
+REDACTED = "<redacted>"
+
+
+class ConfigError(Exception):
+    """A config file that cannot be used; str(exc) is the whole user-facing message, e.g.
+
+    "site.toml: [crawl] workers: expected an integer >= 1, found 'sixteen' (a string)"
+    "site.toml: [crawl] worker: unknown key; did you mean 'workers'?"
+    "site.toml: [site] name: required key is missing"
+    "site.toml: line 3, column 7: invalid TOML: Invalid value"
+    "site.toml: cannot read: [Errno 2] No such file or directory"
+
+    `key` is "section.key" ("section" for a whole section, the bare name for an unknown
+    top-level key) and None for file-level errors (unreadable file, invalid TOML).
+    """
+
+    def __init__(self, path: Path, key: str | None, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+        self.key = key
+
+
+# --- rules: one per key, each checks a raw TOML value and converts it -----------------------
+
+
+@dataclass(frozen=True)
+class _Context:
+    base: Path  # folder of the config file; relative paths are resolved against it
+
+
+class _Invalid(Exception):
+    """A value broke its rule; `where` locates it inside the key, e.g. "[2]" or ".Cookie"."""
+
+    def __init__(self, detail: str, where: str = "") -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.where = where
+
+
+Rule = Callable[[Any, _Context], Any]
+
+
+def _type_name(value: object) -> str:
+    # bool before int: True is an int to Python but never to a config file.
+    for kind, name in ((bool, "a boolean"), (int, "an integer"), (float, "a float"),
+                       (str, "a string"), (list, "an array"), (dict, "a table"),
+                       (dt.datetime, "a datetime"), (dt.date, "a date"), (dt.time, "a time")):
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
+
+
+def _describe(value: object, *, secret: bool = False) -> str:
+    if secret:
+        shown = REDACTED
+    elif isinstance(value, dt.date | dt.time):
+        shown = value.isoformat()
+    else:
+        shown = repr(value)
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+    return f"{shown} ({_type_name(value)})"
+
+
+def _expected(expected: str, value: object, where: str = "", *, secret: bool = False) -> _Invalid:
+    return _Invalid(f"expected {expected}, found {_describe(value, secret=secret)}", where)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check(expected: str, ok: Callable[[Any], bool],
+           convert: Callable[[Any], Any] = lambda v: v) -> Rule:
+    def rule(value: Any, ctx: _Context) -> Any:
+        if not ok(value):
+            raise _expected(expected, value)
+        return convert(value)
+    return rule
+
+
+def _integer(minimum: int) -> Rule:
+    return _check(f"an integer >= {minimum}", lambda v: _is_int(v) and v >= minimum)
+
+
+def _number(minimum: float, *, inclusive: bool) -> Rule:
+    """A finite float (an integer is accepted and converted), >= or > minimum."""
+    def ok(v: Any) -> bool:
+        if not (_is_int(v) or isinstance(v, float)) or not math.isfinite(v):
+            return False
+        return bool(v >= minimum if inclusive else v > minimum)
+    return _check(f"a number {'>=' if inclusive else '>'} {minimum:g}", ok, float)
+
+
+def _boolean() -> Rule:
+    return _check("true or false", lambda v: isinstance(v, bool))
+
+
+def _string(expected: str, ok: Callable[[str], bool] = bool,
+            convert: Callable[[str], Any] = lambda s: s) -> Rule:
+    return _check(expected, lambda v: isinstance(v, str) and ok(v), convert)
+
+
+def _choice(*choices: str) -> Rule:
+    return _string("one of " + ", ".join(map(repr, choices)), lambda s: s in choices)
+
+
+def _array(item: Rule, expected: str, *, nonempty: bool = False) -> Rule:
+    """An array checked item by item; errors name the index: "include[2]"."""
+    def rule(value: Any, ctx: _Context) -> tuple[Any, ...]:
+        if not isinstance(value, list) or (nonempty and not value):
+            raise _expected(expected, value)
+        items = []
+        for index, element in enumerate(value):
+            try:
+                items.append(item(element, ctx))
+            except _Invalid as exc:
+                raise _Invalid(exc.detail, f"[{index}]{exc.where}") from None
+        return tuple(items)
+    return rule
+
+
+def _is_http_url(text: str) -> bool:
+    try:
+        parts = urlsplit(text.strip())
+        parts.port  # noqa: B018 -- raises ValueError on a bad port
+    except ValueError:
+        return False
+    host = parts.hostname or ""
+    return parts.scheme.lower() in ("http", "https") and bool(host) and not re.search(r"\s", host)
+
+
+def _ipv6(text: str) -> str | None:
+    """An IPv6 address, bracketed or not, in the form urls.host_of gives ("[::1]"); else None."""
+    try:
+        return f"[{ipaddress.IPv6Address(text.removeprefix('[').removesuffix(']')).compressed}]"
+    except ValueError:
+        return None
+
+
+def _is_host(text: str) -> bool:
+    """A bare host: no scheme, port, path or wildcard; only an IPv6 address has colons."""
+    text = text.strip()
+    if ":" in text:
+        return _ipv6(text) is not None
+    return re.fullmatch(r"[^\s/\\?#@*\[\]]+", text) is not None
+
+
+def _host(text: str) -> str:
+    text = text.strip().lower()
+    return _ipv6(text) or text
+
+
+def _regex(value: Any, ctx: _Context) -> str:
+    if not isinstance(value, str):
+        raise _expected("a regular expression (a string)", value)
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise _Invalid(f"invalid regular expression: {exc}") from None
+    return value
+
+
+def _directory(value: Any, ctx: _Context) -> Path:
+    if not isinstance(value, str) or not value.strip() or "\0" in value:
+        raise _expected("a non-empty path", value)
+    return Path(os.path.abspath(ctx.base / Path(value).expanduser()))
+
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token
+_NO_CRLF = "without CR, LF or NUL"
+
+
+def _field_value(text: str) -> bool:
+    return not any(c in text for c in "\r\n\0")
+
+
+def _toml_key(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
+
+
+def _headers(value: Any, ctx: _Context) -> tuple[tuple[str, str], ...]:
+    """A table of header name -> value, kept in the order written."""
+    if not isinstance(value, dict):
+        raise _expected("a table of header names to strings", value)
+    seen: dict[str, str] = {}
+    for name, text in value.items():
+        lower, where = name.lower(), f".{_toml_key(name)}"
+        if not _TOKEN.fullmatch(name):
+            raise _Invalid(f"invalid header name {name!r}; expected an HTTP token "
+                           "(letters, digits and !#$%&'*+-.^_`|~)")
+        if lower in seen:
+            raise _Invalid(f"header {name!r} is set twice (also as {seen[lower]!r}); "
+                           "header names ignore case")
+        if lower == "user-agent":
+            raise _Invalid("set the User-Agent with [crawl] user_agent", where)
+        if not isinstance(text, str) or not _field_value(text):
+            raise _expected(f"a string {_NO_CRLF}", text, where, secret=lower in SECRET_HEADERS)
+        seen[lower] = name
+    return tuple(value.items())
+
+
+def _show_headers(headers: tuple[tuple[str, str], ...], redact: bool) -> dict[str, str]:
+    return {name: REDACTED if redact and name.lower() in SECRET_HEADERS else text
+            for name, text in headers}
+
+
+def _key(rule: Rule, default: Any = dataclasses.MISSING, *,
+         default_from: Callable[[dict[str, Any]], object] | None = None,
+         show: Callable[[Any, bool], object] | None = None) -> Any:
+    """Declare a config key: its rule and default. A key with neither is required.
+
+    default_from computes a raw TOML default from the keys parsed before it;
+    show(value, redact) renders the value for effective() when the generic form won't do.
+    """
+    meta = {"rule": rule, "default_from": default_from, "show": show}
+    return field(default=default, metadata=meta)
+
+
+# --- the schema: sections and keys, in the order they are checked and shown ------------------
+
+
+@dataclass(frozen=True)
+class SiteSection:
+    name: str = _key(_string("a name made of letters, digits, '_' and '-'",
+                             lambda s: re.fullmatch(r"[A-Za-z0-9_-]+", s) is not None))
+    start_urls: tuple[str, ...] = _key(_array(
+        _string("an absolute http(s) URL such as 'https://example.com/'", _is_http_url,
+                str.strip),
+        "a non-empty array of URLs", nonempty=True))
+    output_dir: Path = _key(_directory, default_from=lambda keys: f"archive/{keys['name']}")
+
+
+@dataclass(frozen=True)
+class ScopeSection:
+    hosts: tuple[str, ...] = _key(_array(
+        _string("a host name such as 'cdn.example.com'", _is_host, _host),
+        "an array of host names"), ())
+    include: tuple[str, ...] = _key(_array(_regex, "an array of regular expressions"), ())
+    exclude: tuple[str, ...] = _key(_array(_regex, "an array of regular expressions"), ())
+    max_depth: int = _key(_integer(0), 20)
+    max_pages: int = _key(_integer(0), 0)  # 0: no limit
+    page_requisites: bool = _key(_boolean(), True)
+    ignore_query: tuple[str, ...] = _key(_array(
+        _string("a parameter name or glob such as 'utm_*'"), "an array of parameter names"),
+        ("utm_*", "fbclid", "gclid"))
+
+
+@dataclass(frozen=True)
+class CrawlSection:
+    workers: int = _key(_integer(1), 16)
+    per_host: int = _key(_integer(1), 4)
+    delay: float = _key(_number(0, inclusive=True), 0.0)
+    max_redirects: int = _key(_integer(0), 10)
+    max_tries: int = _key(_integer(1), 4)
+    timeout: float = _key(_number(0, inclusive=False), 60.0)
+    connect_timeout: float = _key(_number(0, inclusive=False), 10.0)
+    read_timeout: float = _key(_number(0, inclusive=False), 30.0)
+    max_response_bytes: int = _key(_integer(1), 100_000_000)
+    user_agent: str = _key(_string(f"a non-empty string {_NO_CRLF}",
+                                   lambda s: bool(s.strip()) and _field_value(s)),
+                           f"mirror/{__version__}")
+    headers: tuple[tuple[str, str], ...] = _key(_headers, (), show=_show_headers)
+
+
+@dataclass(frozen=True)
+class ArchiveSection:
+    # Rotation threshold: a new WARC file is started once the open one reaches this size.
+    # Any value >= 1 is accepted so that tests can force rotation with tiny files.
+    warc_max_bytes: int = _key(_integer(1), 1_000_000_000)
+
+
+@dataclass(frozen=True)
+class SiteConfig:
+    path: Path  # absolute path of the TOML file
+    site: SiteSection
+    scope: ScopeSection
+    crawl: CrawlSection
+    archive: ArchiveSection
+
+    def effective(self) -> dict[str, dict[str, object]]:
+        """Effective settings by section and key, secret header values redacted."""
+        return self._settings(redact=True)
+
+    def digest(self) -> str:
+        """Return "sha256:<hex>" of the settings that shape the crawl, as canonical JSON.
+
+        Leaves out where files live (the config path, output_dir), so moving a site's folder
+        keeps its digest. Secret header values are left out: the digest is written into
+        every WARC file, and a hash of a short password could be brute-forced offline.
+        """
+        settings = self._settings(redact=True)
+        del settings["site"]["output_dir"]
+        canonical = json.dumps(settings, sort_keys=True, separators=(",", ":"),
+                               ensure_ascii=False)
+        return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+    def _settings(self, *, redact: bool) -> dict[str, dict[str, object]]:
+        settings: dict[str, dict[str, object]] = {}
+        for name in _SECTIONS:
+            section = getattr(self, name)
+            settings[name] = {}
+            for key in fields(section):
+                value, show = getattr(section, key.name), key.metadata["show"]
+                settings[name][key.name] = show(value, redact) if show else _plain(value)
+        return settings
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return str(value) if isinstance(value, Path) else value
+
+
+_SECTIONS: dict[str, type] = {
+    name: kind for name, kind in get_type_hints(SiteConfig).items() if name != "path"
+}
+
+# --- loading ---------------------------------------------------------------------------------
+
+
+def load_config(path: str | os.PathLike[str]) -> SiteConfig:
+    """Read and validate a site file; every problem is a ConfigError."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")  # tolerate a BOM from Windows editors
+    except OSError as exc:
+        reason = f"[Errno {exc.errno}] {exc.strerror}" if exc.strerror else str(exc)
+        raise ConfigError(path, None, f"cannot read: {reason}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(path, None, f"cannot read: not UTF-8 text (byte {exc.start})") from exc
+    return parse_config(text, path)
+
+
+def parse_config(text: str, path: Path) -> SiteConfig:
+    """Validate TOML text; `path` names the file in messages and anchors relative paths."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(path, None, _syntax_message(exc, text)) from exc
+    absolute = Path(os.path.abspath(path))
+    ctx = _Context(base=absolute.parent)
+    _reject_unknown_top_level(raw, path)
+    sections: dict[str, Any] = {
+        name: _parse_section(kind, name, raw.get(name, {}), ctx, path)
+        for name, kind in _SECTIONS.items()
+    }
+    return SiteConfig(path=absolute, **sections)
+
+
+def _syntax_message(exc: tomllib.TOMLDecodeError, text: str) -> str:
+    message = str(exc)
+    if found := re.fullmatch(r"(.*) \(at line (\d+), column (\d+)\)", message, re.DOTALL):
+        message, line, column = found[1], found[2], found[3]
+    elif found := re.fullmatch(r"(.*) \(at end of document\)", message, re.DOTALL):
+        lines = text.split("\n")
+        message, line, column = found[1], str(len(lines)), str(len(lines[-1]) + 1)
+    else:
+        return f"invalid TOML: {message}"
+    return f"line {line}, column {column}: invalid TOML: {message}"
+
+
+def _hint(name: str, valid: list[str], plural: str, *, guess: bool = True) -> str:
+    by_lower = {v.lower(): v for v in valid}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1) if guess else []
+    if close:
+        return f"did you mean {by_lower[close[0]]!r}?"
+    return f"valid {plural} are: {', '.join(valid)}"
+
+
+def _reject_unknown_top_level(raw: dict[str, Any], path: Path) -> None:
+    for name, value in raw.items():
+        if name in _SECTIONS:
+            continue
+        table = isinstance(value, dict)
+        homes = [s for s, kind in _SECTIONS.items() if name in {f.name for f in fields(kind)}]
+        if not homes:
+            hint = _hint(name, list(_SECTIONS), "sections", guess=table)
+        elif table:  # e.g. [headers] for [crawl.headers]
+            hint = f"did you mean [{homes[0]}.{name}]?"
+        else:  # a key written above its section header
+            hint = f"did you mean [{homes[0]}] {name}?"
+        message = f"[{name}]: unknown section" if table else f"{name}: unknown top-level key"
+        raise ConfigError(path, name, f"{message}; {hint}")
+
+
+T = TypeVar("T")
+
+
+def _parse_section(kind: type[T], section: str, raw: object, ctx: _Context, path: Path) -> T:
+    if not isinstance(raw, dict):
+        raise ConfigError(path, section, f"[{section}]: {_expected('a table', raw).detail}")
+    keys = fields(kind)  # type: ignore[arg-type]
+    for name in raw:
+        if name not in {key.name for key in keys}:
+            hint = _hint(name, [key.name for key in keys], "keys")
+            raise ConfigError(path, f"{section}.{name}", f"[{section}] {name}: unknown key; {hint}")
+    values: dict[str, Any] = {}
+    for key in keys:
+        where = f"[{section}] {key.name}"
+        if key.name in raw:
+            value = raw[key.name]
+        elif key.metadata["default_from"]:
+            value = key.metadata["default_from"](values)
+        elif key.default is dataclasses.MISSING:
+            raise ConfigError(path, f"{section}.{key.name}", f"{where}: required key is missing")
+        else:
+            continue  # the dataclass default applies
+        try:
+            values[key.name] = key.metadata["rule"](value, ctx)
+        except _Invalid as exc:
+            raise ConfigError(path, f"{section}.{key.name}",
+                              f"{where}{exc.where}: {exc.detail}") from None
+    return kind(**values)

@@ -1,0 +1,435 @@
+"""Tests for mirror.config: defaults, every rule with its full message, digest and redaction."""
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from mirror import __version__
+from mirror.config import (
+    REDACTED,
+    ArchiveSection,
+    ConfigError,
+    CrawlSection,
+    ScopeSection,
+    SiteConfig,
+    _choice,
+    _Context,
+    _Invalid,
+    load_config,
+    parse_config,
+)
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
+SITE = '[site]\nname = "ex"\nstart_urls = ["https://example.com/"]\n'
+
+
+def parse(text: str, path: str = "site.toml") -> SiteConfig:
+    return parse_config(text, Path(path))
+
+
+def error(text: str) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        parse(text)
+    return info.value
+
+
+# --- the shipped example files -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.toml")), ids=lambda p: p.name)
+def test_every_shipped_config_loads(path: Path) -> None:
+    assert load_config(path).path == path
+
+
+def test_example_documents_the_defaults() -> None:
+    example = load_config(CONFIG_DIR / "example.toml")
+    minimal = load_config(CONFIG_DIR / "minimal.toml")
+    assert example.effective() == minimal.effective()
+    text = (CONFIG_DIR / "example.toml").read_text()
+    for section, keys in example.effective().items():
+        assert f"[{section}]" in text
+        for key in keys:
+            assert re.search(rf"^#? ?{key} = ", text, re.MULTILINE), key
+
+
+# --- defaults and accepted values ---------------------------------------------------------------
+
+
+def test_defaults(tmp_path: Path) -> None:
+    config = parse(SITE, str(tmp_path / "site.toml"))
+    assert config.path == tmp_path / "site.toml"
+    assert config.site.name == "ex"
+    assert config.site.start_urls == ("https://example.com/",)
+    assert config.site.output_dir == tmp_path / "archive" / "ex"
+    assert config.scope == ScopeSection()
+    assert config.scope.ignore_query == ("utm_*", "fbclid", "gclid")
+    assert config.crawl == CrawlSection()
+    assert config.crawl.user_agent == f"mirror/{__version__}"
+    assert config.archive == ArchiveSection(warc_max_bytes=1_000_000_000)
+
+
+def test_sections_are_frozen() -> None:
+    config = parse(SITE)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.crawl.workers = 1  # type: ignore[misc]
+
+
+def test_values_are_converted() -> None:
+    config = parse(
+        '[site]\nname = "Ex_1-b"\nstart_urls = [" HTTP://Example.com/a ", "https://[::1]:8/"]\n'
+        '[scope]\nhosts = ["CDN.Example.com", "::1", "[2001:DB8:0::1]", "10.0.0.1"]\ninclude = ["^https://"]\n'
+        'max_depth = 0\nmax_pages = 5\npage_requisites = false\nignore_query = ["ref"]\n'
+        "[crawl]\ndelay = 2\ntimeout = 0.5\n"
+        'headers = { Accept = "text/html", "X!y" = "1" }\n'
+        "[archive]\nwarc_max_bytes = 1\n"
+    )
+    assert config.site.start_urls == ("HTTP://Example.com/a", "https://[::1]:8/")
+    assert config.scope.hosts == ("cdn.example.com", "[::1]", "[2001:db8::1]", "10.0.0.1")
+    assert config.scope.include == ("^https://",)
+    assert (config.scope.max_depth, config.scope.max_pages) == (0, 5)
+    assert config.scope.page_requisites is False
+    assert config.scope.ignore_query == ("ref",)
+    assert config.crawl.delay == 2.0 and isinstance(config.crawl.delay, float)
+    assert config.crawl.headers == (("Accept", "text/html"), ("X!y", "1"))
+    assert config.archive.warc_max_bytes == 1
+
+
+def test_byte_order_mark_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "site.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + SITE.encode())
+    assert load_config(path).site.name == "ex"
+
+
+# --- output_dir -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        (None, "sites/archive/ex"),
+        ("out", "sites/out"),
+        ("../out/./x", "out/x"),
+        ("~/backups", "home/backups"),
+    ],
+)
+def test_output_dir_is_relative_to_the_config_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, written: str | None, expected: str
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sites").mkdir()
+    line = f'output_dir = "{written}"\n' if written else ""
+    (tmp_path / "sites" / "a.toml").write_text(SITE + line)
+    config = load_config("sites/a.toml")
+    assert config.path == tmp_path / "sites" / "a.toml"
+    assert config.site.output_dir == tmp_path / expected
+
+
+def test_absolute_output_dir_is_kept(tmp_path: Path) -> None:
+    config = parse(SITE + f'output_dir = "{tmp_path / "x"}"\n', "elsewhere/site.toml")
+    assert config.site.output_dir == tmp_path / "x"
+
+
+# --- every rule, every message ------------------------------------------------------------------
+
+URLS = '\nstart_urls = ["https://example.com/"]\n'
+HTTP_URL = "an absolute http(s) URL such as 'https://example.com/'"
+FIELD = "a string without CR, LF or NUL"
+UA = "a non-empty string without CR, LF or NUL"
+CRAWL_KEYS = (
+    "workers, per_host, delay, max_redirects, max_tries, timeout, connect_timeout, "
+    "read_timeout, max_response_bytes, user_agent, headers"
+)
+
+CASES = [
+    # [site]
+    ("", "site.name", "[site] name: required key is missing"),
+    ("[site]" + URLS, "site.name", "[site] name: required key is missing"),
+    ('[site]\nname = "ex"\n', "site.start_urls", "[site] start_urls: required key is missing"),
+    ('[site]\nname = "my site"' + URLS, "site.name",
+     "[site] name: expected a name made of letters, digits, '_' and '-', "
+     "found 'my site' (a string)"),
+    ('[site]\nname = "ex\\n"' + URLS, "site.name",
+     "[site] name: expected a name made of letters, digits, '_' and '-', found 'ex\\n' (a string)"),
+    ("[site]\nname = 3" + URLS, "site.name",
+     "[site] name: expected a name made of letters, digits, '_' and '-', found 3 (an integer)"),
+    ('[site]\nname = "ex"\nstart_urls = []', "site.start_urls",
+     "[site] start_urls: expected a non-empty array of URLs, found [] (an array)"),
+    ('[site]\nname = "ex"\nstart_urls = "https://example.com/"', "site.start_urls",
+     "[site] start_urls: expected a non-empty array of URLs, "
+     "found 'https://example.com/' (a string)"),
+    ('[site]\nname = "ex"\nstart_urls = ["https://example.com/", "example.com"]',
+     "site.start_urls",
+     f"[site] start_urls[1]: expected {HTTP_URL}, found 'example.com' (a string)"),
+    ('[site]\nname = "ex"\nstart_urls = ["ftp://example.com/"]', "site.start_urls",
+     f"[site] start_urls[0]: expected {HTTP_URL}, found 'ftp://example.com/' (a string)"),
+    ('[site]\nname = "ex"\nstart_urls = ["https://"]', "site.start_urls",
+     f"[site] start_urls[0]: expected {HTTP_URL}, found 'https://' (a string)"),
+    ('[site]\nname = "ex"\nstart_urls = ["http://example.com:99999/"]', "site.start_urls",
+     f"[site] start_urls[0]: expected {HTTP_URL}, found 'http://example.com:99999/' (a string)"),
+    ('[site]\nname = "ex"\nstart_urls = ["http://exa mple.com/"]', "site.start_urls",
+     f"[site] start_urls[0]: expected {HTTP_URL}, found 'http://exa mple.com/' (a string)"),
+    ('[site]\nname = "ex"\nstart_urls = [3]', "site.start_urls",
+     f"[site] start_urls[0]: expected {HTTP_URL}, found 3 (an integer)"),
+    (SITE + 'output_dir = ""', "site.output_dir",
+     "[site] output_dir: expected a non-empty path, found '' (a string)"),
+    # [scope]
+    (SITE + '[scope]\nhosts = ["https://cdn.example.com/"]', "scope.hosts",
+     "[scope] hosts[0]: expected a host name such as 'cdn.example.com', "
+     "found 'https://cdn.example.com/' (a string)"),
+    (SITE + '[scope]\nhosts = ["a.com", "example.com:8080"]', "scope.hosts",
+     "[scope] hosts[1]: expected a host name such as 'cdn.example.com', "
+     "found 'example.com:8080' (a string)"),
+    (SITE + '[scope]\nhosts = ["[::1]:8080"]', "scope.hosts",
+     "[scope] hosts[0]: expected a host name such as 'cdn.example.com', "
+     "found '[::1]:8080' (a string)"),
+    (SITE + '[scope]\nhosts = ["*.example.com"]', "scope.hosts",
+     "[scope] hosts[0]: expected a host name such as 'cdn.example.com', "
+     "found '*.example.com' (a string)"),
+    (SITE + '[scope]\nhosts = "a.com"', "scope.hosts",
+     "[scope] hosts: expected an array of host names, found 'a.com' (a string)"),
+    (SITE + '[scope]\ninclude = ["ok", "(", 3]', "scope.include",
+     "[scope] include[1]: invalid regular expression: "
+     "missing ), unterminated subpattern at position 0"),
+    (SITE + '[scope]\nexclude = ["a", "b", 3]', "scope.exclude",
+     "[scope] exclude[2]: expected a regular expression (a string), found 3 (an integer)"),
+    (SITE + '[scope]\nexclude = "a"', "scope.exclude",
+     "[scope] exclude: expected an array of regular expressions, found 'a' (a string)"),
+    (SITE + "[scope]\nmax_depth = -1", "scope.max_depth",
+     "[scope] max_depth: expected an integer >= 0, found -1 (an integer)"),
+    (SITE + "[scope]\nmax_depth = 1.5", "scope.max_depth",
+     "[scope] max_depth: expected an integer >= 0, found 1.5 (a float)"),
+    (SITE + "[scope]\nmax_pages = true", "scope.max_pages",
+     "[scope] max_pages: expected an integer >= 0, found True (a boolean)"),
+    (SITE + '[scope]\npage_requisites = "yes"', "scope.page_requisites",
+     "[scope] page_requisites: expected true or false, found 'yes' (a string)"),
+    (SITE + "[scope]\npage_requisites = 1", "scope.page_requisites",
+     "[scope] page_requisites: expected true or false, found 1 (an integer)"),
+    (SITE + '[scope]\nignore_query = [""]', "scope.ignore_query",
+     "[scope] ignore_query[0]: expected a parameter name or glob such as 'utm_*', "
+     "found '' (a string)"),
+    ("scope = 3\n" + SITE, "scope", "[scope]: expected a table, found 3 (an integer)"),
+    (SITE + "[[scope]]\nmax_depth = 1", "scope",
+     "[scope]: expected a table, found [{'max_depth': 1}] (an array)"),
+    # [crawl]
+    (SITE + '[crawl]\nworkers = "sixteen"', "crawl.workers",
+     "[crawl] workers: expected an integer >= 1, found 'sixteen' (a string)"),
+    (SITE + "[crawl]\nworkers = 0", "crawl.workers",
+     "[crawl] workers: expected an integer >= 1, found 0 (an integer)"),
+    (SITE + "[crawl]\nworkers = true", "crawl.workers",
+     "[crawl] workers: expected an integer >= 1, found True (a boolean)"),
+    (SITE + "[crawl]\nworkers = 16.0", "crawl.workers",
+     "[crawl] workers: expected an integer >= 1, found 16.0 (a float)"),
+    (SITE + "[crawl]\nper_host = 0", "crawl.per_host",
+     "[crawl] per_host: expected an integer >= 1, found 0 (an integer)"),
+    (SITE + "[crawl]\ndelay = -1", "crawl.delay",
+     "[crawl] delay: expected a number >= 0, found -1 (an integer)"),
+    (SITE + "[crawl]\ndelay = nan", "crawl.delay",
+     "[crawl] delay: expected a number >= 0, found nan (a float)"),
+    (SITE + "[crawl]\ndelay = false", "crawl.delay",
+     "[crawl] delay: expected a number >= 0, found False (a boolean)"),
+    (SITE + '[crawl]\ndelay = "1s"', "crawl.delay",
+     "[crawl] delay: expected a number >= 0, found '1s' (a string)"),
+    (SITE + "[crawl]\ndelay = 1979-05-27", "crawl.delay",
+     "[crawl] delay: expected a number >= 0, found 1979-05-27 (a date)"),
+    (SITE + "[crawl]\ndelay = 1979-05-27T07:32:00Z", "crawl.delay",
+     "[crawl] delay: expected a number >= 0, found 1979-05-27T07:32:00+00:00 (a datetime)"),
+    (SITE + "[crawl]\ndelay = 07:32:00", "crawl.delay",
+     "[crawl] delay: expected a number >= 0, found 07:32:00 (a time)"),
+    (SITE + "[crawl]\nmax_redirects = -1", "crawl.max_redirects",
+     "[crawl] max_redirects: expected an integer >= 0, found -1 (an integer)"),
+    (SITE + "[crawl]\nmax_tries = 0", "crawl.max_tries",
+     "[crawl] max_tries: expected an integer >= 1, found 0 (an integer)"),
+    (SITE + "[crawl]\ntimeout = 0", "crawl.timeout",
+     "[crawl] timeout: expected a number > 0, found 0 (an integer)"),
+    (SITE + "[crawl]\ntimeout = inf", "crawl.timeout",
+     "[crawl] timeout: expected a number > 0, found inf (a float)"),
+    (SITE + "[crawl]\nconnect_timeout = 0.0", "crawl.connect_timeout",
+     "[crawl] connect_timeout: expected a number > 0, found 0.0 (a float)"),
+    (SITE + "[crawl]\nread_timeout = -1.5", "crawl.read_timeout",
+     "[crawl] read_timeout: expected a number > 0, found -1.5 (a float)"),
+    (SITE + "[crawl]\nmax_response_bytes = 0", "crawl.max_response_bytes",
+     "[crawl] max_response_bytes: expected an integer >= 1, found 0 (an integer)"),
+    (SITE + '[crawl]\nuser_agent = " "', "crawl.user_agent",
+     f"[crawl] user_agent: expected {UA}, found ' ' (a string)"),
+    (SITE + '[crawl]\nuser_agent = "a\\r\\nX: b"', "crawl.user_agent",
+     f"[crawl] user_agent: expected {UA}, found 'a\\r\\nX: b' (a string)"),
+    (SITE + '[crawl]\nheaders = "x"', "crawl.headers",
+     "[crawl] headers: expected a table of header names to strings, found 'x' (a string)"),
+    (SITE + '[crawl]\nheaders = { "Bad Name" = "x" }', "crawl.headers",
+     "[crawl] headers: invalid header name 'Bad Name'; expected an HTTP token "
+     "(letters, digits and !#$%&'*+-.^_`|~)"),
+    (SITE + "[crawl.headers]\nX-A = 1", "crawl.headers",
+     f"[crawl] headers.X-A: expected {FIELD}, found 1 (an integer)"),
+    (SITE + '[crawl.headers]\n"X!y" = "a\\nb"', "crawl.headers",
+     f"[crawl] headers.\"X!y\": expected {FIELD}, found 'a\\nb' (a string)"),
+    (SITE + '[crawl.headers]\nCookie = "secret\\n"', "crawl.headers",
+     f"[crawl] headers.Cookie: expected {FIELD}, found {REDACTED} (a string)"),
+    (SITE + '[crawl.headers]\nAccept = "a"\naccept = "b"', "crawl.headers",
+     "[crawl] headers: header 'accept' is set twice (also as 'Accept'); header names ignore case"),
+    (SITE + '[crawl.headers]\nuser-agent = "x"', "crawl.headers",
+     "[crawl] headers.user-agent: set the User-Agent with [crawl] user_agent"),
+    (SITE + '[crawl]\nuser_agent = "' + "x" * 70 + '\\n"', "crawl.user_agent",
+     f"[crawl] user_agent: expected {UA}, found '{'x' * 56}... (a string)"),
+    # [archive]
+    (SITE + "[archive]\nwarc_max_bytes = 0", "archive.warc_max_bytes",
+     "[archive] warc_max_bytes: expected an integer >= 1, found 0 (an integer)"),
+    # unknown names, with and without a hint
+    (SITE + "[crawl]\nworker = 3", "crawl.worker",
+     "[crawl] worker: unknown key; did you mean 'workers'?"),
+    (SITE + "[crawl]\nPER-HOST = 3", "crawl.PER-HOST",
+     "[crawl] PER-HOST: unknown key; did you mean 'per_host'?"),
+    (SITE + "[crawl]\nspeed = 3", "crawl.speed",
+     f"[crawl] speed: unknown key; valid keys are: {CRAWL_KEYS}"),
+    (SITE + "[crawl.proxy]\nurl = 'x'", "crawl.proxy",
+     f"[crawl] proxy: unknown key; valid keys are: {CRAWL_KEYS}"),
+    (SITE + "[crawling]\nworkers = 3", "crawling",
+     "[crawling]: unknown section; did you mean 'crawl'?"),
+    (SITE + "[proxy]\nurl = 'x'", "proxy",
+     "[proxy]: unknown section; valid sections are: site, scope, crawl, archive"),
+    ("workers = 3\n" + SITE, "workers",
+     "workers: unknown top-level key; did you mean [crawl] workers?"),
+    ("speed = 3\n" + SITE, "speed",
+     "speed: unknown top-level key; valid sections are: site, scope, crawl, archive"),
+    (SITE + '[headers]\nCookie = "x"', "headers",
+     "[headers]: unknown section; did you mean [crawl.headers]?"),
+    # unknown names are reported before bad values
+    (SITE + "[crawl]\nworkers = 0\nworker = 3", "crawl.worker",
+     "[crawl] worker: unknown key; did you mean 'workers'?"),
+]
+
+
+@pytest.mark.parametrize(("text", "key", "message"), CASES, ids=[c[2] for c in CASES])
+def test_error_message(text: str, key: str, message: str) -> None:
+    exc = error(text)
+    assert str(exc) == f"site.toml: {message}"
+    assert exc.key == key
+    assert exc.path == Path("site.toml")
+
+
+def test_message_uses_the_path_as_given() -> None:
+    with pytest.raises(ConfigError, match=r"^\.\./sites/a\.toml: \[site\] name: required"):
+        parse("", "../sites/a.toml")
+
+
+def test_choice_rule() -> None:
+    rule = _choice("fast", "power")
+    assert rule("power", _Context(Path("/"))) == "power"
+    with pytest.raises(_Invalid) as info:
+        rule("slow", _Context(Path("/")))
+    assert info.value.detail == "expected one of 'fast', 'power', found 'slow' (a string)"
+
+
+# --- file-level errors -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[site]\nname = \n", "line 2, column 8: invalid TOML: Invalid value"),
+        ("[site\n",
+         "line 1, column 6: invalid TOML: Expected ']' at the end of a table declaration"),
+        ('[site]\nname = "a"\nname = "b"\n',
+         "line 3, column 11: invalid TOML: Cannot overwrite a value"),
+        ('[site]\nname = "ex', "line 2, column 11: invalid TOML: Unterminated string"),
+        ("[site]\nstart_urls = [1,", "line 2, column 17: invalid TOML: Invalid value"),
+    ],
+)
+def test_toml_syntax_error(text: str, message: str) -> None:
+    exc = error(text)
+    assert str(exc) == f"site.toml: {message}"
+    assert exc.key is None
+
+
+def test_missing_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as info:
+        load_config("nope.toml")
+    assert str(info.value) == "nope.toml: cannot read: [Errno 2] No such file or directory"
+    assert (info.value.path, info.value.key) == (Path("nope.toml"), None)
+    assert isinstance(info.value.__cause__, FileNotFoundError)
+
+
+def test_directory_instead_of_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d").mkdir()
+    with pytest.raises(ConfigError, match=r"^d: cannot read: \[Errno 21\] Is a directory$"):
+        load_config("d")
+
+
+def test_not_utf8(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("site.toml").write_bytes(b'[site]\nname = "\xff"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config("site.toml")
+    assert str(info.value) == "site.toml: cannot read: not UTF-8 text (byte 15)"
+
+
+# --- digest and effective settings ---------------------------------------------------------------
+
+
+def test_digest_is_stable_across_key_order_and_number_spelling() -> None:
+    one = parse(SITE + '[crawl]\nworkers = 2\ndelay = 1\nheaders = { A = "1", B = "2" }\n'
+                '[scope]\nmax_depth = 3\n')
+    two = parse('[scope]\nmax_depth = 3\n[crawl]\nheaders = { B = "2", A = "1" }\n'
+                'delay = 1.0\nworkers = 2\n'
+                '[site]\nstart_urls = ["https://example.com/"]\nname = "ex"\n')
+    assert one.digest() == two.digest()
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", one.digest())
+
+
+def test_digest_ignores_where_files_live(tmp_path: Path) -> None:
+    here = parse(SITE, str(tmp_path / "a" / "site.toml"))
+    there = parse(SITE + 'output_dir = "/elsewhere"\n', str(tmp_path / "b" / "site.toml"))
+    assert here.digest() == there.digest()
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        '[crawl]\nworkers = 15\n',
+        '[scope]\npage_requisites = false\n',
+        '[scope]\nignore_query = ["utm_*", "fbclid"]\n',
+        '[archive]\nwarc_max_bytes = 5\n',
+    ],
+)
+def test_digest_changes_with_a_value(extra: str) -> None:
+    base = parse(SITE + '[crawl.headers]\nAuthorization = "Bearer token"\n')
+    if "Authorization" not in extra:
+        extra = '[crawl.headers]\nAuthorization = "Bearer token"\n' + extra
+    assert parse(SITE + extra).digest() != base.digest()
+
+
+def test_digest_leaves_secret_values_out() -> None:
+    """The digest is written into every WARC: it must not allow guessing a password offline."""
+    one = parse(SITE + '[crawl.headers]\nAuthorization = "Bearer one"\n')
+    two = parse(SITE + '[crawl.headers]\nAuthorization = "Bearer two"\n')
+    assert one.digest() == two.digest()
+
+
+def test_effective_redacts_secret_headers(tmp_path: Path) -> None:
+    config = parse(
+        SITE + '[crawl.headers]\nauthorization = "Bearer t0ken"\nCOOKIE = "s=c00kie"\n'
+        'Proxy-Authorization = "Basic cHJveHk="\nAccept-Language = "en"\n',
+        str(tmp_path / "site.toml"),
+    )
+    effective = config.effective()
+    assert effective["crawl"]["headers"] == {
+        "authorization": REDACTED,
+        "COOKIE": REDACTED,
+        "Proxy-Authorization": REDACTED,
+        "Accept-Language": "en",
+    }
+    assert effective["site"] == {
+        "name": "ex",
+        "start_urls": ["https://example.com/"],
+        "output_dir": str(tmp_path / "archive" / "ex"),
+    }
+    assert effective["scope"]["ignore_query"] == ["utm_*", "fbclid", "gclid"]
+    assert effective["crawl"]["workers"] == 16
+    shown = repr(effective) + config.digest()
+    for secret in ("t0ken", "c00kie", "cHJveHk"):
+        assert secret not in shown
+    assert config.crawl.headers[0] == ("authorization", "Bearer t0ken")  # kept for fetch
