@@ -1,0 +1,5 @@
+"""`python -m mirror` runs the command line."""
+
+from mirror.cli import main_entry
+
+main_entry()

@@ -1,0 +1,360 @@
+"""WARC writer: the only code that writes WARC bytes (warcinfo, request/response, rotation)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import uuid
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from io import BytesIO
+from pathlib import Path
+from typing import IO
+
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.timeutils import datetime_to_iso_date
+from warcio.warcwriter import WARCWriter
+
+from mirror import __version__
+
+log = logging.getLogger(__name__)
+
+WARC_VERSION = "WARC/1.1"
+OPEN_SUFFIX = ".open"
+FILE_RE = re.compile(r"^(?P<name>.+)-(?P<ts>\d{17})-(?P<serial>\d{5,})\.warc\.gz(?:\.open)?$")
+#: request headers whose values never reach the archive (P9)
+SECRET_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
+REDACTED = "<redacted>"
+#: response headers renamed so replay tools do not try to undo framing we already removed
+RENAMED_PREFIX = "X-Mirror-Orig-"
+
+
+@dataclass(frozen=True)
+class RecordLocation:
+    """Where one record lives: file name (final, not .open), byte offset, compressed length."""
+
+    filename: str
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One HTTP exchange as sent and received, ready to archive (built by fetch)."""
+
+    url: str
+    method: str
+    target: str  # request-target, e.g. "/a?b=c"
+    request_headers: tuple[tuple[str, str], ...]
+    http_version: str  # "1.1"
+    status: int
+    reason: str
+    response_headers: tuple[tuple[str, str], ...]
+    body: IO[bytes]  # content-coded bytes as received, chunk framing removed; position 0
+    body_length: int
+    truncated: str | None = None  # WARC-Truncated reason: "length", "time", "disconnect"
+    peer_ip: str | None = None
+
+
+@dataclass(frozen=True)
+class CaptureLocation:
+    """What the manifest needs to find a capture again."""
+
+    response: RecordLocation
+    request: RecordLocation
+    warc_date: str
+    record_id: str
+    payload_digest: str
+
+
+def warc_filename(name: str, when: datetime, serial: int) -> str:
+    stamp = when.strftime("%Y%m%d%H%M%S") + f"{when.microsecond // 1000:03d}"
+    return f"{name}-{stamp}-{serial:05d}.warc.gz"
+
+
+def next_serial(warc_dir: Path) -> int:
+    """One more than the highest serial in the folder, so serials keep rising across runs."""
+    serials = [int(m["serial"]) for p in _listdir(warc_dir) if (m := FILE_RE.match(p))]
+    return max(serials, default=0) + 1
+
+
+def _listdir(folder: Path) -> list[str]:
+    return os.listdir(folder) if folder.is_dir() else []
+
+
+def fix_response_headers(
+    headers: Iterable[tuple[str, str]], body_length: int
+) -> list[tuple[str, str]]:
+    """Headers as stored: Transfer-Encoding renamed (we store the de-chunked body) and
+    Content-Length set to the stored length, the original kept under a renamed header."""
+    out: list[tuple[str, str]] = []
+    for name, value in headers:
+        lower = name.lower()
+        if lower == "transfer-encoding":
+            out.append((RENAMED_PREFIX + name, value))
+        elif lower == "content-length":
+            if value.strip() != str(body_length):
+                out.append((RENAMED_PREFIX + name, value))
+        else:
+            out.append((name, value))
+    out.append(("Content-Length", str(body_length)))
+    return out
+
+
+def redact_request_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    return [(n, REDACTED if n.lower() in SECRET_HEADERS else v) for n, v in headers]
+
+
+def new_record_id() -> str:
+    return f"<urn:uuid:{uuid.uuid4()}>"
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class WarcWriter:
+    """Appends capture groups to the open WARC file of a site, rotating by size.
+
+    Single owner of the files under warc/: each file is written as ``<final>.open`` and renamed
+    when closed. Clock and record-id factory are injected so output can be pinned in tests.
+    """
+
+    def __init__(
+        self,
+        warc_dir: Path,
+        name: str,
+        max_bytes: int,
+        info: dict[str, str],
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        new_id: Callable[[], str] = new_record_id,
+        fsync: bool = False,
+    ) -> None:
+        self.warc_dir = warc_dir
+        self.name = name
+        self.max_bytes = max_bytes
+        self.info = info
+        self.clock = clock
+        self.new_id = new_id
+        self.fsync = fsync
+        self._writer = WARCWriter(None, gzip=True, warc_version=WARC_VERSION)
+        self._file: IO[bytes] | None = None
+        self._filename = ""
+        self._warcinfo_id = ""
+        self.closed_files: list[str] = []
+
+    # -- file lifecycle -------------------------------------------------------------
+    @property
+    def current_filename(self) -> str:
+        return self._filename
+
+    def _open_new(self) -> None:
+        self.warc_dir.mkdir(parents=True, exist_ok=True)
+        self._filename = warc_filename(self.name, self.clock(), next_serial(self.warc_dir))
+        path = self.warc_dir / (self._filename + OPEN_SUFFIX)
+        self._file = open(path, "xb")  # noqa: SIM115 - lives until close()
+        self._warcinfo_id = self.new_id()
+        record = self._writer.create_warc_record(
+            "",
+            "warcinfo",
+            payload=BytesIO(_warc_fields(self.info)),
+            length=len(_warc_fields(self.info)),
+            warc_content_type="application/warc-fields",
+            warc_headers_dict={
+                "WARC-Record-ID": self._warcinfo_id,
+                "WARC-Date": self._date(self.clock()),
+                "WARC-Filename": self._filename,
+            },
+        )
+        self._append(record)
+        self._flush()
+        log.info("opened %s", self._filename)
+
+    def close(self) -> None:
+        """Flush and rename the open file to its final name."""
+        if self._file is None:
+            return
+        self._flush(force_sync=True)
+        self._file.close()
+        self._file = None
+        open_path = self.warc_dir / (self._filename + OPEN_SUFFIX)
+        os.replace(open_path, self.warc_dir / self._filename)
+        _fsync_dir(self.warc_dir)
+        self.closed_files.append(self._filename)
+        log.info("closed %s", self._filename)
+
+    # -- writing --------------------------------------------------------------------
+    def write_capture(self, ex: Exchange) -> CaptureLocation:
+        """Append a response record and its request record; return where they are.
+
+        On any error the file is cut back to where the group started, so a failed write
+        never leaves a partial record behind.
+        """
+        if self._file is None:
+            self._open_new()
+        assert self._file is not None
+        date = self._date(self.clock())
+        resp_id, req_id = self.new_id(), self.new_id()
+        response = self._response_record(ex, date, resp_id)
+        request = self._request_record(ex, date, req_id, resp_id)
+        start = self._file.tell()
+        try:
+            resp_loc = self._append(response)
+            req_loc = self._append(request)
+            self._flush()
+        except BaseException:
+            self._rollback(start)
+            raise
+        digest = response.rec_headers.get_header("WARC-Payload-Digest")
+        if self._file.tell() >= self.max_bytes:
+            self.close()
+        return CaptureLocation(resp_loc, req_loc, date, resp_id, digest)
+
+    def _response_record(self, ex: Exchange, date: str, record_id: str):  # type: ignore[no-untyped-def]
+        http_headers = StatusAndHeaders(
+            f"{ex.status} {ex.reason}".rstrip(),
+            fix_response_headers(ex.response_headers, ex.body_length),
+            protocol=f"HTTP/{ex.http_version}",
+        )
+        warc_headers = {
+            "WARC-Record-ID": record_id,
+            "WARC-Date": date,
+            "WARC-Warcinfo-ID": self._warcinfo_id,
+        }
+        if ex.peer_ip:
+            warc_headers["WARC-IP-Address"] = ex.peer_ip
+        if ex.truncated:
+            warc_headers["WARC-Truncated"] = ex.truncated
+        ex.body.seek(0)
+        return self._writer.create_warc_record(
+            ex.url,
+            "response",
+            payload=ex.body,
+            length=ex.body_length,
+            http_headers=http_headers,
+            warc_headers_dict=warc_headers,
+        )
+
+    def _request_record(self, ex: Exchange, date: str, record_id: str, resp_id: str):  # type: ignore[no-untyped-def]
+        http_headers = StatusAndHeaders(
+            f"{ex.method} {ex.target} HTTP/{ex.http_version}",
+            redact_request_headers(ex.request_headers),
+            is_http_request=True,
+        )
+        return self._writer.create_warc_record(
+            ex.url,
+            "request",
+            http_headers=http_headers,
+            warc_headers_dict={
+                "WARC-Record-ID": record_id,
+                "WARC-Date": date,
+                "WARC-Warcinfo-ID": self._warcinfo_id,
+                "WARC-Concurrent-To": resp_id,
+            },
+        )
+
+    def _append(self, record) -> RecordLocation:  # type: ignore[no-untyped-def]
+        assert self._file is not None
+        offset = self._file.tell()
+        self._writer.out = self._file
+        self._writer._write_warc_record(self._file, record)
+        return RecordLocation(self._filename, offset, self._file.tell() - offset)
+
+    def _flush(self, force_sync: bool = False) -> None:
+        assert self._file is not None
+        self._file.flush()
+        if self.fsync or force_sync:
+            os.fsync(self._file.fileno())
+
+    def _rollback(self, offset: int) -> None:
+        """Cut torn bytes off after a failed write (e.g. ENOSPC); the URL stays pending."""
+        assert self._file is not None
+        try:
+            self._file.seek(offset)
+            self._file.truncate(offset)
+            self._file.flush()
+        except OSError:
+            log.exception("could not roll back %s to offset %d", self._filename, offset)
+
+    @staticmethod
+    def _date(when: datetime) -> str:
+        return str(datetime_to_iso_date(when.astimezone(UTC).replace(tzinfo=None), use_micros=True))
+
+
+def _warc_fields(info: dict[str, str]) -> bytes:
+    return "".join(f"{k}: {v}\r\n" for k, v in info.items() if v).encode("utf-8")
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def default_info(config_digest: str, crawl_id: str) -> dict[str, str]:
+    """warcinfo fields: software, format, config digest, crawl id -- never credentials."""
+    return {
+        "software": f"mirror/{__version__}",
+        "format": "WARC File Format 1.1",
+        "conformsTo": "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/",
+        "isPartOf": crawl_id,
+        "mirror-config-digest": config_digest,
+    }
+
+
+def complete_prefix(path: Path) -> int:
+    """Length of the longest prefix of a .warc.gz made of complete gzip members.
+
+    Streams the file (bounded memory) to cut a torn tail off a file left ``.open`` by a crash.
+    """
+    good = offset = 0
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            data = chunk
+            while data:
+                try:
+                    d.decompress(data, 1 << 16)
+                    while d.unconsumed_tail and not d.eof:
+                        d.decompress(d.unconsumed_tail, 1 << 16)
+                except zlib.error:
+                    return good
+                if not d.eof:
+                    offset += len(data)
+                    break
+                consumed = len(data) - len(d.unused_data)
+                offset += consumed
+                good = offset
+                data = d.unused_data
+                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    return good
+
+
+def close_orphans(warc_dir: Path) -> list[str]:
+    """Cut every leftover ``.open`` file back to complete records and give it its final name."""
+    closed = []
+    for entry in sorted(_listdir(warc_dir)):
+        if not entry.endswith(OPEN_SUFFIX):
+            continue
+        path = warc_dir / entry
+        keep = complete_prefix(path)
+        size = path.stat().st_size
+        if keep < size:
+            log.warning("cut torn tail of %s: %d -> %d bytes", entry, size, keep)
+            with open(path, "r+b") as f:
+                f.truncate(keep)
+        final = entry[: -len(OPEN_SUFFIX)]
+        if keep == 0:
+            path.unlink()
+            continue
+        os.replace(path, warc_dir / final)
+        closed.append(final)
+    if closed:
+        _fsync_dir(warc_dir)
+    return closed

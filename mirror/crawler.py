@@ -1,0 +1,411 @@
+"""Crawl orchestration: workers, frontier, fetch, archive writer, manifest; resume and stop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import IntEnum
+from pathlib import Path
+
+from mirror import archive, index
+from mirror.archive import CaptureLocation, Exchange, WarcWriter
+from mirror.codings import DecodeError, decode_body
+from mirror.config import SiteConfig
+from mirror.extract import extract
+from mirror.fetch import FetchError, Limits, fetch, open_session
+from mirror.frontier import Frontier
+from mirror.fsutil import atomic_write_text
+from mirror.manifest import CaptureRow, Manifest, NewUrl, UrlItem
+from mirror.report import RunData, build_report
+from mirror.scope import PAGE, REQUISITE, Scope
+from mirror.urls import InvalidURL, join, normalize, site_key
+
+log = logging.getLogger(__name__)
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+PARSED_TYPES = frozenset({"text/html", "application/xhtml+xml", "text/css"})
+#: most decompressed bytes handed to the link extractor (P4)
+MAX_PARSE_BYTES = 20_000_000
+#: exponential backoff between tries: BACKOFF_BASE * 2**(try-1), capped, with jitter
+BACKOFF_BASE = 1.0
+BACKOFF_CAP = 60.0
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    INTERNAL = 1
+    USAGE = 2
+    FAILED_URLS = 3
+    LIMIT = 4
+    LOCKED = 75
+    INTERRUPTED = 130
+
+
+@dataclass
+class Counters:
+    """Live numbers for the progress display (the manifest holds the truth)."""
+
+    done: int = 0
+    failed: int = 0
+    retried: int = 0
+    bytes: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_id: int
+    exit_code: int
+    state: str
+    resumed: bool
+    duration: float
+
+
+def archive_paths(cfg: SiteConfig) -> tuple[Path, Path, Path]:
+    out = cfg.site.output_dir
+    return out / "manifest.sqlite3", out / "warc", out / "index.cdxj"
+
+
+def backoff(tries: int, rng: random.Random, base: float = BACKOFF_BASE) -> float:
+    """Seconds before try number `tries + 1`: exponential, capped, with +-50% jitter."""
+    return min(BACKOFF_CAP, base * 2 ** max(tries - 1, 0)) * rng.uniform(0.5, 1.5)
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Crawler:
+    """One run over one site: fresh, resumed, or the next snapshot of a finished archive."""
+
+    def __init__(
+        self,
+        cfg: SiteConfig,
+        *,
+        on_progress: Callable[[Crawler], None] | None = None,
+        backoff_base: float = BACKOFF_BASE,
+        seed: int | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.scope = Scope.from_config(cfg)
+        self.counters = Counters()
+        self.on_progress = on_progress
+        self.backoff_base = backoff_base
+        self.rng = random.Random(seed)
+        self.limits = Limits(
+            timeout=cfg.crawl.timeout,
+            connect_timeout=cfg.crawl.connect_timeout,
+            read_timeout=cfg.crawl.read_timeout,
+            max_bytes=cfg.crawl.max_response_bytes,
+        )
+        manifest_path, self.warc_dir, self.index_path = archive_paths(cfg)
+        self.manifest = Manifest(manifest_path)
+        self.frontier: Frontier | None = None
+        self.writer: WarcWriter | None = None
+        self.run_id = 0
+        self._interrupted = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Graceful stop: no new URLs are handed out; in-flight fetches finish."""
+        self._interrupted = True
+        if self.frontier is not None:
+            self.frontier.stop()
+
+    async def run(self) -> RunResult:
+        resumed = self._begin()
+        frontier = self.frontier
+        assert frontier is not None
+        try:
+            async with open_session(
+                self.cfg.crawl.user_agent, self.cfg.crawl.headers, self.cfg.crawl.workers
+            ) as session:
+                workers = [
+                    asyncio.create_task(self._work(session), name=f"worker-{i}")
+                    for i in range(self.cfg.crawl.workers)
+                ]
+                try:
+                    await asyncio.gather(*workers)
+                finally:
+                    for w in workers:
+                        w.cancel()
+                    await asyncio.gather(*workers, return_exceptions=True)
+        finally:
+            frontier.close()
+            self._end_files()
+        code, state = self._outcome()
+        self.manifest.finish_run(self.run_id, now_iso(), state, code)
+        return RunResult(
+            self.run_id, code, state, resumed, time.monotonic() - self.counters.started
+        )
+
+    def _begin(self) -> bool:
+        """Resume an unfinished run, or start a new one seeded with the start URLs."""
+        closed = archive.close_orphans(self.warc_dir)
+        for name in closed:
+            log.warning("closed %s left open by an earlier run", name)
+        last = self.manifest.last_run()
+        resumed = last is not None and last.state in ("running", "interrupted")
+        if resumed:
+            assert last is not None
+            self.run_id = last.id
+            back = self.manifest.resume_run(self.run_id)
+            log.info("resuming run %d (%d leased URLs back to pending)", self.run_id, back)
+        else:
+            self.run_id = self.manifest.start_run(now_iso(), self.cfg.digest())
+            self.manifest.add_urls(self.run_id, None, self._seeds())
+        self.writer = WarcWriter(
+            self.warc_dir,
+            self.cfg.site.name,
+            self.cfg.archive.warc_max_bytes,
+            archive.default_info(self.cfg.digest(), f"{self.cfg.site.name}/run-{self.run_id}"),
+        )
+        self.frontier = Frontier(
+            self.manifest,
+            per_host=self.cfg.crawl.per_host,
+            delay=self.cfg.crawl.delay,
+            max_pages=self.cfg.scope.max_pages,
+            pages_done=self.manifest.count_done_pages(self.run_id),
+        )
+        return resumed
+
+    def _seeds(self) -> list[NewUrl]:
+        seeds = []
+        for raw in self.cfg.site.start_urls:
+            url = normalize(raw, self.cfg.scope.ignore_query)
+            seeds.append(NewUrl(url, site_key(url), 0, self.cfg.crawl.max_redirects, PAGE,
+                                "start", "link"))
+        return seeds
+
+    def _end_files(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        lines = (
+            index.cdxj_line(
+                r["url"], r["warc_date"], mime=r["mime"] or None, status=str(r["status"]),
+                digest=r["payload_digest"], length=r["length"], offset=r["offset"],
+                filename=r["filename"],
+            )
+            for r in self.manifest.captures()
+        )
+        n = index.write_index(self.index_path, lines)
+        log.info("wrote %s (%d lines)", self.index_path, n)
+
+    def _outcome(self) -> tuple[int, str]:
+        assert self.frontier is not None
+        if self._interrupted:
+            return ExitCode.INTERRUPTED, "interrupted"
+        if self.frontier.limit_reached and self.manifest.count_pending(pages_only=True):
+            return ExitCode.LIMIT, "limit"
+        if self.manifest.url_states(self.run_id).get("failed"):
+            return ExitCode.FAILED_URLS, "complete"
+        return ExitCode.OK, "complete"
+
+    def close(self) -> None:
+        self.manifest.close()
+
+    def write_report(self, result: RunResult) -> tuple[RunData, Path]:
+        """Gather the run's numbers from the manifest and write reports/<run-id>.json."""
+        m, run = self.manifest, result.run_id
+        stats = m.capture_stats(run)
+        info = next(r for r in m.runs() if r.id == run)
+        data = RunData(
+            site=self.cfg.site.name,
+            run_id=run,
+            state=result.state,
+            exit_code=result.exit_code,
+            resumed=result.resumed,
+            started_at=info.started_at,
+            finished_at=info.finished_at or "",
+            duration=result.duration,
+            captures=m.count_captures(run),
+            url_states=m.url_states(run),
+            status_classes=stats["status"],  # type: ignore[arg-type]
+            content_types=stats["mime"],  # type: ignore[arg-type]
+            payload_bytes=stats["payload_bytes"],  # type: ignore[arg-type]
+            warc_bytes=stats["warc_bytes"],  # type: ignore[arg-type]
+            skipped=m.skip_counts(run),
+            top_errors=m.error_counts(run),
+            failed=m.failed(run),
+            broken_links=m.broken_links(run),
+            warc_files=[p.name for p in index.warc_files(self.warc_dir)],
+            archive=str(self.cfg.site.output_dir),
+        )
+        path = self.cfg.site.output_dir / "reports" / f"{run}.json"
+        atomic_write_text(path, json.dumps(build_report(data), indent=2) + "\n")
+        return data, path
+
+    # -- workers ---------------------------------------------------------------------------
+    async def _work(self, session: object) -> None:
+        frontier = self.frontier
+        assert frontier is not None
+        while (item := await frontier.take()) is not None:
+            try:
+                await self._process(session, item)
+            except Exception as exc:  # a bad page never stops the crawl
+                log.exception("internal error on %s", item.url)
+                self.manifest.give_up(self.run_id, item, f"internal: {type(exc).__name__}")
+                self.counters.failed += 1
+            finally:
+                frontier.release(item)
+                if self.on_progress:
+                    self.on_progress(self)
+
+    async def _process(self, session: object, item: UrlItem) -> None:
+        try:
+            ex = await fetch(session, item.url, self.limits)  # type: ignore[arg-type]
+        except FetchError as exc:
+            self._retry_or_fail(item, str(exc), exc.retryable)
+            return
+        try:
+            last_try = item.tries + 1 >= self.cfg.crawl.max_tries
+            error = self._http_error(ex)
+            if error and not last_try:
+                self._retry_or_fail(item, error, True)
+                return
+            self._store(item, ex, error)
+        finally:
+            ex.body.close()
+
+    @staticmethod
+    def _http_error(ex: Exchange) -> str | None:
+        """A response that should be tried again (and counts as failed if it persists)."""
+        if ex.status in RETRY_STATUSES:
+            return f"HTTP {ex.status}"
+        if ex.truncated == "disconnect":
+            return "disconnect: body cut short"
+        return None
+
+    def _retry_or_fail(self, item: UrlItem, error: str, retryable: bool) -> None:
+        tries = item.tries + 1
+        if retryable and tries < self.cfg.crawl.max_tries:
+            delay = backoff(tries, self.rng, self.backoff_base)
+            log.info("retrying %s in %.1fs after %s (try %d of %d)",
+                     item.url, delay, error, tries, self.cfg.crawl.max_tries)
+            self.manifest.retry_later(self.run_id, item, error, time.time() + delay)
+            self.counters.retried += 1
+        else:
+            log.warning("giving up on %s after %d tries: %s", item.url, tries, error)
+            self.manifest.give_up(self.run_id, item, error)
+            self.counters.failed += 1
+
+    def _store(self, item: UrlItem, ex: Exchange, error: str | None) -> None:
+        """Durability order: WARC records appended and flushed, then one manifest commit."""
+        assert self.writer is not None and self.frontier is not None
+        loc = self.writer.write_capture(ex)
+        headers = _header_map(ex.response_headers)
+        location, found = self._discover(item, ex, headers)
+        self.manifest.commit_capture(
+            self.run_id, item, _capture_row(ex, loc, headers, location), found,
+            failed_reason=error,
+        )
+        log.info("%d %s (%d bytes)", ex.status, item.url, ex.body_length)
+        if found:
+            self.frontier.notify()
+        if error:
+            log.warning("giving up on %s: %s", item.url, error)
+            self.counters.failed += 1
+        else:
+            self.counters.done += 1
+        self.counters.bytes += ex.body_length
+
+    # -- discovery -------------------------------------------------------------------------
+    def _discover(
+        self, item: UrlItem, ex: Exchange, headers: dict[str, str]
+    ) -> tuple[str | None, list[NewUrl]]:
+        """(canonical redirect target or None, URLs found) for one stored response."""
+        if ex.status in REDIRECT_STATUSES and "location" in headers:
+            return self._redirect(item, headers["location"])
+        mime = index.mime_of(headers.get("content-type"))
+        if not (200 <= ex.status < 300) or mime not in PARSED_TYPES or ex.truncated == "time":
+            return None, []
+        ex.body.seek(0)
+        raw = ex.body.read()
+        try:
+            body, cut = decode_body(raw, headers.get("content-encoding"), MAX_PARSE_BYTES)
+        except DecodeError as exc:
+            log.warning("cannot decode %s for links: %s", item.url, exc)
+            return None, []
+        if cut:
+            log.warning("parsed only the first %d bytes of %s", MAX_PARSE_BYTES, item.url)
+        found = extract(body, item.url, mime, headers.get("content-type"))
+        urls: list[NewUrl] = []
+        for link in found.links:
+            requisite = link.kind == "requisite"
+            if item.mode == REQUISITE and not requisite:
+                continue  # requisites are never crawled further
+            new = self._decide(link.url, item.depth + 1, self.cfg.crawl.max_redirects,
+                               requisite, link.kind)
+            if new:
+                urls.append(new)
+        return None, urls
+
+    def _redirect(self, item: UrlItem, location: str) -> tuple[str | None, list[NewUrl]]:
+        target_raw = join(item.url, location)
+        if item.redirects_left <= 0:
+            log.warning("redirect limit reached at %s -> %s", item.url, target_raw)
+            return _canonical_or_none(target_raw, self.cfg.scope.ignore_query), []
+        new = self._decide(target_raw, item.depth, item.redirects_left - 1,
+                           item.mode == REQUISITE, "redirect")
+        return (new.url if new else None), ([new] if new else [])
+
+    def _decide(
+        self, raw: str, depth: int, redirects_left: int, requisite: bool, kind: str
+    ) -> NewUrl | None:
+        """Normalise and scope one found reference; skipped URLs are kept with their rule."""
+        try:
+            url = normalize(raw, self.cfg.scope.ignore_query)
+        except InvalidURL as exc:
+            log.debug("not fetching %r: %s", raw, exc)
+            return None
+        via = "redirect" if kind == "redirect" else ("requisite" if requisite else "link")
+        decision = self.scope.decide(url, depth, requisite)
+        return NewUrl(
+            url, site_key(url), depth, redirects_left, decision.mode, via, kind,
+            skip_reason=None if decision.allowed else decision.reason,
+        )
+
+
+def _canonical_or_none(raw: str, ignore_query: tuple[str, ...]) -> str | None:
+    try:
+        return normalize(raw, ignore_query)
+    except InvalidURL:
+        return None
+
+
+def _header_map(headers: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """Lower-cased names; the first value wins (as most clients do for Location)."""
+    out: dict[str, str] = {}
+    for name, value in headers:
+        out.setdefault(name.lower(), value)
+    return out
+
+
+def _capture_row(
+    ex: Exchange, loc: CaptureLocation, headers: dict[str, str], location: str | None
+) -> CaptureRow:
+    return CaptureRow(
+        warc_date=loc.warc_date,
+        record_id=loc.record_id,
+        filename=loc.response.filename,
+        offset=loc.response.offset,
+        length=loc.response.length,
+        req_offset=loc.request.offset,
+        req_length=loc.request.length,
+        status=ex.status,
+        mime=index.mime_of(headers.get("content-type")) or "",
+        payload_digest=loc.payload_digest,
+        payload_length=ex.body_length,
+        etag=headers.get("etag"),
+        last_modified=headers.get("last-modified"),
+        location=location,
+        truncated=ex.truncated,
+    )
+

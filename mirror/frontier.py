@@ -1,0 +1,179 @@
+"""Frontier: per-host slots over URLs leased from the manifest, with concurrency and delay."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+
+from mirror.manifest import Manifest, UrlItem
+from mirror.scope import PAGE
+
+#: most URLs of one host held in memory; the rest stay pending on disk
+HOST_BUFFER = 256
+#: longest sleep while waiting for something to change (a cheap safety net)
+MAX_WAIT = 1.0
+REFILL_EVERY = 0.1
+
+
+class Frontier:
+    """Hands URLs to workers, one host slot at a time.
+
+    Memory is bounded: URLs live in the manifest and only a small window per host is
+    leased into memory. Every state change happens without an await in between, so the
+    single event loop makes take/release race-free (as in the origin crawler).
+    """
+
+    def __init__(
+        self,
+        manifest: Manifest,
+        *,
+        per_host: int,
+        delay: float,
+        max_pages: int = 0,
+        pages_done: int = 0,
+        batch: int = 512,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.manifest = manifest
+        self.per_host = per_host
+        self.delay = delay
+        self.max_pages = max_pages
+        self.pages_taken = pages_done
+        self.batch = batch
+        self.clock = clock
+        self._queues: dict[str, deque[UrlItem]] = {}
+        self._active: dict[str, int] = {}
+        self._next_start: dict[str, float] = {}
+        self._buffered = 0
+        self._last_refill = -REFILL_EVERY
+        self.in_flight = 0
+        self._stopping = False
+        self._finished = False
+        self._changed: asyncio.Future[None] | None = None
+
+    # -- public ----------------------------------------------------------------------------
+    @property
+    def limit_reached(self) -> bool:
+        return self.max_pages > 0 and self.pages_taken >= self.max_pages
+
+    @property
+    def queued(self) -> int:
+        return self._buffered
+
+    async def take(self) -> UrlItem | None:
+        """The next URL whose host has a free slot and whose delay has passed; None at the end."""
+        while not self._stopping and not self._finished:
+            item = self._pick() or (self._refill() and self._pick())
+            if item:
+                return item
+            if self.in_flight == 0 and self._buffered == 0 and self._nothing_due_ever():
+                self._finished = True
+                self._notify()
+                break
+            await self._wait(self._next_wakeup())
+        return None
+
+    def release(self, item: UrlItem) -> None:
+        """A worker is done with `item` (whatever the outcome): free its host slot."""
+        self._active[item.site] -= 1
+        self.in_flight -= 1
+        self._notify()
+
+    def notify(self) -> None:
+        """New URLs may be pending in the manifest."""
+        self._notify()
+
+    def stop(self) -> None:
+        """Stop handing out URLs; buffered ones go back to pending."""
+        self._stopping = True
+        self._return_buffered()
+        self._notify()
+
+    def close(self) -> None:
+        self._return_buffered()
+
+    # -- internals -------------------------------------------------------------------------
+    def _pick(self) -> UrlItem | None:
+        now = self.clock()
+        for site, queue in self._queues.items():
+            if not queue or self._active.get(site, 0) >= self.per_host:
+                continue
+            if self._next_start.get(site, 0.0) > now:
+                continue
+            item = self._pop_allowed(queue)
+            if item is None:
+                continue
+            self._active[site] = self._active.get(site, 0) + 1
+            self._next_start[site] = now + self.delay
+            self.in_flight += 1
+            if item.mode == PAGE:
+                self.pages_taken += 1
+            return item
+        return None
+
+    def _pop_allowed(self, queue: deque[UrlItem]) -> UrlItem | None:
+        """Pop the first URL allowed under the page budget; pages over budget stay pending."""
+        for _ in range(len(queue)):
+            item = queue.popleft()
+            self._buffered -= 1
+            if item.mode != PAGE or not self.limit_reached:
+                return item
+            self.manifest.unlease([item.id])
+        return None
+
+    def _refill(self) -> bool:
+        """Lease more URLs when the buffer runs low, or (at most every REFILL_EVERY seconds)
+        when every buffered URL waits on a busy host, so other hosts are not starved."""
+        now = self.clock()
+        if self._buffered >= self.batch // 2 and now - self._last_refill < REFILL_EVERY:
+            return False
+        self._last_refill = now
+        full = [s for s, q in self._queues.items() if len(q) >= HOST_BUFFER]
+        items = self.manifest.lease(
+            self.batch, time.time(), exclude_sites=full, pages=not self.limit_reached
+        )
+        for item in items:
+            self._queues.setdefault(item.site, deque()).append(item)
+        self._buffered += len(items)
+        # drop empty queues of idle hosts so the scan in _pick stays short
+        for site in [s for s, q in self._queues.items() if not q and not self._active.get(s)]:
+            del self._queues[site]
+            self._next_start.pop(site, None)
+        return bool(items)
+
+    def _nothing_due_ever(self) -> bool:
+        return self.manifest.next_due(pages=not self.limit_reached) is None
+
+    def _next_wakeup(self) -> float:
+        """Seconds until a host's delay or a retry becomes due (bounded by MAX_WAIT)."""
+        now = self.clock()
+        waits = [
+            t - now for s, t in self._next_start.items()
+            if self._queues.get(s) and self._active.get(s, 0) < self.per_host
+        ]
+        due = self.manifest.next_due(pages=not self.limit_reached)
+        if due is not None:
+            waits.append(due - time.time())
+        return min([MAX_WAIT, *[max(w, 0.001) for w in waits]])
+
+    async def _wait(self, timeout: float) -> None:
+        if self._changed is None or self._changed.done():
+            self._changed = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._changed), timeout)
+        except TimeoutError:
+            pass
+
+    def _notify(self) -> None:
+        if self._changed is not None and not self._changed.done():
+            self._changed.set_result(None)
+
+    def _return_buffered(self) -> None:
+        ids = [item.id for q in self._queues.values() for item in q]
+        for q in self._queues.values():
+            q.clear()
+        self._buffered = 0
+        if ids:
+            self.manifest.unlease(ids)

@@ -1,0 +1,53 @@
+"""One run at a time per archive: an advisory flock that dies with its process."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+from types import TracebackType
+
+LOCK_NAME = ".lock"
+
+
+class ArchiveLocked(Exception):
+    """Another process holds the archive's lock; str says which."""
+
+
+class ArchiveLock:
+    """`with ArchiveLock(folder):` -- raises ArchiveLocked if another process holds it.
+
+    flock is released by the kernel when the holder exits, even on SIGKILL, so a lock
+    left behind by a dead process never blocks; the pid in the file is only for the message.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / LOCK_NAME
+        self._fd: int | None = None
+
+    def __enter__(self) -> ArchiveLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise ArchiveLocked(
+                f"{self.path.parent}: another mirror process (pid {holder}) is using this "
+                "archive; wait for it to finish"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing releases the flock
+            self._fd = None

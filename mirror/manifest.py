@@ -1,0 +1,419 @@
+"""SQLite manifest: runs, URLs and their state, captures, links. The only module that runs SQL."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    state TEXT NOT NULL,            -- running | complete | failed | limit | interrupted
+    config_digest TEXT NOT NULL,
+    exit_code INTEGER
+);
+-- Every canonical URL ever discovered. run_id is the run that last discovered it: a URL is
+-- "seen" in the current run when run_id equals it, which is also how a later run re-visits it.
+CREATE TABLE IF NOT EXISTS urls (
+    id INTEGER PRIMARY KEY,
+    url TEXT NOT NULL UNIQUE,
+    site TEXT NOT NULL,
+    run_id INTEGER NOT NULL,
+    state TEXT NOT NULL,            -- pending | leased | done | failed | skipped
+    mode TEXT NOT NULL,             -- page (links followed) | requisite (only its requisites)
+    depth INTEGER NOT NULL,
+    redirects_left INTEGER NOT NULL,
+    referrer INTEGER,
+    via TEXT NOT NULL,              -- start | link | requisite | redirect
+    tries INTEGER NOT NULL DEFAULT 0,
+    next_try REAL NOT NULL DEFAULT 0,
+    reason TEXT,                    -- skip rule or last error
+    status INTEGER
+);
+CREATE INDEX IF NOT EXISTS urls_frontier ON urls (state, id);
+CREATE TABLE IF NOT EXISTS captures (
+    id INTEGER PRIMARY KEY,
+    url_id INTEGER NOT NULL REFERENCES urls(id),
+    run_id INTEGER NOT NULL,
+    url TEXT NOT NULL,
+    warc_date TEXT NOT NULL,
+    record_id TEXT NOT NULL,
+    filename TEXT NOT NULL,
+    offset INTEGER NOT NULL,
+    length INTEGER NOT NULL,
+    req_offset INTEGER NOT NULL,
+    req_length INTEGER NOT NULL,
+    status INTEGER NOT NULL,
+    mime TEXT NOT NULL,
+    payload_digest TEXT NOT NULL,
+    payload_length INTEGER NOT NULL,
+    etag TEXT,
+    last_modified TEXT,
+    location TEXT,                  -- redirect target (canonical), if a 3xx
+    truncated TEXT
+);
+CREATE INDEX IF NOT EXISTS captures_url ON captures (url_id);
+CREATE INDEX IF NOT EXISTS captures_run ON captures (run_id);
+CREATE TABLE IF NOT EXISTS links (
+    src INTEGER NOT NULL,
+    dst INTEGER NOT NULL,
+    kind TEXT NOT NULL,             -- link | requisite | redirect
+    PRIMARY KEY (src, dst, kind)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS errors (
+    run_id INTEGER NOT NULL,
+    url_id INTEGER NOT NULL,
+    error TEXT NOT NULL
+);
+"""
+
+
+class ManifestError(Exception):
+    """The manifest cannot be used (damaged, or written by a newer mirror)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    id: int
+    started_at: str
+    finished_at: str | None
+    state: str
+    config_digest: str
+    exit_code: int | None
+
+
+@dataclass(frozen=True)
+class UrlItem:
+    """A leased URL with what the crawler needs to fetch it."""
+
+    id: int
+    url: str
+    site: str
+    depth: int
+    redirects_left: int
+    mode: str
+    tries: int
+
+
+@dataclass(frozen=True)
+class NewUrl:
+    """A discovered URL after normalisation and the scope decision."""
+
+    url: str
+    site: str
+    depth: int
+    redirects_left: int
+    mode: str  # page | requisite | "" when skipped
+    via: str
+    kind: str  # link kind from the referrer: link | requisite | redirect
+    skip_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class CaptureRow:
+    warc_date: str
+    record_id: str
+    filename: str
+    offset: int
+    length: int
+    req_offset: int
+    req_length: int
+    status: int
+    mime: str
+    payload_digest: str
+    payload_length: int
+    etag: str | None
+    last_modified: str | None
+    location: str | None
+    truncated: str | None
+
+
+class Manifest:
+    """Crawl state in one SQLite file (WAL). Every method is one short transaction."""
+
+    def __init__(self, path: Path, *, durable: bool = False) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = sqlite3.connect(path, isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            self.db.executescript(SCHEMA)
+            self._check_version()
+        except sqlite3.DatabaseError as exc:
+            raise ManifestError(f"{path}: not a usable manifest: {exc}") from exc
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _check_version(self) -> None:
+        row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None:
+            self.db.execute(
+                "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
+        elif int(row[0]) > SCHEMA_VERSION:
+            raise ManifestError(
+                f"{self.path}: written by a newer mirror (schema {row[0]} > {SCHEMA_VERSION})"
+            )
+
+    def _tx(self) -> _Tx:
+        return _Tx(self.db)
+
+    # -- runs --------------------------------------------------------------------------
+    def last_run(self) -> Run | None:
+        row = self.db.execute("SELECT * FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+        return Run(*row) if row else None
+
+    def runs(self) -> list[Run]:
+        return [Run(*r) for r in self.db.execute("SELECT * FROM runs ORDER BY id")]
+
+    def start_run(self, started_at: str, config_digest: str) -> int:
+        with self._tx():
+            cur = self.db.execute(
+                "INSERT INTO runs (started_at, state, config_digest) VALUES (?, 'running', ?)",
+                (started_at, config_digest),
+            )
+        assert cur.lastrowid is not None
+        return cur.lastrowid
+
+    def resume_run(self, run_id: int) -> int:
+        """Leased URLs of an unfinished run go back to pending; returns how many."""
+        with self._tx():
+            self.db.execute(
+                "UPDATE runs SET state='running', finished_at=NULL WHERE id=?", (run_id,)
+            )
+            cur = self.db.execute("UPDATE urls SET state='pending' WHERE state='leased'")
+        return cur.rowcount
+
+    def finish_run(self, run_id: int, finished_at: str, state: str, exit_code: int) -> None:
+        with self._tx():
+            self.db.execute(
+                "UPDATE runs SET finished_at=?, state=?, exit_code=? WHERE id=?",
+                (finished_at, state, exit_code, run_id),
+            )
+
+    # -- discovery -----------------------------------------------------------------------
+    def add_urls(
+        self, run_id: int, referrer: int | None, found: Sequence[NewUrl]
+    ) -> None:
+        """Insert URLs not yet seen in this run (the seen-check), and the links to them."""
+        with self._tx():
+            self._add_urls(run_id, referrer, found)
+
+    def _add_urls(self, run_id: int, referrer: int | None, found: Sequence[NewUrl]) -> None:
+        for f in found:
+            state = "skipped" if f.skip_reason else "pending"
+            # Insert, or re-discover a URL known from an earlier run; a URL that was only
+            # skipped so far is upgraded when it is now allowed (an off-site <a> then <img>).
+            self.db.execute(
+                """INSERT INTO urls (url, site, run_id, state, mode, depth, redirects_left,
+                                     referrer, via, reason)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                   ON CONFLICT(url) DO UPDATE SET
+                     run_id=excluded.run_id, state=excluded.state, mode=excluded.mode,
+                     depth=excluded.depth, redirects_left=excluded.redirects_left,
+                     referrer=excluded.referrer, via=excluded.via, reason=excluded.reason,
+                     tries=0, next_try=0, status=NULL
+                   WHERE urls.run_id < excluded.run_id
+                      OR (urls.state='skipped' AND excluded.state='pending')""",
+                (f.url, f.site, run_id, state, f.mode, f.depth, f.redirects_left, referrer,
+                 f.via, f.skip_reason),
+            )
+            if referrer is not None:
+                self.db.execute(
+                    """INSERT OR IGNORE INTO links (src, dst, kind)
+                       SELECT ?, id, ? FROM urls WHERE url=?""",
+                    (referrer, f.kind, f.url),
+                )
+
+    # -- frontier ------------------------------------------------------------------------
+    def lease(
+        self, limit: int, now: float, exclude_sites: Iterable[str] = (), pages: bool = True
+    ) -> list[UrlItem]:
+        """Mark up to `limit` pending URLs that are due as leased and return them, oldest first."""
+        excluded = list(exclude_sites)
+        sql = "SELECT id, url, site, depth, redirects_left, mode, tries FROM urls " \
+              "WHERE state='pending' AND next_try <= ?"
+        params: list[object] = [now]
+        if excluded:
+            sql += f" AND site NOT IN ({','.join('?' * len(excluded))})"
+            params += excluded
+        if not pages:
+            sql += " AND mode='requisite'"
+        sql += " ORDER BY id LIMIT ?"
+        params.append(limit)
+        with self._tx():
+            rows = self.db.execute(sql, params).fetchall()
+            self.db.executemany(
+                "UPDATE urls SET state='leased' WHERE id=?", [(r[0],) for r in rows]
+            )
+        return [UrlItem(*r) for r in rows]
+
+    def next_due(self, pages: bool = True) -> float | None:
+        """Earliest next_try of a pending URL, or None when nothing is pending."""
+        sql = "SELECT MIN(next_try) FROM urls WHERE state='pending'"
+        if not pages:
+            sql += " AND mode='requisite'"
+        row = self.db.execute(sql).fetchone()
+        return row[0]
+
+    def count_pending(self, pages_only: bool = False) -> int:
+        sql = "SELECT COUNT(*) FROM urls WHERE state IN ('pending', 'leased')"
+        if pages_only:
+            sql += " AND mode='page'"
+        return int(self.db.execute(sql).fetchone()[0])
+
+    def unlease(self, ids: Iterable[int]) -> None:
+        with self._tx():
+            self.db.executemany(
+                "UPDATE urls SET state='pending' WHERE id=? AND state='leased'",
+                [(i,) for i in ids],
+            )
+
+    # -- outcomes ------------------------------------------------------------------------
+    def commit_capture(
+        self,
+        run_id: int,
+        item: UrlItem,
+        cap: CaptureRow,
+        found: Sequence[NewUrl],
+        *,
+        failed_reason: str | None = None,
+    ) -> None:
+        """One transaction: the capture row, the URL done (or failed), and what it linked to."""
+        with self._tx():
+            self.db.execute(
+                """INSERT INTO captures (url_id, run_id, url, warc_date, record_id, filename,
+                     offset, length, req_offset, req_length, status, mime, payload_digest,
+                     payload_length, etag, last_modified, location, truncated)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+                (item.id, run_id, item.url, cap.warc_date, cap.record_id, cap.filename,
+                 cap.offset, cap.length, cap.req_offset, cap.req_length, cap.status, cap.mime,
+                 cap.payload_digest, cap.payload_length, cap.etag, cap.last_modified,
+                 cap.location, cap.truncated),
+            )
+            self.db.execute(
+                "UPDATE urls SET state=?, status=?, tries=tries+1, reason=? WHERE id=?",
+                ("failed" if failed_reason else "done", cap.status, failed_reason, item.id),
+            )
+            if failed_reason:
+                self._log_error(run_id, item.id, failed_reason)
+            self._add_urls(run_id, item.id, found)
+
+    def retry_later(self, run_id: int, item: UrlItem, error: str, next_try: float) -> None:
+        with self._tx():
+            self.db.execute(
+                "UPDATE urls SET state='pending', tries=tries+1, next_try=?, reason=? "
+                "WHERE id=?",
+                (next_try, error, item.id),
+            )
+            self._log_error(run_id, item.id, error)
+
+    def give_up(self, run_id: int, item: UrlItem, error: str) -> None:
+        with self._tx():
+            self.db.execute(
+                "UPDATE urls SET state='failed', tries=tries+1, reason=? WHERE id=?",
+                (error, item.id),
+            )
+            self._log_error(run_id, item.id, error)
+
+    def _log_error(self, run_id: int, url_id: int, error: str) -> None:
+        self.db.execute("INSERT INTO errors VALUES (?, ?, ?)", (run_id, url_id, error))
+
+    # -- queries for reports and the index -----------------------------------------------
+    def captures(self, run_id: int | None = None) -> Iterator[sqlite3.Row]:
+        cur = self.db.cursor()
+        cur.row_factory = sqlite3.Row
+        if run_id is None:
+            yield from cur.execute("SELECT * FROM captures ORDER BY id")
+        else:
+            yield from cur.execute("SELECT * FROM captures WHERE run_id=? ORDER BY id", (run_id,))
+
+    def count_captures(self, run_id: int) -> int:
+        return int(
+            self.db.execute("SELECT COUNT(*) FROM captures WHERE run_id=?", (run_id,)).fetchone()[0]
+        )
+
+    def count_done_pages(self, run_id: int) -> int:
+        return int(self.db.execute(
+            "SELECT COUNT(*) FROM urls WHERE run_id=? AND mode='page' "
+            "AND state IN ('done', 'failed', 'leased')", (run_id,)
+        ).fetchone()[0])
+
+    def url_states(self, run_id: int) -> dict[str, int]:
+        rows = self.db.execute(
+            "SELECT state, COUNT(*) FROM urls WHERE run_id=? GROUP BY state", (run_id,)
+        )
+        return {s: n for s, n in rows}
+
+    def skip_counts(self, run_id: int) -> dict[str, int]:
+        rows = self.db.execute(
+            "SELECT reason, COUNT(*) FROM urls WHERE run_id=? AND state='skipped' "
+            "GROUP BY reason ORDER BY 2 DESC", (run_id,)
+        )
+        return {r: n for r, n in rows}
+
+    def failed(self, run_id: int) -> list[tuple[str, str]]:
+        return self.db.execute(
+            "SELECT url, COALESCE(reason, 'HTTP ' || status) FROM urls "
+            "WHERE run_id=? AND state='failed' ORDER BY url", (run_id,)
+        ).fetchall()
+
+    def error_counts(self, run_id: int, limit: int = 10) -> list[tuple[str, int]]:
+        return self.db.execute(
+            "SELECT error, COUNT(*) FROM errors WHERE run_id=? GROUP BY error "
+            "ORDER BY 2 DESC, 1 LIMIT ?", (run_id, limit)
+        ).fetchall()
+
+    def broken_links(self, run_id: int, limit: int = 50) -> list[tuple[str, int | None, str]]:
+        """(target URL, status or None, a page linking to it) for 4xx/5xx/failed targets."""
+        return self.db.execute(
+            """SELECT d.url, d.status, MIN(s.url) FROM urls d
+                 JOIN links l ON l.dst = d.id JOIN urls s ON s.id = l.src
+               WHERE d.run_id=? AND (d.state='failed' OR d.status >= 400)
+               GROUP BY d.id ORDER BY d.url LIMIT ?""",
+            (run_id, limit),
+        ).fetchall()
+
+    def referrers(self, url_id: int) -> list[str]:
+        return [r[0] for r in self.db.execute(
+            "SELECT s.url FROM links l JOIN urls s ON s.id=l.src WHERE l.dst=? ORDER BY s.url",
+            (url_id,),
+        )]
+
+    def capture_stats(self, run_id: int) -> dict[str, object]:
+        status = dict(self.db.execute(
+            "SELECT (status / 100) || 'xx', COUNT(*) FROM captures WHERE run_id=? GROUP BY 1",
+            (run_id,),
+        ).fetchall())
+        mimes = dict(self.db.execute(
+            "SELECT mime, COUNT(*) FROM captures WHERE run_id=? GROUP BY mime "
+            "ORDER BY 2 DESC LIMIT 10", (run_id,),
+        ).fetchall())
+        row = self.db.execute(
+            "SELECT COALESCE(SUM(payload_length), 0), COALESCE(SUM(length + req_length), 0) "
+            "FROM captures WHERE run_id=?", (run_id,),
+        ).fetchone()
+        return {"status": status, "mime": mimes, "payload_bytes": row[0], "warc_bytes": row[1]}
+
+
+class _Tx:
+    """BEGIN IMMEDIATE ... COMMIT, ROLLBACK on error (autocommit connection)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        self.db.execute("ROLLBACK" if exc_type else "COMMIT")

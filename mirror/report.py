@@ -1,0 +1,93 @@
+"""End-of-run report: a JSON document and a terminal summary, both pure over the run's numbers."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class RunData:
+    """Everything the report says, gathered from the manifest by the caller."""
+
+    site: str
+    run_id: int
+    state: str
+    exit_code: int
+    resumed: bool
+    started_at: str
+    finished_at: str
+    duration: float
+    captures: int
+    url_states: dict[str, int]
+    status_classes: dict[str, int]
+    content_types: dict[str, int]
+    payload_bytes: int
+    warc_bytes: int
+    skipped: dict[str, int]
+    top_errors: list[tuple[str, int]]
+    failed: list[tuple[str, str]]
+    broken_links: list[tuple[str, int | None, str]]
+    warc_files: list[str]
+    archive: str
+
+
+def build_report(d: RunData) -> dict[str, object]:
+    """The JSON written to reports/<run-id>.json."""
+    out = asdict(d)
+    out["pages_per_second"] = round(d.captures / d.duration, 2) if d.duration > 0 else None
+    out["top_errors"] = [{"error": e, "count": n} for e, n in d.top_errors]
+    out["failed"] = [{"url": u, "error": e} for u, e in d.failed]
+    out["broken_links"] = [
+        {"url": u, "status": s, "linked_from": ref} for u, s, ref in d.broken_links
+    ]
+    return out
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"  # pragma: no cover - loop always returns
+
+
+def summary_line(d: RunData) -> str:
+    """The one line a cron mail shows."""
+    rate = d.captures / d.duration if d.duration > 0 else 0.0
+    failed = d.url_states.get("failed", 0)
+    return (
+        f"{d.site}: run {d.run_id} {d.state} (exit {d.exit_code}): {d.captures} captures, "
+        f"{failed} failed, {human_bytes(d.payload_bytes)} in {d.duration:.1f}s "
+        f"({rate:.1f} pages/s)"
+    )
+
+
+def _counts(title: str, counts: dict[str, int]) -> list[str]:
+    if not counts:
+        return []
+    parts = ", ".join(f"{k} {v}" for k, v in counts.items())
+    return [f"  {title:<14} {parts}"]
+
+
+def render_summary(d: RunData, max_items: int = 10) -> str:
+    """A plain-text summary; readable in a terminal, a log file and a cron mail alike."""
+    lines = [summary_line(d)]
+    lines += _counts("status", dict(sorted(d.status_classes.items())))
+    lines += _counts("content types", d.content_types)
+    lines += _counts("skipped", d.skipped)
+    lines.append(f"  {'bytes':<14} payload {human_bytes(d.payload_bytes)}, "
+                 f"WARC {human_bytes(d.warc_bytes)}")
+    if d.top_errors:
+        lines.append("  most frequent errors:")
+        lines += [f"    {n:>5}  {e}" for e, n in d.top_errors[:max_items]]
+    if d.failed:
+        lines.append(f"  failed URLs ({len(d.failed)}):")
+        lines += [f"    {u}  ({e})" for u, e in d.failed[:max_items]]
+    if d.broken_links:
+        lines.append(f"  broken links ({len(d.broken_links)}):")
+        lines += [
+            f"    {u}  [{s if s is not None else 'failed'}]  linked from {ref}"
+            for u, s, ref in d.broken_links[:max_items]
+        ]
+    lines.append(f"  archive        {d.archive}")
+    return "\n".join(lines)

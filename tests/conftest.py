@@ -1,0 +1,187 @@
+"""Shared fixtures: a declarative test site on 127.0.0.1; helpers to crawl it and read results."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from warcio.archiveiterator import ArchiveIterator
+
+from mirror.config import load_config
+from mirror.crawler import Crawler, RunResult
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass
+class TestSite:
+    """Routes by path (query included when given), a request log and an in-flight gauge."""
+
+    __test__ = False  # not a test class for pytest
+
+    routes: dict[str, Handler] = field(default_factory=dict)
+    log: list[str] = field(default_factory=list)
+    in_flight: int = 0
+    max_in_flight: int = 0
+    latency: float = 0.0
+    base: str = ""
+
+    def page(self, path: str, body: str | bytes, *, status: int = 200,
+             content_type: str = "text/html; charset=utf-8",
+             headers: dict[str, str] | None = None) -> None:
+        data = body.encode("utf-8") if isinstance(body, str) else body
+
+        async def handler(request: web.Request) -> web.StreamResponse:
+            hdrs = {"Content-Type": content_type, **(headers or {})}
+            return web.Response(body=data, status=status, headers=hdrs)
+
+        self.routes[path] = handler
+
+    def redirect(self, path: str, target: str, status: int = 301) -> None:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            return web.Response(status=status, headers={"Location": target})
+
+        self.routes[path] = handler
+
+    def handler(self, path: str, fn: Handler) -> None:
+        self.routes[path] = fn
+
+    def count(self, path: str) -> int:
+        return self.log.count(path)
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        key = request.path_qs
+        self.log.append(key)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.latency:
+                await asyncio.sleep(self.latency)
+            fn = self.routes.get(key) or self.routes.get(request.path)
+            if fn is None:
+                return web.Response(status=404, text="not found", content_type="text/html")
+            return await fn(request)
+        finally:
+            self.in_flight -= 1
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        return app
+
+
+@pytest.fixture
+async def make_site(aiohttp_server: Any) -> Callable[[], Awaitable[TestSite]]:
+    """`site = await make_site()` then add routes; the server runs on 127.0.0.1 until teardown."""
+
+    async def factory() -> TestSite:
+        site = TestSite()
+        server = await aiohttp_server(site.app(), host="127.0.0.1")
+        site.base = str(server.make_url("/"))
+        return site
+
+    return factory
+
+
+def write_config(folder: Path, start_urls: list[str], **sections: dict[str, Any]) -> Path:
+    """A site.toml in `folder`; `sections` maps section name -> extra keys."""
+    lines = ["[site]", 'name = "test"', f"start_urls = {_toml(start_urls)}",
+             'output_dir = "archive"']
+    for section, values in sections.items():
+        if section == "site":
+            lines += [f"{k} = {_toml(v)}" for k, v in values.items()]
+            continue
+        lines.append(f"[{section}]")
+        lines += [f"{k} = {_toml(v)}" for k, v in values.items()]
+    path = folder / "site.toml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_toml(k)} = {_toml(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+@dataclass
+class Crawl:
+    """What a finished crawl left behind, for assertions."""
+
+    result: RunResult
+    root: Path
+
+    @property
+    def archive(self) -> Path:
+        return self.root / "archive"
+
+    def records(self) -> list[dict[str, Any]]:
+        return read_records(self.archive / "warc")
+
+    def responses(self) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {}
+        for r in self.records():
+            if r["type"] == "response":
+                out.setdefault(r["uri"], []).append(r)
+        return out
+
+    def db(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.archive / "manifest.sqlite3")
+
+    def states(self) -> dict[str, str]:
+        with self.db() as db:
+            return dict(db.execute("SELECT url, state FROM urls"))
+
+    def skipped(self) -> dict[str, str]:
+        with self.db() as db:
+            return dict(db.execute("SELECT url, reason FROM urls WHERE state='skipped'"))
+
+
+def read_records(warc_dir: Path) -> list[dict[str, Any]]:
+    out = []
+    for path in sorted(warc_dir.glob("*.warc.gz")):
+        with open(path, "rb") as f:
+            for rec in ArchiveIterator(f, no_record_parse=False):
+                http = rec.http_headers
+                out.append({
+                    "file": path.name,
+                    "type": rec.rec_type,
+                    "uri": rec.rec_headers.get_header("WARC-Target-URI"),
+                    "headers": rec.rec_headers,
+                    "http": http,
+                    "status": int(http.get_statuscode()) if http and rec.rec_type == "response"
+                    else None,
+                    "payload": rec.raw_stream.read() if rec.rec_type == "response" else b"",
+                })
+    return out
+
+
+@pytest.fixture
+def crawl(tmp_path: Path) -> Callable[..., Awaitable[Crawl]]:
+    """`await crawl([start], crawl={"workers": 2})` runs one in-process crawl to the end."""
+
+    async def run(start_urls: list[str], **sections: dict[str, Any]) -> Crawl:
+        sections.setdefault("crawl", {})
+        sections["crawl"].setdefault("timeout", 10)
+        cfg = load_config(write_config(tmp_path, start_urls, **sections))
+        crawler = Crawler(cfg, backoff_base=0.01, seed=1)
+        try:
+            result = await asyncio.wait_for(crawler.run(), timeout=60)
+            crawler.write_report(result)
+        finally:
+            crawler.close()
+        return Crawl(result, tmp_path)
+
+    return run

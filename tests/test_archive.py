@@ -1,0 +1,173 @@
+"""The WARC writer with a pinned clock and record ids: exact records, rotation, rollback, repair."""
+
+from __future__ import annotations
+
+import base64
+import errno
+import gzip
+import hashlib
+import io
+import itertools
+import os
+import subprocess
+import sys
+import zlib
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from mirror import archive
+from mirror.archive import Exchange, WarcWriter
+
+WHEN = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
+
+
+def ids():
+    counter = itertools.count(1)
+    return lambda: f"<urn:uuid:00000000-0000-0000-0000-{next(counter):012d}>"
+
+
+def exchange(url: str = "http://example.com/a?b=1", body: bytes = b"hello world",
+             headers=(("Content-Type", "text/html"), ("Transfer-Encoding", "chunked"))):
+    return Exchange(
+        url=url, method="GET", target="/a?b=1",
+        request_headers=(("Host", "example.com"), ("Cookie", "session=s3cret")),
+        http_version="1.1", status=200, reason="OK", response_headers=tuple(headers),
+        body=io.BytesIO(body), body_length=len(body), peer_ip="127.0.0.1",
+    )
+
+
+def writer(folder: Path, max_bytes: int = 10_000_000) -> WarcWriter:
+    return WarcWriter(folder, "site", max_bytes, {"software": "mirror/test"},
+                      clock=lambda: WHEN, new_id=ids())
+
+
+def members(path: Path) -> list[bytes]:
+    """Each gzip member of a file, decompressed."""
+    data, out = path.read_bytes(), []
+    while data:
+        d = zlib.decompressobj(31)
+        out.append(d.decompress(data))
+        assert d.eof, "torn gzip member"
+        data = d.unused_data
+    return out
+
+
+EXPECTED_RESPONSE = (
+    b"WARC/1.1\r\n"
+    b"WARC-Record-ID: <urn:uuid:00000000-0000-0000-0000-000000000002>\r\n"
+    b"WARC-Date: 2026-01-02T03:04:05.678000Z\r\n"
+    b"WARC-Warcinfo-ID: <urn:uuid:00000000-0000-0000-0000-000000000001>\r\n"
+    b"WARC-IP-Address: 127.0.0.1\r\n"
+    b"WARC-Type: response\r\n"
+    b"WARC-Target-URI: http://example.com/a?b=1\r\n"
+    b"WARC-Payload-Digest: sha1:FKXGYNOJJ7H3IFO35FPUBC445EPOQRXN\r\n"
+    b"WARC-Block-Digest: sha1:"
+)
+
+
+def sha1_b32(data: bytes) -> str:
+    return "sha1:" + base64.b32encode(hashlib.sha1(data).digest()).decode()
+
+
+def test_capture_records_exact(tmp_path: Path) -> None:
+    w = writer(tmp_path)
+    loc = w.write_capture(exchange())
+    w.close()
+    [path] = tmp_path.iterdir()
+    assert path.name == "site-20260102030405678-00001.warc.gz"
+    info, response, request = members(path)
+    assert info.startswith(b"WARC/1.1\r\n") and b"WARC-Type: warcinfo\r\n" in info
+    assert b"WARC-Filename: site-20260102030405678-00001.warc.gz\r\n" in info
+    assert b"software: mirror/test\r\n" in info
+    assert response.startswith(EXPECTED_RESPONSE)
+    head, block = response.split(b"\r\n\r\n", 1)
+    assert block == (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
+        b"X-Mirror-Orig-Transfer-Encoding: chunked\r\nContent-Length: 11\r\n\r\n"
+        b"hello world\r\n\r\n"
+    )
+    assert head.endswith(f"\r\nContent-Length: {len(block) - 4}".encode())
+    assert b"WARC-Concurrent-To: <urn:uuid:00000000-0000-0000-0000-000000000002>" in request
+    assert b"Cookie: <redacted>\r\n" in request and b"s3cret" not in path.read_bytes()
+    assert request.split(b"\r\n\r\n", 1)[1].startswith(b"GET /a?b=1 HTTP/1.1\r\nHost: example.com")
+    assert loc.request.offset == loc.response.offset + loc.response.length
+    data = path.read_bytes()
+    assert gzip.decompress(data[loc.response.offset:loc.response.offset + loc.response.length]) \
+        == response
+    assert loc.payload_digest == sha1_b32(b"hello world")
+    assert f"WARC-Block-Digest: {sha1_b32(block[:-4])}".encode() in head
+
+
+def test_warcio_check_and_gzip_test_pass(tmp_path: Path) -> None:
+    w = writer(tmp_path)
+    for i in range(3):
+        w.write_capture(exchange(url=f"http://example.com/{i}", body=bytes(range(256)) * i))
+    w.close()
+    [path] = tmp_path.iterdir()
+    subprocess.run(["gzip", "-t", str(path)], check=True)
+    check = subprocess.run([sys.executable, "-m", "warcio.cli", "check", "-v", str(path)],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert len(members(path)) == 7
+
+
+def test_rotation_starts_new_file_with_new_serial(tmp_path: Path) -> None:
+    w = writer(tmp_path, max_bytes=100)
+    w.write_capture(exchange())
+    w.write_capture(exchange())
+    w.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "site-20260102030405678-00001.warc.gz", "site-20260102030405678-00002.warc.gz"]
+    w2 = writer(tmp_path)
+    w2.write_capture(exchange())
+    w2.close()
+    assert archive.next_serial(tmp_path) == 4
+
+
+def test_failed_write_is_rolled_back(tmp_path: Path) -> None:
+    w = writer(tmp_path)
+    w.write_capture(exchange())
+    open_file = w._file
+    assert open_file is not None
+    size = open_file.tell()
+    real_write = open_file.write
+    budget = [3]
+
+    def failing_write(data: bytes) -> int:
+        if budget[0] <= 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        budget[0] -= 1
+        return real_write(data)
+
+    open_file.write = failing_write  # type: ignore[method-assign]
+    with pytest.raises(OSError, match="No space"):
+        w.write_capture(exchange(body=os.urandom(200_000)))
+    open_file.write = real_write  # type: ignore[method-assign]
+    assert open_file.tell() == size
+    w.write_capture(exchange())
+    w.close()
+    [path] = tmp_path.iterdir()
+    assert len(members(path)) == 5
+
+
+def test_torn_tail_is_cut_back_at_every_byte(tmp_path: Path) -> None:
+    w = writer(tmp_path)
+    w.write_capture(exchange())
+    loc = w.write_capture(exchange(body=b"second" * 50))
+    w.close()
+    [path] = tmp_path.iterdir()
+    data = path.read_bytes()
+    keep = loc.response.offset  # everything before the last capture group is complete
+    for cut in range(keep + 1, len(data)):
+        trial = tmp_path / "trial"
+        trial.mkdir(exist_ok=True)
+        torn = trial / (path.name + archive.OPEN_SUFFIX)
+        torn.write_bytes(data[:cut])
+        closed = archive.close_orphans(trial)
+        assert closed == [path.name]
+        result = (trial / path.name).read_bytes()
+        expected = loc.request.offset if cut >= loc.request.offset else keep
+        assert len(result) == expected, cut
+        (trial / path.name).unlink()

@@ -1,0 +1,152 @@
+"""The command line as a user runs it: a subprocess, its output and its exit code."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import write_config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def mirror(*args: str, cwd: Path, timeout: float = 60,
+                 on_start=None) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "mirror", *args, cwd=cwd,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        if on_start:
+            await on_start(proc)
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def links(*hrefs: str) -> str:
+    return "".join(f'<a href="{h}">x</a>' for h in hrefs)
+
+
+async def test_check_prints_effective_settings(tmp_path: Path):
+    code, out, err = await mirror("check", str(ROOT / "config" / "example.toml"), cwd=tmp_path)
+    assert (code, err) == (0, "")
+    assert "example.toml: OK" in out
+    assert "  workers = 16" in out and "[archive]" in out
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ('[site]\nname = "x"\nstart_urls = ["http://a/"]\n[crawl]\nworker = 3\n',
+         "site.toml: [crawl] worker: unknown key; did you mean 'workers'?"),
+        ('[site]\nname = "x"\nstart_urls = ["http://a/"]\n[crawl]\nworkers = "many"\n',
+         "site.toml: [crawl] workers: expected an integer >= 1, found 'many' (a string)"),
+        ('[site]\nstart_urls = ["http://a/"]\n', "site.toml: [site] name: required key is missing"),
+        ('[site\n', "site.toml: line 1, column 6: invalid TOML"),
+    ],
+    ids=["did-you-mean", "wrong-type", "missing", "syntax"],
+)
+async def test_bad_config_exits_2_with_a_specific_message(tmp_path: Path, toml: str,
+                                                          message: str):
+    (tmp_path / "site.toml").write_text(toml)
+    for command in ("check", "run"):
+        code, out, err = await mirror(command, "site.toml", cwd=tmp_path)
+        assert code == 2
+        assert err.startswith(f"mirror: {message}"), err
+    assert not (tmp_path / "archive").exists()  # nothing written for a bad config
+
+
+async def test_missing_config_file(tmp_path: Path):
+    code, _, err = await mirror("run", "nope.toml", cwd=tmp_path)
+    assert code == 2
+    assert "nope.toml: cannot read" in err
+
+
+async def test_run_quiet_prints_one_line_and_writes_report(make_site, tmp_path: Path):
+    site = await make_site()
+    site.page("/", links("/a", "/missing"))
+    site.page("/a", "a")
+    write_config(tmp_path, [site.base])
+    code, out, err = await mirror("run", "site.toml", "--quiet", cwd=tmp_path)
+    assert (code, err) == (0, "")
+    assert out.count("\n") == 1
+    assert out.startswith("test: run 1 complete (exit 0): 3 captures, 0 failed")
+    assert sorted(site.log) == ["/", "/a", "/missing"]
+    assert (tmp_path / "archive" / "reports" / "1.json").exists()
+    assert "200 " + site.base in (tmp_path / "archive" / "mirror.log").read_text()
+
+
+async def test_run_summary_lists_broken_links(make_site, tmp_path: Path):
+    site = await make_site()
+    site.page("/", links("/missing"))
+    write_config(tmp_path, [site.base])
+    code, out, _ = await mirror("run", "site.toml", cwd=tmp_path)
+    assert code == 0
+    assert f"{site.base}missing  [404]  linked from {site.base}" in out
+    assert "status         2xx 1, 4xx 1" in out
+
+
+async def test_index_command_rebuilds(make_site, tmp_path: Path):
+    site = await make_site()
+    site.page("/", "hi")
+    write_config(tmp_path, [site.base])
+    code, _, err = await mirror("index", "site.toml", cwd=tmp_path)
+    assert code == 2 and "no WARC folder" in err
+    assert (await mirror("run", "site.toml", "-q", cwd=tmp_path))[0] == 0
+    index = tmp_path / "archive" / "index.cdxj"
+    before = index.read_text()
+    index.unlink()
+    code, out, _ = await mirror("index", "site.toml", cwd=tmp_path)
+    assert code == 0 and "1 lines from 1 WARC files" in out
+    assert index.read_text() == before
+
+
+async def test_sigterm_stops_gracefully_and_the_next_run_resumes(make_site, tmp_path: Path):
+    site = await make_site()
+    site.latency = 0.05
+    pages = [f"/{i}" for i in range(60)]
+    site.page("/", links(*pages))
+    for p in pages:
+        site.page(p, "page")
+    write_config(tmp_path, [site.base], crawl={"workers": 2})
+
+    async def stop_soon(proc):
+        while len(site.log) < 10:
+            await asyncio.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+
+    code, _, err = await mirror("run", "site.toml", "-q", cwd=tmp_path, on_start=stop_soon)
+    assert code == 130, err
+    warc = tmp_path / "archive" / "warc"
+    assert not list(warc.glob("*.open"))
+    with sqlite3.connect(tmp_path / "archive" / "manifest.sqlite3") as db:
+        done = {u for (u,) in db.execute("SELECT url FROM urls WHERE state='done'")}
+        assert db.execute("SELECT state FROM runs").fetchall() == [("interrupted",)]
+    assert 10 <= len(done) < 61
+    first = list(site.log)
+    code, out, _ = await mirror("run", "site.toml", "-q", cwd=tmp_path)
+    assert code == 0
+    refetched = [p for p in site.log[len(first):] if site.base + p.lstrip("/") in done]
+    assert refetched == []
+    assert sorted(set(site.log)) == sorted(["/", *pages])
+    assert "run 1 complete" in out
+
+
+async def test_demo_runs_offline(tmp_path: Path):
+    code, out, err = await mirror("demo", str(tmp_path / "d"), "-q", cwd=tmp_path, timeout=120)
+    assert code == 0, out + err
+    assert "demo site served at http://127.0.0.1:" in out
+    assert f"archive: {tmp_path / 'd' / 'archive'}" in out
+    index = (tmp_path / "d" / "archive" / "index.cdxj").read_text().splitlines()
+    assert len(index) >= 10
