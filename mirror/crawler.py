@@ -8,7 +8,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import IntEnum
 from pathlib import Path
@@ -36,6 +36,8 @@ MAX_PARSE_BYTES = 20_000_000
 #: exponential backoff between tries: BACKOFF_BASE * 2**(try-1), capped, with jitter
 BACKOFF_BASE = 1.0
 BACKOFF_CAP = 60.0
+#: longest unusable reference (javascript:, data:, ...) kept for the skip report
+MAX_SKIPPED_URL = 2083
 
 
 class ExitCode(IntEnum):
@@ -341,43 +343,34 @@ class Crawler:
             requisite = link.kind == "requisite"
             if item.mode == REQUISITE and not requisite:
                 continue  # requisites are never crawled further
-            new = self._decide(link.url, item.depth + 1, self.cfg.crawl.max_redirects,
-                               requisite, link.kind)
-            if new:
-                urls.append(new)
+            urls.append(self._decide(link.url, item.depth + 1, self.cfg.crawl.max_redirects,
+                                     requisite, link.kind))
         return None, urls
 
     def _redirect(self, item: UrlItem, location: str) -> tuple[str | None, list[NewUrl]]:
-        target_raw = join(item.url, location)
-        if item.redirects_left <= 0:
-            log.warning("redirect limit reached at %s -> %s", item.url, target_raw)
-            return _canonical_or_none(target_raw, self.cfg.scope.ignore_query), []
-        new = self._decide(target_raw, item.depth, item.redirects_left - 1,
+        new = self._decide(join(item.url, location), item.depth, item.redirects_left - 1,
                            item.mode == REQUISITE, "redirect")
-        return (new.url if new else None), ([new] if new else [])
+        if item.redirects_left <= 0 and not new.skip_reason:
+            log.warning("redirect limit reached at %s -> %s", item.url, new.url)
+            new = replace(new, mode="", skip_reason="max_redirects")
+        return new.url, [new]
 
     def _decide(
         self, raw: str, depth: int, redirects_left: int, requisite: bool, kind: str
-    ) -> NewUrl | None:
+    ) -> NewUrl:
         """Normalise and scope one found reference; skipped URLs are kept with their rule."""
+        via = "redirect" if kind == "redirect" else ("requisite" if requisite else "link")
         try:
             url = normalize(raw, self.cfg.scope.ignore_query)
         except InvalidURL as exc:
-            log.debug("not fetching %r: %s", raw, exc)
-            return None
-        via = "redirect" if kind == "redirect" else ("requisite" if requisite else "link")
+            # kept (cut to a sane length) so the report can count it under its rule
+            return NewUrl(raw[:MAX_SKIPPED_URL], "", depth, 0, "", via, kind,
+                          skip_reason=exc.reason)
         decision = self.scope.decide(url, depth, requisite)
         return NewUrl(
             url, site_key(url), depth, redirects_left, decision.mode, via, kind,
             skip_reason=None if decision.allowed else decision.reason,
         )
-
-
-def _canonical_or_none(raw: str, ignore_query: tuple[str, ...]) -> str | None:
-    try:
-        return normalize(raw, ignore_query)
-    except InvalidURL:
-        return None
 
 
 def _header_map(headers: tuple[tuple[str, str], ...]) -> dict[str, str]:

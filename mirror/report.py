@@ -73,7 +73,7 @@ def render_summary(d: RunData, max_items: int = 10) -> str:
     """A plain-text summary; readable in a terminal, a log file and a cron mail alike."""
     lines = [summary_line(d)]
     lines += _counts("status", dict(sorted(d.status_classes.items())))
-    lines += _counts("content types", d.content_types)
+    lines += _counts("content types", {k or "(none)": v for k, v in d.content_types.items()})
     lines += _counts("skipped", d.skipped)
     lines.append(f"  {'bytes':<14} payload {human_bytes(d.payload_bytes)}, "
                  f"WARC {human_bytes(d.warc_bytes)}")

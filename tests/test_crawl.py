@@ -98,6 +98,7 @@ async def test_redirect_limit_reached_is_logged(make_site, crawl, caplog):
         c = await crawl([site.base], crawl={"max_redirects": 1})
     assert site.log == ["/", "/foo"]
     assert "redirect limit reached" in caplog.text
+    assert c.skipped() == {site.base + "bar": "max_redirects"}
     assert set(c.responses()) == {site.base, site.base + "foo"}
 
 
@@ -226,7 +227,9 @@ async def test_non_http_links_are_never_fetched(make_site, crawl):
                          "data:text/html,hi", "file:///etc/passwd", "/ok"))
     c = await crawl([site.base])
     assert site.log == ["/", "/ok"]
-    assert set(c.states()) == {site.base, site.base + "ok"}
+    assert c.states()[site.base + "ok"] == "done"
+    assert set(c.skipped().values()) == {"scheme"}
+    assert len(c.skipped()) == 5
 
 
 # -- mirror's own -----------------------------------------------------------------------------

@@ -1,0 +1,289 @@
+"""The one URL normaliser: canonical http(s) URLs for scope, fetch, WARC, CDXJ and export."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Sequence
+from fnmatch import fnmatchcase
+from typing import NamedTuple
+from urllib.parse import unquote, unquote_to_bytes, urljoin
+
+try:
+    import idna
+except ImportError:  # pragma: no cover - yarl, our HTTP stack's URL library, needs idna
+    idna = None  # type: ignore[assignment]
+
+__all__ = ["DEFAULT_IGNORE_QUERY", "InvalidURL", "host_of", "join", "normalize", "site_key"]
+
+DEFAULT_IGNORE_QUERY: tuple[str, ...] = ("utm_*", "fbclid", "gclid")
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+# WHATWG URL: strip leading/trailing C0 controls and space, drop every tab/CR/LF.
+_C0_AND_SPACE = "".join(chr(i) for i in range(0x21))
+_TAB_NEWLINE = {0x09: None, 0x0A: None, 0x0D: None}
+
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_SUB_DELIMS = "!$&'()*+,;="
+# Anything matched here is rewritten: a %XX escape, or one character not allowed literally.
+_PATH_FIX = re.compile(r"%[0-9A-Fa-f]{2}|[^A-Za-z0-9\-._~!$&'()*+,;=:@/]")
+_QUERY_FIX = re.compile(r"%[0-9A-Fa-f]{2}|[^A-Za-z0-9\-._~!$&'()*+,;=:@/?]")
+_HOST_CHARS = _UNRESERVED | frozenset(_SUB_DELIMS)
+
+
+class InvalidURL(ValueError):
+    """A string that cannot be a fetchable http(s) URL; str(exc) says why.
+
+    ``reason`` is one of:
+      "relative"  no scheme at all (a relative reference, or an empty string)
+      "scheme"    a scheme other than http/https (mailto:, javascript:, data:, file:, ...)
+      "no-host"   http(s) URL with an empty host
+      "bad-host"  host that is not a valid domain name, IPv4 or IPv6 address
+      "bad-port"  port that is not a number in 0..65535
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class _Parts(NamedTuple):
+    scheme: str
+    authority: str
+    path: str
+    query: str | None
+
+
+def normalize(url: str, ignore_query: Sequence[str] = DEFAULT_IGNORE_QUERY) -> str:
+    """Canonical absolute http(s) URL. Raises InvalidURL.
+
+    Lower-case scheme and host, IDN host in punycode, no trailing dot, no default port, no
+    userinfo, no fragment, dot segments removed, percent-encoding normalised, '\\' in the
+    path read as '/' (as browsers do), query parameters matching ``ignore_query`` removed.
+    """
+    parts = _split(url)
+    netloc = _netloc(parts)
+    path = _remove_dot_segments(_fix_percent(_PATH_FIX, parts.path) or "/")
+    query = _filter_query(_fix_percent(_QUERY_FIX, parts.query or ""), ignore_query)
+    return f"{parts.scheme}://{netloc}{path}{'?' + query if query else ''}"
+
+
+def join(base: str, ref: str) -> str:
+    """Resolve a reference found in a page against its base -> absolute URL, not yet normalised.
+
+    Surrounding C0 controls/space and embedded tab/CR/LF are removed and, when the result is
+    http(s), '\\' before the query counts as '/' (WHATWG URL). Raises InvalidURL ("bad-host")
+    only when the reference cannot be parsed at all (e.g. an unclosed IPv6 bracket).
+    """
+    base, ref = _clean(base), _clean(ref)
+    if not ref:  # urljoin would return base with its fragment; a browser drops it
+        return base.partition("#")[0]
+    if (_scheme_of(ref) or _scheme_of(base)) in DEFAULT_PORTS:
+        ref = _slash_backslashes(ref)
+    try:
+        return urljoin(base, ref)
+    except ValueError as exc:
+        raise InvalidURL("bad-host", f"unparsable reference {ref!r}: {exc}") from exc
+
+
+def host_of(url: str) -> str:
+    """Lower-case host (punycode) of an absolute URL, without port; '' if none.
+
+    An IPv6 host keeps its brackets. Any string that is not a valid http(s) URL gives ''.
+    """
+    try:
+        return _host_port(_split(url).authority)[0]
+    except InvalidURL:
+        return ""
+
+
+def site_key(url: str) -> str:
+    """'host[:port]' of a normalised URL, the key used for per-host politeness.
+
+    The port is kept only when it is not the scheme's default. Raises InvalidURL.
+    """
+    return _netloc(_split(url))
+
+
+# -- splitting ---------------------------------------------------------------------------
+
+
+def _clean(url: str) -> str:
+    return url.strip(_C0_AND_SPACE).translate(_TAB_NEWLINE)
+
+
+def _scheme_of(url: str) -> str:
+    match = _SCHEME.match(url)
+    return match.group(1).lower() if match else ""
+
+
+def _slash_backslashes(url: str) -> str:
+    """'\\' -> '/' before the query or fragment; browsers do this for http(s) URLs."""
+    end = min((i for i in (url.find("?"), url.find("#")) if i >= 0), default=len(url))
+    return url[:end].replace("\\", "/") + url[end:]
+
+
+def _split(url: str) -> _Parts:
+    """Split an absolute http(s) URL the WHATWG way: any run of '/' or '\\' after 'http:'."""
+    url = _clean(url)
+    match = _SCHEME.match(url)
+    if not match:
+        raise InvalidURL("relative", f"no scheme in {url[:80]!r}")
+    scheme = match.group(1).lower()
+    if scheme not in DEFAULT_PORTS:
+        raise InvalidURL("scheme", f"unsupported scheme {scheme!r}")
+    rest = url[match.end() :].partition("#")[0]
+    before, has_query, query = rest.partition("?")
+    authority, slash, path = before.replace("\\", "/").lstrip("/").partition("/")
+    return _Parts(scheme, authority, slash + path, query if has_query else None)
+
+
+# -- host and port -----------------------------------------------------------------------
+
+
+def _netloc(parts: _Parts) -> str:
+    """Canonical 'host[:port]', the port only when it is not the scheme's default."""
+    host, port = _host_port(parts.authority)
+    return host if port in (None, DEFAULT_PORTS[parts.scheme]) else f"{host}:{port}"
+
+
+def _host_port(authority: str) -> tuple[str, int | None]:
+    """Canonical host and port (None when absent or empty) of an authority; drops userinfo."""
+    hostport = authority.rpartition("@")[2]
+    if hostport.startswith("["):
+        end = hostport.find("]") + 1
+        host, port_text = hostport[:end], hostport[end:]
+        if not end or (port_text and not port_text.startswith(":")):
+            raise InvalidURL("bad-host", f"malformed IPv6 host in {authority!r}")
+        port_text = port_text[1:]
+    else:
+        host, _, port_text = hostport.partition(":")
+    if not host:
+        raise InvalidURL("no-host", "URL has an empty host")
+    canonical = _ipv6(host[1:-1]) if host.startswith("[") else _domain_or_ipv4(host)
+    return canonical, _port(port_text)
+
+
+def _port(text: str) -> int | None:
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()) or len(text.lstrip("0")) > 5:
+        raise InvalidURL("bad-port", f"invalid port {text[:20]!r}")
+    port = int(text)
+    if port > 65535:
+        raise InvalidURL("bad-port", f"port {port} out of range")
+    return port
+
+
+def _ipv6(text: str) -> str:
+    try:
+        if "%" in text:  # zone ids have no place in a URL to fetch
+            raise ValueError(text)
+        return f"[{ipaddress.IPv6Address(text).compressed}]"
+    except ValueError:
+        raise InvalidURL("bad-host", f"invalid IPv6 address {text[:60]!r}") from None
+
+
+def _domain_or_ipv4(host: str) -> str:
+    """Percent-decode, map to ASCII (IDNA), then parse as IPv4 if it ends in a number."""
+    try:
+        name = _to_ascii(unquote_to_bytes(host).decode("utf-8"))
+    except UnicodeError:
+        raise InvalidURL("bad-host", f"invalid host name {host[:60]!r}") from None
+    name = name.removesuffix(".")
+    if name and _ends_in_number(name):
+        return _ipv4(name)
+    labels = name.split(".")
+    too_long = len(name) > 253 or max(map(len, labels)) > 63
+    if too_long or "" in labels or not set(name) <= _HOST_CHARS:
+        raise InvalidURL("bad-host", f"invalid host name {host[:60]!r}")
+    return name
+
+
+def _to_ascii(name: str) -> str:
+    if idna is None:  # pragma: no cover
+        return name.encode("idna").decode("ascii").lower()  # IDNA2003, the stdlib codec
+    # IDNA2008 with UTS #46 mapping; ASCII labels (even with '_') pass as they are.
+    mapped = idna.uts46_remap(name, std3_rules=False, transitional=False)
+    labels = (lb if lb.isascii() else idna.alabel(lb).decode("ascii") for lb in mapped.split("."))
+    return ".".join(labels)
+
+
+def _ipv4_number(part: str) -> int | None:
+    """WHATWG IPv4 number: decimal, 0x-hex or 0-octal; None if it is not one."""
+    base = 10
+    if part[:2] in ("0x", "0X"):
+        part, base = part[2:] or "0", 16
+    elif len(part) > 1 and part.startswith("0"):
+        part, base = part[1:], 8
+    if not (part.isascii() and part.isalnum()):
+        return None
+    try:
+        return int(part, base)
+    except ValueError:
+        return None
+
+
+def _ends_in_number(name: str) -> bool:
+    last = name.rpartition(".")[2]
+    return (last.isascii() and last.isdigit()) or _ipv4_number(last) is not None
+
+
+def _ipv4(name: str) -> str:
+    """WHATWG IPv4 parser: '127.1', '0x7f.0.0.1' and '2130706433' all mean 127.0.0.1."""
+    parts = name.split(".")
+    numbers = [n for n in map(_ipv4_number, parts) if n is not None] if len(parts) <= 4 else []
+    if len(numbers) != len(parts):
+        raise InvalidURL("bad-host", f"invalid IPv4 address {name[:60]!r}")
+    *head, last = numbers
+    if any(n > 255 for n in head) or last >= 256 ** (4 - len(head)):
+        raise InvalidURL("bad-host", f"invalid IPv4 address {name[:60]!r}")
+    return str(ipaddress.IPv4Address(sum(n << (8 * (3 - i)) for i, n in enumerate(head)) + last))
+
+
+# -- path and query ----------------------------------------------------------------------
+
+
+def _fix_escape(match: re.Match[str]) -> str:
+    """%XX: decode if unreserved, else upper-case; other characters: UTF-8 percent-encode."""
+    text = match.group()
+    if len(text) == 3:
+        char = chr(int(text[1:], 16))
+        return char if char in _UNRESERVED else text.upper()
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: browsers see U+FFFD
+        data = "\ufffd".encode()
+    return "".join(f"%{byte:02X}" for byte in data)
+
+
+def _fix_percent(pattern: re.Pattern[str], text: str) -> str:
+    return pattern.sub(_fix_escape, text)
+
+
+def _remove_dot_segments(path: str) -> str:
+    """RFC 3986 5.2.4 on a path that starts with '/'."""
+    segments = path.split("/")[1:]
+    out: list[str] = []
+    for segment in segments:
+        if segment == "..":
+            if out:
+                out.pop()
+        elif segment != ".":
+            out.append(segment)
+    if segments[-1] in (".", ".."):
+        out.append("")
+    return "/" + "/".join(out)
+
+
+def _filter_query(query: str, ignore: Sequence[str]) -> str:
+    """Drop '&'-separated parameters whose decoded name matches a glob; keep the rest as is."""
+    params = query.split("&")
+    kept = [p for p in params if not _ignored(unquote(p.partition("=")[0]), ignore)]
+    return query if len(kept) == len(params) else "&".join(kept)
+
+
+def _ignored(name: str, ignore: Sequence[str]) -> bool:
+    return any(fnmatchcase(name, pattern) for pattern in ignore)
