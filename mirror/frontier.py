@@ -153,9 +153,10 @@ class Frontier:
             t - now for s, t in self._next_start.items()
             if self._queues.get(s) and self._active.get(s, 0) < self.per_host
         ]
-        due = self.manifest.next_due(pages=not self.limit_reached)
-        if due is not None:
-            waits.append(due - time.time())
+        if not self._buffered:  # only then can a retry coming due be what we wait for
+            due = self.manifest.next_due(pages=not self.limit_reached)
+            if due is not None:
+                waits.append(due - time.time())
         return min([MAX_WAIT, *[max(w, 0.001) for w in waits]])
 
     async def _wait(self, timeout: float) -> None:

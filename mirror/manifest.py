@@ -38,6 +38,7 @@ CREATE TABLE IF NOT EXISTS urls (
     status INTEGER
 );
 CREATE INDEX IF NOT EXISTS urls_frontier ON urls (state, id);
+CREATE INDEX IF NOT EXISTS urls_due ON urls (state, next_try);
 CREATE TABLE IF NOT EXISTS captures (
     id INTEGER PRIMARY KEY,
     url_id INTEGER NOT NULL REFERENCES urls(id),

@@ -150,3 +150,18 @@ async def test_demo_runs_offline(tmp_path: Path):
     assert f"archive: {tmp_path / 'd' / 'archive'}" in out
     index = (tmp_path / "d" / "archive" / "index.cdxj").read_text().splitlines()
     assert len(index) >= 10
+
+
+async def test_second_run_on_a_locked_archive_exits_75(make_site, tmp_path: Path):
+    from mirror.lock import ArchiveLock
+
+    site = await make_site()
+    site.page("/", "hi")
+    write_config(tmp_path, [site.base])
+    with ArchiveLock(tmp_path / "archive"):
+        code, _, err = await mirror("run", "site.toml", cwd=tmp_path)
+    assert code == 75
+    assert f"another mirror process (pid {os.getpid()}) is using this archive" in err
+    assert site.log == []
+    code, _, _ = await mirror("run", "site.toml", "-q", cwd=tmp_path)  # released: runs
+    assert code == 0 and site.log == ["/"]

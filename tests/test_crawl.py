@@ -415,3 +415,57 @@ async def test_rotation_keeps_serials_increasing(make_site, crawl):
         recs = [r for r in c.records() if r["file"] == name]
         assert recs[0]["type"] == "warcinfo"
         assert recs[0]["headers"].get_header("WARC-Filename") == name
+
+
+async def test_time_and_size_limits_mark_records_truncated(make_site, crawl):
+    site = await make_site()
+
+    async def trickle(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        await resp.prepare(request)
+        for _ in range(100):
+            await resp.write(b"xx")
+            await asyncio.sleep(0.1)
+        return resp
+
+    async def stall(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(30)
+        return web.Response(text="late")
+
+    site.page("/", links("/trickle", "/big", "/stall"))
+    site.handler("/trickle", trickle)
+    site.page("/big", b"z" * 50_000, content_type="application/octet-stream")
+    site.handler("/stall", stall)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    c = await crawl([site.base], crawl={"timeout": 1, "read_timeout": 0.5, "max_tries": 2,
+                                        "max_response_bytes": 10_000})
+    assert loop.time() - started < 8  # each fetch costs at most its deadline
+    recs = c.responses()
+    trickled = recs[site.base + "trickle"][0]
+    assert trickled["headers"].get_header("WARC-Truncated") == "time"
+    assert 0 < len(trickled["payload"]) < 200
+    big = recs[site.base + "big"][0]
+    assert big["headers"].get_header("WARC-Truncated") == "length"
+    assert big["payload"] == b"z" * 10_000
+    assert site.base + "stall" not in recs
+    assert c.states()[site.base + "stall"] == "failed"
+    assert c.result.exit_code == ExitCode.FAILED_URLS
+
+
+async def test_every_warc_file_passes_warcio_check_and_gzip_test(make_site, crawl):
+    import subprocess
+    import sys
+
+    site = await make_site()
+    site.page("/", links("/a", "/r", "/gone") + '<img src="/i.png">')
+    site.page("/a", gzip.compress(b"<p>zipped</p>"), headers={"Content-Encoding": "gzip"})
+    site.redirect("/r", "/a")
+    site.page("/i.png", bytes(range(256)) * 40, content_type="image/png")
+    c = await crawl([site.base], archive={"warc_max_bytes": 3000})
+    files = sorted(str(p) for p in (c.archive / "warc").glob("*.warc.gz"))
+    assert len(files) >= 2
+    subprocess.run(["gzip", "-t", *files], check=True)
+    check = subprocess.run([sys.executable, "-m", "warcio.cli", "check", "-v", *files],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
