@@ -211,11 +211,9 @@ class Manifest:
             self._add_urls(run_id, referrer, found)
 
     def _add_urls(self, run_id: int, referrer: int | None, found: Sequence[NewUrl]) -> None:
-        for f in found:
-            state = "skipped" if f.skip_reason else "pending"
-            # Insert, or re-discover a URL known from an earlier run; a URL that was only
-            # skipped so far is upgraded when it is now allowed (an off-site <a> then <img>).
-            self.db.execute(
+        # Insert, or re-discover a URL known from an earlier run; a URL that was only
+        # skipped so far is upgraded when it is now allowed (an off-site <a> then <img>).
+        self.db.executemany(
                 """INSERT INTO urls (url, site, run_id, state, mode, depth, redirects_left,
                                      referrer, via, reason)
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -226,15 +224,15 @@ class Manifest:
                      tries=0, next_try=0, status=NULL
                    WHERE urls.run_id < excluded.run_id
                       OR (urls.state='skipped' AND excluded.state='pending')""",
-                (f.url, f.site, run_id, state, f.mode, f.depth, f.redirects_left, referrer,
-                 f.via, f.skip_reason),
+            [(f.url, f.site, run_id, "skipped" if f.skip_reason else "pending", f.mode,
+              f.depth, f.redirects_left, referrer, f.via, f.skip_reason) for f in found],
+        )
+        if referrer is not None:
+            self.db.executemany(
+                """INSERT OR IGNORE INTO links (src, dst, kind)
+                   SELECT ?, id, ? FROM urls WHERE url=?""",
+                [(referrer, f.kind, f.url) for f in found],
             )
-            if referrer is not None:
-                self.db.execute(
-                    """INSERT OR IGNORE INTO links (src, dst, kind)
-                       SELECT ?, id, ? FROM urls WHERE url=?""",
-                    (referrer, f.kind, f.url),
-                )
 
     # -- frontier ------------------------------------------------------------------------
     def lease(

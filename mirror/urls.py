@@ -6,6 +6,7 @@ import ipaddress
 import re
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
+from functools import lru_cache
 from typing import NamedTuple
 from urllib.parse import unquote, unquote_to_bytes, urljoin
 
@@ -149,6 +150,7 @@ def _netloc(parts: _Parts) -> str:
     return host if port in (None, DEFAULT_PORTS[parts.scheme]) else f"{host}:{port}"
 
 
+@lru_cache(maxsize=8192)  # a crawl sees few authorities many times; IDNA and IPv4 checks cost
 def _host_port(authority: str) -> tuple[str, int | None]:
     """Canonical host and port (None when absent or empty) of an authority; drops userinfo."""
     hostport = authority.rpartition("@")[2]
