@@ -335,8 +335,9 @@ class Crawler:
         except DecodeError as exc:
             log.warning("cannot decode %s for links: %s", item.url, exc)
             return None, []
-        if cut:
-            log.warning("parsed only the first %d bytes of %s", MAX_PARSE_BYTES, item.url)
+        if cut:  # past MAX_PARSE_BYTES, or a compressed stream that ends early
+            log.warning("links of %s taken from a partial body (%d bytes decoded)",
+                        item.url, len(body))
         found = extract(body, item.url, mime, headers.get("content-type"))
         urls: list[NewUrl] = []
         for link in found.links:
