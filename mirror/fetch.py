@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import tempfile
 from dataclasses import dataclass
 
@@ -143,7 +144,9 @@ def _translate(exc: aiohttp.ClientError) -> FetchError:
     if isinstance(exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError):
         return FetchError("tls", str(exc), retryable=False)
     if isinstance(exc, aiohttp.ClientConnectorError):
-        return FetchError("connect", str(exc))
+        err = exc.os_error
+        reason = os.strerror(err.errno) if err.errno else str(err) or type(err).__name__
+        return FetchError("connect", f"cannot connect to {exc.host}:{exc.port}: {reason}")
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return FetchError("disconnect", "server closed the connection before responding")
     if isinstance(exc, aiohttp.ClientResponseError):
