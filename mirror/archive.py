@@ -133,6 +133,7 @@ class WarcWriter:
         clock: Callable[[], datetime] = utc_now,
         new_id: Callable[[], str] = new_record_id,
         fsync: bool = False,
+        opener: Callable[[Path], IO[bytes]] = lambda path: open(path, "xb"),  # noqa: SIM115
     ) -> None:
         self.warc_dir = warc_dir
         self.name = name
@@ -141,6 +142,7 @@ class WarcWriter:
         self.clock = clock
         self.new_id = new_id
         self.fsync = fsync
+        self.opener = opener  # tests inject a file that fails (ENOSPC) here
         # warcio builds the records; we gzip each one ourselves (see _GzipMember)
         self._writer = WARCWriter(None, gzip=False, warc_version=WARC_VERSION)
         self._file: IO[bytes] | None = None
@@ -157,7 +159,7 @@ class WarcWriter:
         self.warc_dir.mkdir(parents=True, exist_ok=True)
         self._filename = warc_filename(self.name, self.clock(), next_serial(self.warc_dir))
         path = self.warc_dir / (self._filename + OPEN_SUFFIX)
-        self._file = open(path, "xb")  # noqa: SIM115 - lives until close()
+        self._file = self.opener(path)
         self._warcinfo_id = self.new_id()
         record = self._writer.create_warc_record(
             "",
@@ -171,8 +173,14 @@ class WarcWriter:
                 "WARC-Filename": self._filename,
             },
         )
-        self._append(record)
-        self._flush()
+        try:
+            self._append(record)
+            self._flush()
+        except BaseException:  # e.g. ENOSPC: leave no file with a torn warcinfo behind
+            self._file.close()
+            self._file = None
+            path.unlink(missing_ok=True)
+            raise
         log.info("opened %s", self._filename)
 
     def close(self) -> None:
@@ -195,6 +203,10 @@ class WarcWriter:
         On any error the file is cut back to where the group started, so a failed write
         never leaves a partial record behind.
         """
+        # Rotate before writing, never right after: a file is renamed only once the manifest
+        # has recorded everything in it, so recovery needs to look at .open files alone.
+        if self._file is not None and self._file.tell() >= self.max_bytes:
+            self.close()
         if self._file is None:
             self._open_new()
         assert self._file is not None
@@ -211,8 +223,6 @@ class WarcWriter:
             self._rollback(start)
             raise
         digest = response.rec_headers.get_header("WARC-Payload-Digest")
-        if self._file.tell() >= self.max_bytes:
-            self.close()
         return CaptureLocation(resp_loc, req_loc, date, resp_id, digest)
 
     def _response_record(self, ex: Exchange, date: str, record_id: str):  # type: ignore[no-untyped-def]
@@ -272,6 +282,11 @@ class WarcWriter:
         self._file.flush()
         if self.fsync or force_sync:
             os.fsync(self._file.fileno())
+
+    def undo(self, loc: CaptureLocation) -> None:
+        """Remove the last capture group again (its manifest commit failed)."""
+        if self._file is not None and loc.response.filename == self._filename:
+            self._rollback(loc.response.offset)
 
     def _rollback(self, offset: int) -> None:
         """Cut torn bytes off after a failed write (e.g. ENOSPC); the URL stays pending."""
@@ -355,27 +370,3 @@ def complete_prefix(path: Path) -> int:
                 data = d.unused_data
                 d = zlib.decompressobj(16 + zlib.MAX_WBITS)
     return good
-
-
-def close_orphans(warc_dir: Path) -> list[str]:
-    """Cut every leftover ``.open`` file back to complete records and give it its final name."""
-    closed = []
-    for entry in sorted(_listdir(warc_dir)):
-        if not entry.endswith(OPEN_SUFFIX):
-            continue
-        path = warc_dir / entry
-        keep = complete_prefix(path)
-        size = path.stat().st_size
-        if keep < size:
-            log.warning("cut torn tail of %s: %d -> %d bytes", entry, size, keep)
-            with open(path, "r+b") as f:
-                f.truncate(keep)
-        final = entry[: -len(OPEN_SUFFIX)]
-        if keep == 0:
-            path.unlink()
-            continue
-        os.replace(path, warc_dir / final)
-        closed.append(final)
-    if closed:
-        _fsync_dir(warc_dir)
-    return closed

@@ -19,7 +19,7 @@ from mirror.crawler import Crawler, ExitCode, archive_paths
 from mirror.lock import ArchiveLock, ArchiveLocked
 from mirror.manifest import ManifestError
 from mirror.progress import ProgressDisplay
-from mirror.report import render_summary
+from mirror.report import render_summary, summary_line
 
 log = logging.getLogger("mirror")
 
@@ -167,12 +167,12 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool) -> int:
         finally:
             crawler.close()
     if quiet:
-        from mirror.report import summary_line
-
         print(summary_line(data))
     else:
         print(render_summary(data))
         print(f"  report         {report_path}")
+    if result.error:
+        print(f"mirror: {result.error}; `mirror run` again resumes the run", file=sys.stderr)
     return result.exit_code
 
 
@@ -184,20 +184,17 @@ def _nothing() -> Iterator[None]:
 @contextmanager
 def _signals(crawler: Crawler) -> Iterator[None]:
     """First SIGINT/SIGTERM: stop handing out URLs and let in-flight fetches finish.
-    A second one: cancel everything (records are never left half-written)."""
+    A second one abandons them (records are never left half-written)."""
     loop = asyncio.get_running_loop()
-    main_task = asyncio.current_task()
     hits = 0
 
     def on_signal(signum: int) -> None:
         nonlocal hits
         hits += 1
         if hits == 1:
-            log.warning("%s: finishing in-flight fetches; send it again to abort",
-                        signal.Signals(signum).name)
-            crawler.stop()
-        elif main_task is not None:
-            main_task.cancel()
+            log.warning("%s: finishing in-flight fetches (at most %gs); send it again to "
+                        "abort them", signal.Signals(signum).name, crawler.cfg.crawl.stop_grace)
+        crawler.stop()
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal, sig)

@@ -17,6 +17,7 @@ from typing import Any, TypeVar, get_type_hints
 from urllib.parse import urlsplit
 
 from mirror import __version__
+from mirror.urls import DEFAULT_IGNORE_QUERY
 
 # Header names (lower-case) whose values are credentials: shown as REDACTED, never logged.
 SECRET_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
@@ -265,7 +266,15 @@ class ScopeSection:
     page_requisites: bool = _key(_boolean(), True)
     ignore_query: tuple[str, ...] = _key(_array(
         _string("a parameter name or glob such as 'utm_*'"), "an array of parameter names"),
-        ("utm_*", "fbclid", "gclid"))
+        DEFAULT_IGNORE_QUERY)
+    # Trap limits (P6); 0 turns a limit off.
+    max_path_depth: int = _key(_integer(0), 20)  # path segments
+    max_segment_repeats: int = _key(_integer(0), 2)  # times one path segment may appear
+    max_url_length: int = _key(_integer(0), 2083)  # characters of the canonical URL
+    max_outlinks: int = _key(_integer(0), 6000)  # links taken from one page
+    max_host_pages: int = _key(_integer(0), 0)  # URLs fetched from one host per run
+    max_host_bytes: int = _key(_integer(0), 0)  # body bytes fetched from one host per run
+    robots: bool = _key(_boolean(), True)  # obey robots.txt (RFC 9309)
 
 
 @dataclass(frozen=True)
@@ -273,6 +282,8 @@ class CrawlSection:
     workers: int = _key(_integer(1), 16)
     per_host: int = _key(_integer(1), 4)
     delay: float = _key(_number(0, inclusive=True), 0.0)
+    max_crawl_delay: float = _key(_number(0, inclusive=True), 30.0)  # cap on robots Crawl-delay
+    max_retry_after: float = _key(_number(0, inclusive=True), 600.0)  # cap on Retry-After
     max_redirects: int = _key(_integer(0), 10)
     max_tries: int = _key(_integer(1), 4)
     timeout: float = _key(_number(0, inclusive=False), 60.0)
@@ -283,6 +294,8 @@ class CrawlSection:
                                    lambda s: bool(s.strip()) and _field_value(s)),
                            f"mirror/{__version__}")
     headers: tuple[tuple[str, str], ...] = _key(_headers, (), show=_show_headers)
+    # Seconds the first SIGINT/SIGTERM lets in-flight fetches finish before aborting them.
+    stop_grace: float = _key(_number(0, inclusive=True), 5.0)
 
 
 @dataclass(frozen=True)
@@ -290,6 +303,9 @@ class ArchiveSection:
     # Rotation threshold: a new WARC file is started once the open one reaches this size.
     # Any value >= 1 is accepted so that tests can force rotation with tiny files.
     warc_max_bytes: int = _key(_integer(1), 1_000_000_000)
+    # "fast": records are flushed to the OS before each manifest commit (safe against a
+    # killed process). "power": also fsync'ed (safe against power loss; slower).
+    durability: str = _key(_choice("fast", "power"), "fast")
 
 
 @dataclass(frozen=True)

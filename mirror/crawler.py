@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import random
 import time
 from collections.abc import Callable
@@ -12,16 +13,24 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import IntEnum
 from pathlib import Path
+from typing import IO
 
-from mirror import archive, index
-from mirror.archive import CaptureLocation, Exchange, WarcWriter
+from mirror import archive, index, recovery
+from mirror.archive import OPEN_SUFFIX, CaptureLocation, Exchange, WarcWriter
 from mirror.codings import DecodeError, decode_body
 from mirror.config import SiteConfig
 from mirror.extract import extract
 from mirror.fetch import FetchError, Limits, fetch, open_session
 from mirror.frontier import Frontier
 from mirror.fsutil import atomic_write_text
-from mirror.manifest import CaptureRow, Manifest, NewUrl, UrlItem
+from mirror.manifest import (
+    CaptureRow,
+    Manifest,
+    ManifestError,
+    ManifestWriteError,
+    NewUrl,
+    UrlItem,
+)
 from mirror.report import RunData, build_report
 from mirror.scope import PAGE, REQUISITE, Scope
 from mirror.urls import InvalidURL, join, normalize, site_key
@@ -68,6 +77,11 @@ class RunResult:
     state: str
     resumed: bool
     duration: float
+    error: str | None = None  # why the run stopped early (e.g. the disk is full)
+
+
+class StorageError(Exception):
+    """The archive cannot be written (disk full, I/O error): the run stops, nothing is lost."""
 
 
 def archive_paths(cfg: SiteConfig) -> tuple[Path, Path, Path]:
@@ -94,6 +108,7 @@ class Crawler:
         on_progress: Callable[[Crawler], None] | None = None,
         backoff_base: float = BACKOFF_BASE,
         seed: int | None = None,
+        warc_opener: Callable[[Path], IO[bytes]] | None = None,
     ) -> None:
         self.cfg = cfg
         self.scope = Scope.from_config(cfg)
@@ -108,18 +123,33 @@ class Crawler:
             max_bytes=cfg.crawl.max_response_bytes,
         )
         manifest_path, self.warc_dir, self.index_path = archive_paths(cfg)
-        self.manifest = Manifest(manifest_path)
+        self.durable = cfg.archive.durability == "power"
+        self.manifest = Manifest(manifest_path, durable=self.durable)
         self.frontier: Frontier | None = None
         self.writer: WarcWriter | None = None
         self.run_id = 0
         self._interrupted = False
+        self._fatal: str | None = None
+        self._workers: list[asyncio.Task[None]] = []
+        self._warc_opener = warc_opener  # fault injection in tests (ENOSPC)
 
     # -- lifecycle -------------------------------------------------------------------------
     def stop(self) -> None:
-        """Graceful stop: no new URLs are handed out; in-flight fetches finish."""
+        """Graceful stop: no new URLs are handed out; in-flight fetches get `stop_grace`
+        seconds to finish, then are abandoned. A second call abandons them at once."""
+        if self._interrupted:
+            self.abort()
+            return
         self._interrupted = True
         if self.frontier is not None:
             self.frontier.stop()
+        asyncio.get_running_loop().call_later(self.cfg.crawl.stop_grace, self.abort)
+
+    def abort(self) -> None:
+        """Cancel in-flight fetches. Records are written without an await, so a cancelled
+        fetch never leaves a partial record; its URL goes back to pending."""
+        for task in self._workers:
+            task.cancel()
 
     async def run(self) -> RunResult:
         resumed = self._begin()
@@ -129,32 +159,38 @@ class Crawler:
             async with open_session(
                 self.cfg.crawl.user_agent, self.cfg.crawl.headers, self.cfg.crawl.workers
             ) as session:
-                workers = [
+                self._workers = [
                     asyncio.create_task(self._work(session), name=f"worker-{i}")
                     for i in range(self.cfg.crawl.workers)
                 ]
                 try:
-                    await asyncio.gather(*workers)
+                    await asyncio.wait(self._workers)
                 finally:
-                    for w in workers:
-                        w.cancel()
-                    await asyncio.gather(*workers, return_exceptions=True)
+                    self.abort()
+                    await asyncio.gather(*self._workers, return_exceptions=True)
+                for task in self._workers:
+                    if not task.cancelled() and task.exception():
+                        raise task.exception()  # type: ignore[misc]
         finally:
             frontier.close()
             self._end_files()
         code, state = self._outcome()
         self.manifest.finish_run(self.run_id, now_iso(), state, code)
-        return RunResult(
-            self.run_id, code, state, resumed, time.monotonic() - self.counters.started
-        )
+        return RunResult(self.run_id, code, state, resumed,
+                         time.monotonic() - self.counters.started, self._fatal)
 
     def _begin(self) -> bool:
         """Resume an unfinished run, or start a new one seeded with the start URLs."""
-        closed = archive.close_orphans(self.warc_dir)
-        for name in closed:
-            log.warning("closed %s left open by an earlier run", name)
         last = self.manifest.last_run()
         resumed = last is not None and last.state in ("running", "interrupted")
+        if last is not None and last.state == "running":  # the last run died: check first
+            damage = self.manifest.quick_check()
+            if damage != "ok":
+                raise ManifestError(
+                    f"{self.manifest.path}: damaged after an unclean stop ({damage}); "
+                    "refusing to resume. Move the archive folder aside, or restore "
+                    "manifest.sqlite3 from a backup and run again."
+                )
         if resumed:
             assert last is not None
             self.run_id = last.id
@@ -163,11 +199,14 @@ class Crawler:
         else:
             self.run_id = self.manifest.start_run(now_iso(), self.cfg.digest())
             self.manifest.add_urls(self.run_id, None, self._seeds())
+        self._recover()
         self.writer = WarcWriter(
             self.warc_dir,
             self.cfg.site.name,
             self.cfg.archive.warc_max_bytes,
             archive.default_info(self.cfg.digest(), f"{self.cfg.site.name}/run-{self.run_id}"),
+            fsync=self.durable,
+            **({"opener": self._warc_opener} if self._warc_opener else {}),
         )
         self.frontier = Frontier(
             self.manifest,
@@ -177,6 +216,44 @@ class Crawler:
             pages_done=self.manifest.count_done_pages(self.run_id),
         )
         return resumed
+
+    def _recover(self) -> None:
+        """Repair what a crash left: torn tails cut, captures the manifest lost (a file cut
+        short by power loss) re-queued, captures it never recorded adopted, .open renamed."""
+        open_paths = recovery.open_files(self.warc_dir)
+        for path in open_paths:
+            recovery.cut_torn_tail(path)
+        ends = self.manifest.committed_ends()
+        for name, end in ends.items():
+            size = _size(self.warc_dir / name) or _size(self.warc_dir / (name + OPEN_SUFFIX))
+            if size < end:
+                lost = self.manifest.rollback_past(self.run_id, name, size)
+                log.warning("%s is shorter than the manifest says (%d < %d): %d captures "
+                            "will be fetched again", name, size, end, len(lost))
+        for path in open_paths:
+            self._adopt_tail(path, ends.get(path.name[: -len(OPEN_SUFFIX)], 0))
+
+    def _adopt_tail(self, path: Path, committed_end: int) -> None:
+        final = path.name[: -len(OPEN_SUFFIX)]
+        size = _size(path)
+        found, good_end = recovery.scan_groups(path, min(committed_end, size), final)
+        if good_end < size:
+            log.warning("cut %s back to its last complete capture (%d -> %d bytes)",
+                        final, size, good_end)
+            recovery.truncate(path, good_end)
+        adopted = 0
+        for f in found:
+            item = self.manifest.item_for(self.run_id, f.exchange.url)
+            if item is not None:
+                self._commit(item, f.exchange, f.location, self._http_error(f.exchange))
+                adopted += 1
+            f.exchange.body.close()
+        if good_end == 0:
+            path.unlink()
+            return
+        os.replace(path, self.warc_dir / final)
+        log.warning("closed %s left open by an earlier run (%d captures adopted)",
+                    final, adopted)
 
     def _seeds(self) -> list[NewUrl]:
         seeds = []
@@ -202,6 +279,8 @@ class Crawler:
 
     def _outcome(self) -> tuple[int, str]:
         assert self.frontier is not None
+        if self._fatal:
+            return ExitCode.INTERNAL, "interrupted"
         if self._interrupted:
             return ExitCode.INTERRUPTED, "interrupted"
         if self.frontier.limit_reached and self.manifest.count_pending(pages_only=True):
@@ -251,6 +330,11 @@ class Crawler:
         while (item := await frontier.take()) is not None:
             try:
                 await self._process(session, item)
+            except (StorageError, asyncio.CancelledError) as exc:
+                self.manifest.unlease([item.id])  # not done: fetched again on resume
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                self._fail_run(str(exc))
             except Exception as exc:  # a bad page never stops the crawl
                 log.exception("internal error on %s", item.url)
                 self.manifest.give_up(self.run_id, item, f"internal: {type(exc).__name__}")
@@ -298,10 +382,28 @@ class Crawler:
             self.manifest.give_up(self.run_id, item, error)
             self.counters.failed += 1
 
+    def _fail_run(self, message: str) -> None:
+        if self._fatal is None:
+            self._fatal = message
+            log.error("%s; stopping (the run resumes with the next `mirror run`)", message)
+            self.stop()
+
     def _store(self, item: UrlItem, ex: Exchange, error: str | None) -> None:
         """Durability order: WARC records appended and flushed, then one manifest commit."""
-        assert self.writer is not None and self.frontier is not None
-        loc = self.writer.write_capture(ex)
+        assert self.writer is not None
+        try:
+            loc = self.writer.write_capture(ex)
+        except OSError as exc:
+            raise StorageError(f"cannot write to the archive: {exc.strerror or exc}") from exc
+        try:
+            self._commit(item, ex, loc, error)
+        except ManifestWriteError as exc:
+            self.writer.undo(loc)  # the manifest must never miss a record the WARC has
+            raise StorageError(f"cannot update the manifest: {exc}") from exc
+
+    def _commit(self, item: UrlItem, ex: Exchange, loc: CaptureLocation,
+                error: str | None) -> None:
+        """Record a stored capture and what it links to in one manifest transaction."""
         headers = _header_map(ex.response_headers)
         location, found = self._discover(item, ex, headers)
         self.manifest.commit_capture(
@@ -309,7 +411,7 @@ class Crawler:
             failed_reason=error,
         )
         log.info("%d %s (%d bytes)", ex.status, item.url, ex.body_length)
-        if found:
+        if found and self.frontier is not None:
             self.frontier.notify()
         if error:
             log.warning("giving up on %s: %s", item.url, error)
@@ -372,6 +474,13 @@ class Crawler:
             url, site_key(url), depth, redirects_left, decision.mode, via, kind,
             skip_reason=None if decision.allowed else decision.reason,
         )
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def _header_map(headers: tuple[tuple[str, str], ...]) -> dict[str, str]:

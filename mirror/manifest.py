@@ -80,6 +80,10 @@ class ManifestError(Exception):
     """The manifest cannot be used (damaged, or written by a newer mirror)."""
 
 
+class ManifestWriteError(ManifestError):
+    """A transaction could not be committed (disk full, I/O error); it was rolled back."""
+
+
 @dataclass(frozen=True)
 class Run:
     id: int
@@ -139,8 +143,17 @@ class CaptureRow:
 class Manifest:
     """Crawl state in one SQLite file (WAL). Every method is one short transaction."""
 
-    def __init__(self, path: Path, *, durable: bool = False) -> None:
+    def __init__(self, path: Path, *, durable: bool = False, readonly: bool = False) -> None:
         self.path = path
+        if readonly:  # `mirror status` beside a running crawl: WAL lets it read, never write
+            if not path.exists():
+                raise ManifestError(f"{path}: no manifest (has `mirror run` run yet?)")
+            try:
+                self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+                self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise ManifestError(f"{path}: not a usable manifest: {exc}") from exc
+            return
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.db = sqlite3.connect(path, isolation_level=None)
@@ -165,6 +178,14 @@ class Manifest:
             raise ManifestError(
                 f"{self.path}: written by a newer mirror (schema {row[0]} > {SCHEMA_VERSION})"
             )
+
+    def quick_check(self) -> str:
+        """'ok', or SQLite's description of the damage (run after an unclean stop)."""
+        try:
+            rows = self.db.execute("PRAGMA quick_check").fetchall()
+        except sqlite3.DatabaseError as exc:
+            return str(exc)
+        return "; ".join(" ".join(str(r[0]).split()) for r in rows[:5])
 
     def _tx(self) -> _Tx:
         return _Tx(self.db)
@@ -278,6 +299,37 @@ class Manifest:
                 [(i,) for i in ids],
             )
 
+    # -- recovery --------------------------------------------------------------------------
+    def committed_ends(self) -> dict[str, int]:
+        """For each WARC file: the offset just past the last record the manifest knows."""
+        return dict(self.db.execute(
+            "SELECT filename, MAX(MAX(offset + length, req_offset + req_length)) "
+            "FROM captures GROUP BY filename"
+        ).fetchall())
+
+    def rollback_past(self, run_id: int, filename: str, size: int) -> list[str]:
+        """Forget captures that lie past the end of a file cut short (lost on power failure);
+        their URLs go back to pending. Returns those URLs."""
+        with self._tx():
+            rows = self.db.execute(
+                "SELECT id, url_id, url FROM captures WHERE filename=? "
+                "AND MAX(offset + length, req_offset + req_length) > ?", (filename, size),
+            ).fetchall()
+            self.db.executemany("DELETE FROM captures WHERE id=?", [(r[0],) for r in rows])
+            self.db.executemany(
+                "UPDATE urls SET state='pending', status=NULL WHERE id=? AND run_id=?",
+                [(r[1], run_id) for r in rows],
+            )
+        return [r[2] for r in rows]
+
+    def item_for(self, run_id: int, url: str) -> UrlItem | None:
+        """The URL as a work item if this run still has to fetch it (pending or leased)."""
+        row = self.db.execute(
+            "SELECT id, url, site, depth, redirects_left, mode, tries FROM urls "
+            "WHERE url=? AND run_id=? AND state IN ('pending', 'leased')", (url, run_id),
+        ).fetchone()
+        return UrlItem(*row) if row else None
+
     # -- outcomes ------------------------------------------------------------------------
     def commit_capture(
         self,
@@ -367,6 +419,13 @@ class Manifest:
             "WHERE run_id=? AND state='failed' ORDER BY url", (run_id,)
         ).fetchall()
 
+    def last_error(self, run_id: int) -> str | None:
+        row = self.db.execute(
+            "SELECT u.url || ': ' || e.error FROM errors e JOIN urls u ON u.id = e.url_id "
+            "WHERE e.run_id=? ORDER BY e.rowid DESC LIMIT 1", (run_id,),
+        ).fetchone()
+        return row[0] if row else None
+
     def error_counts(self, run_id: int, limit: int = 10) -> list[tuple[str, int]]:
         return self.db.execute(
             "SELECT error, COUNT(*) FROM errors WHERE run_id=? GROUP BY error "
@@ -414,5 +473,12 @@ class _Tx:
     def __enter__(self) -> None:
         self.db.execute("BEGIN IMMEDIATE")
 
-    def __exit__(self, exc_type: object, *_: object) -> None:
-        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+    def __exit__(self, exc_type: object, exc: BaseException | None, _tb: object) -> None:
+        try:
+            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        except sqlite3.Error as end_exc:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            raise ManifestWriteError(f"manifest write failed: {end_exc}") from end_exc
+        if isinstance(exc, sqlite3.Error):
+            raise ManifestWriteError(f"manifest write failed: {exc}") from exc

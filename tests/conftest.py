@@ -172,11 +172,12 @@ def read_records(warc_dir: Path) -> list[dict[str, Any]]:
 def crawl(tmp_path: Path) -> Callable[..., Awaitable[Crawl]]:
     """`await crawl([start], crawl={"workers": 2})` runs one in-process crawl to the end."""
 
-    async def run(start_urls: list[str], **sections: dict[str, Any]) -> Crawl:
+    async def run(start_urls: list[str], warc_opener: Any = None,
+                  **sections: dict[str, Any]) -> Crawl:
         sections.setdefault("crawl", {})
         sections["crawl"].setdefault("timeout", 10)
         cfg = load_config(write_config(tmp_path, start_urls, **sections))
-        crawler = Crawler(cfg, backoff_base=0.01, seed=1)
+        crawler = Crawler(cfg, backoff_base=0.01, seed=1, warc_opener=warc_opener)
         try:
             result = await asyncio.wait_for(crawler.run(), timeout=60)
             crawler.write_report(result)

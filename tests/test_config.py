@@ -140,7 +140,7 @@ FIELD = "a string without CR, LF or NUL"
 UA = "a non-empty string without CR, LF or NUL"
 CRAWL_KEYS = (
     "workers, per_host, delay, max_redirects, max_tries, timeout, connect_timeout, "
-    "read_timeout, max_response_bytes, user_agent, headers"
+    "read_timeout, max_response_bytes, user_agent, headers, stop_grace"
 )
 
 CASES = [

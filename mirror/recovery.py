@@ -1,0 +1,146 @@
+"""Start-up repair of WARC files left open by a crash: cut torn tails, find unrecorded captures."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from warcio.archiveiterator import ArchiveIterator
+
+from mirror.archive import (
+    OPEN_SUFFIX,
+    CaptureLocation,
+    Exchange,
+    RecordLocation,
+    complete_prefix,
+)
+
+log = logging.getLogger(__name__)
+
+CAPTURE_TYPES = ("response", "revisit")
+SPOOL = 1 << 20
+
+
+@dataclass(frozen=True)
+class Found:
+    """A complete capture group (response + its request) read back from a WARC file."""
+
+    exchange: Exchange
+    location: CaptureLocation
+
+
+def open_files(warc_dir: Path) -> list[Path]:
+    if not warc_dir.is_dir():
+        return []
+    return sorted(warc_dir / n for n in os.listdir(warc_dir) if n.endswith(OPEN_SUFFIX))
+
+
+def cut_torn_tail(path: Path) -> int:
+    """Cut the file back to its last complete gzip member; returns the new size."""
+    keep = complete_prefix(path)
+    size = path.stat().st_size
+    if keep < size:
+        log.warning("cut torn tail of %s: %d -> %d bytes", path.name, size, keep)
+        truncate(path, keep)
+    return keep
+
+
+def truncate(path: Path, size: int) -> None:
+    with open(path, "r+b") as f:
+        f.truncate(size)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def scan_groups(path: Path, start: int, final_name: str) -> tuple[list[Found], int]:
+    """Capture groups that begin at or after `start`, and the offset where the last complete
+    group ends (a response whose request record is missing is not complete)."""
+    found: list[Found] = []
+    good_end = start
+    pending: tuple[dict[str, Any], int, int] | None = None  # response parts, offset, length
+    with open(path, "rb") as f:
+        f.seek(start)
+        it = ArchiveIterator(f)
+        for record in it:
+            kind = record.rec_type
+            # read the body before asking for the offset: warcio skips it to learn the length
+            parts = _response_parts(record) if kind in CAPTURE_TYPES else None
+            offset = start + it.get_record_offset()
+            if parts is not None:
+                _discard(pending)
+                pending = (parts, offset, _length(it))
+            elif kind == "request":
+                concurrent = record.rec_headers.get_header("WARC-Concurrent-To")
+                if pending is not None and concurrent == pending[0]["id"]:
+                    q = (offset, _length(it))
+                    found.append(_found(pending[0], _request_parts(record), final_name,
+                                        pending[1:], q))
+                    good_end, pending = sum(q), None
+            elif pending is None:  # warcinfo, metadata: complete on their own
+                good_end = offset + _length(it)
+            else:
+                break  # an unpaired response then something else: keep nothing after it
+    _discard(pending)
+    return found, good_end
+
+
+def _discard(pending: tuple[dict[str, Any], int, int] | None) -> None:
+    if pending is not None:
+        pending[0]["body"].close()
+
+
+def _length(it: ArchiveIterator) -> int:
+    return int(it.get_record_length())
+
+
+def _response_parts(record: Any) -> dict[str, Any]:
+    body: tempfile.SpooledTemporaryFile[bytes] = tempfile.SpooledTemporaryFile(SPOOL)
+    length = 0
+    while chunk := record.raw_stream.read(1 << 16):
+        body.write(chunk)
+        length += len(chunk)
+    body.seek(0)
+    h, http = record.rec_headers, record.http_headers
+    return {
+        "id": h.get_header("WARC-Record-ID"),
+        "url": h.get_header("WARC-Target-URI"),
+        "date": h.get_header("WARC-Date"),
+        "digest": h.get_header("WARC-Payload-Digest") or "",
+        "truncated": h.get_header("WARC-Truncated"),
+        "ip": h.get_header("WARC-IP-Address"),
+        "status": int(http.get_statuscode()) if http else 0,
+        "statusline": http.statusline if http else "",
+        "protocol": http.protocol if http else "HTTP/1.1",
+        "headers": tuple(http.headers) if http else (),
+        "body": body,
+        "length": length,
+    }
+
+
+def _request_parts(record: Any) -> dict[str, Any]:
+    http = record.http_headers  # warcio reads "GET /a?b HTTP/1.1" as protocol + statusline
+    target = http.statusline.rsplit(" ", 1)[0]
+    return {"method": http.protocol, "target": target, "headers": tuple(http.headers)}
+
+
+def _found(
+    resp: dict[str, Any], req: dict[str, Any], filename: str,
+    r: tuple[int, int], q: tuple[int, int],
+) -> Found:
+    reason = resp["statusline"].partition(" ")[2]
+    ex = Exchange(
+        url=resp["url"], method=req["method"], target=req["target"],
+        request_headers=req["headers"], http_version=resp["protocol"].partition("/")[2] or "1.1",
+        status=resp["status"], reason=reason, response_headers=resp["headers"],
+        body=resp["body"], body_length=resp["length"], truncated=resp["truncated"],
+        peer_ip=resp["ip"],
+    )
+    loc = CaptureLocation(
+        RecordLocation(filename, *r), RecordLocation(filename, *q),
+        resp["date"], resp["id"], resp["digest"],
+    )
+    return Found(ex, loc)
