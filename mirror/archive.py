@@ -133,7 +133,7 @@ class WarcWriter:
         clock: Callable[[], datetime] = utc_now,
         new_id: Callable[[], str] = new_record_id,
         fsync: bool = False,
-        opener: Callable[[Path], IO[bytes]] = lambda path: open(path, "xb"),  # noqa: SIM115
+        opener: Callable[[Path], IO[bytes]] | None = None,
     ) -> None:
         self.warc_dir = warc_dir
         self.name = name
@@ -142,7 +142,7 @@ class WarcWriter:
         self.clock = clock
         self.new_id = new_id
         self.fsync = fsync
-        self.opener = opener  # tests inject a file that fails (ENOSPC) here
+        self.opener = opener or _create  # tests inject a file that fails (ENOSPC) here
         # warcio builds the records; we gzip each one ourselves (see _GzipMember)
         self._writer = WARCWriter(None, gzip=False, warc_version=WARC_VERSION)
         self._file: IO[bytes] | None = None
@@ -301,6 +301,10 @@ class WarcWriter:
     @staticmethod
     def _date(when: datetime) -> str:
         return str(datetime_to_iso_date(when.astimezone(UTC).replace(tzinfo=None), use_micros=True))
+
+
+def _create(path: Path) -> IO[bytes]:
+    return open(path, "xb")  # noqa: SIM115 - the writer closes it
 
 
 class _GzipMember:

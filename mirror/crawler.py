@@ -206,7 +206,7 @@ class Crawler:
             self.cfg.archive.warc_max_bytes,
             archive.default_info(self.cfg.digest(), f"{self.cfg.site.name}/run-{self.run_id}"),
             fsync=self.durable,
-            **({"opener": self._warc_opener} if self._warc_opener else {}),
+            opener=self._warc_opener,
         )
         self.frontier = Frontier(
             self.manifest,
