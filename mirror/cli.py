@@ -17,9 +17,9 @@ from mirror import __version__, index
 from mirror.config import ConfigError, SiteConfig, load_config
 from mirror.crawler import Crawler, ExitCode, archive_paths
 from mirror.lock import ArchiveLock, ArchiveLocked
-from mirror.manifest import ManifestError
+from mirror.manifest import Manifest, ManifestError
 from mirror.progress import ProgressDisplay
-from mirror.report import render_summary, summary_line
+from mirror.report import RunStatus, render_status, render_summary, summary_line
 
 log = logging.getLogger("mirror")
 
@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="print only problems and the summary line (for cron)")
     run.add_argument("-v", "--verbose", action="store_true", help="log every fetch")
     cmd("index", "rebuild index.cdxj from the WARC files alone")
+    cmd("status", "show the runs, URL counts, WARC files and last error (also during a run)")
     demo = cmd("demo", "serve the bundled demo site on 127.0.0.1 and mirror it", config=False)
     demo.add_argument("dir", nargs="?", default="mirror-demo",
                       help="folder for the demo's site file and archive (default: ./mirror-demo)")
@@ -102,6 +103,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     return crawl(cfg, quiet=args.quiet, verbose=args.verbose)
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config)
+    manifest_path, warc_dir, _ = archive_paths(cfg)
+    manifest = Manifest(manifest_path, readonly=True)
+    try:
+        runs, totals = manifest.runs(), manifest.run_totals()
+        statuses = [
+            RunStatus(r.id, r.state, r.started_at, r.finished_at, r.exit_code,
+                      *totals.get(r.id, (0, 0)))
+            for r in runs
+        ]
+        last = runs[-1].id if runs else 0
+        text = render_status(
+            str(cfg.site.output_dir), statuses, manifest.url_states(last),
+            [(p.name, p.stat().st_size) for p in sorted(warc_dir.glob("*.warc.gz*"))],
+            manifest.last_error(last), ArchiveLock.holder(cfg.site.output_dir),
+        )
+    finally:
+        manifest.close()
+    print(text)
+    return ExitCode.OK
+
+
 def cmd_index(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     _, warc_dir, index_path = archive_paths(cfg)
@@ -145,6 +169,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "check": cmd_check,
     "run": cmd_run,
     "index": cmd_index,
+    "status": cmd_status,
     "demo": cmd_demo,
 }
 

@@ -13,6 +13,13 @@ LOCK_NAME = ".lock"
 class ArchiveLocked(Exception):
     """Another process holds the archive's lock; str says which."""
 
+    def __init__(self, pid: str, folder: Path) -> None:
+        super().__init__(
+            f"{folder}: another mirror process (pid {pid}) is using this archive; "
+            "wait for it to finish"
+        )
+        self.pid = pid
+
 
 class ArchiveLock:
     """`with ArchiveLock(folder):` -- raises ArchiveLocked if another process holds it.
@@ -33,14 +40,20 @@ class ArchiveLock:
         except BlockingIOError:
             holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
             os.close(fd)
-            raise ArchiveLocked(
-                f"{self.path.parent}: another mirror process (pid {holder}) is using this "
-                "archive; wait for it to finish"
-            ) from None
+            raise ArchiveLocked(holder, self.path.parent) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
         return self
+
+    @staticmethod
+    def holder(folder: Path) -> str | None:
+        """The pid holding the archive's lock, or None when no run is in progress."""
+        try:
+            with ArchiveLock(folder):
+                return None
+        except ArchiveLocked as exc:
+            return exc.pid
 
     def __exit__(
         self,

@@ -400,6 +400,14 @@ class Manifest:
             "AND state IN ('done', 'failed', 'leased')", (run_id,)
         ).fetchone()[0])
 
+    def run_totals(self) -> dict[int, tuple[int, int]]:
+        """run id -> (captures, payload bytes)."""
+        rows = self.db.execute(
+            "SELECT run_id, COUNT(*), COALESCE(SUM(payload_length), 0) FROM captures "
+            "GROUP BY run_id"
+        )
+        return {r: (n, b) for r, n, b in rows}
+
     def url_states(self, run_id: int) -> dict[str, int]:
         rows = self.db.execute(
             "SELECT state, COUNT(*) FROM urls WHERE run_id=? GROUP BY state", (run_id,)

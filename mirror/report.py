@@ -91,3 +91,47 @@ def render_summary(d: RunData, max_items: int = 10) -> str:
         ]
     lines.append(f"  archive        {d.archive}")
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """One line of `mirror status`."""
+
+    run_id: int
+    state: str
+    started_at: str
+    finished_at: str | None
+    exit_code: int | None
+    captures: int
+    payload_bytes: int
+
+
+def render_status(
+    archive: str,
+    runs: list[RunStatus],
+    url_states: dict[str, int],
+    warc_files: list[tuple[str, int]],
+    last_error: str | None,
+    holder: str | None,
+) -> str:
+    """`mirror status`: the runs, the latest run's URLs, the WARC files, the last error."""
+    lines = [f"archive  {archive}"]
+    for r in runs:
+        state = r.state
+        if r is runs[-1] and r.state == "running":
+            state = f"running (pid {holder})" if holder else "died (resumes on the next run)"
+        end = f" -> {r.finished_at}" if r.finished_at else ""
+        code = f", exit {r.exit_code}" if r.exit_code is not None else ""
+        lines.append(f"run {r.run_id:<4} {state:<14} {r.started_at}{end}{code}: "
+                     f"{r.captures} captures, {human_bytes(r.payload_bytes)}")
+    if not runs:
+        lines.append("no runs yet")
+    if url_states:
+        order = ("done", "pending", "leased", "failed", "skipped")
+        parts = [f"{s} {url_states[s]}" for s in order if s in url_states]
+        lines.append(f"URLs of the latest run: {', '.join(parts)}")
+    total = sum(size for _, size in warc_files)
+    lines.append(f"WARC files: {len(warc_files)}, {human_bytes(total)}")
+    if last_error:
+        lines.append(f"last error: {last_error}")
+    return "\n".join(lines)

@@ -165,3 +165,70 @@ async def test_second_run_on_a_locked_archive_exits_75(make_site, tmp_path: Path
     assert site.log == []
     code, _, _ = await mirror("run", "site.toml", "-q", cwd=tmp_path)  # released: runs
     assert code == 0 and site.log == ["/"]
+
+
+async def test_status_works_during_and_after_a_run(make_site, tmp_path: Path):
+    site = await make_site()
+    site.latency = 0.1
+    pages = [f"/{i}" for i in range(20)]
+    site.page("/", links(*pages))
+    for p in pages:
+        site.page(p, "page")
+    write_config(tmp_path, [site.base], crawl={"workers": 2})
+    seen: dict[str, str] = {}
+
+    async def look_during(proc):
+        while len(site.log) < 5:
+            await asyncio.sleep(0.01)
+        code, out, err = await mirror("status", "site.toml", cwd=tmp_path)
+        assert (code, err) == (0, "")
+        seen["during"] = out
+
+    code, _, _ = await mirror("run", "site.toml", "-q", cwd=tmp_path, on_start=look_during)
+    assert code == 0
+    assert "running (pid " in seen["during"]
+    assert "URLs of the latest run: done " in seen["during"]
+    code, out, _ = await mirror("status", "site.toml", cwd=tmp_path)
+    assert code == 0
+    assert "complete" in out and "21 captures" in out
+    assert "URLs of the latest run: done 21" in out
+    assert "WARC files: 1," in out
+
+
+async def test_status_without_an_archive(tmp_path: Path):
+    write_config(tmp_path, ["http://127.0.0.1:9/"])
+    code, _, err = await mirror("status", "site.toml", cwd=tmp_path)
+    assert code == 2 and "no manifest (has `mirror run` run yet?)" in err
+
+
+async def test_second_signal_abandons_fetches_without_partial_records(make_site,
+                                                                      tmp_path: Path):
+    site = await make_site()
+    site.latency = 3  # fetches in flight when the signals arrive would take 3 s
+    pages = [f"/{i}" for i in range(8)]
+    site.page("/", links(*pages))
+    for p in pages:
+        site.page(p, "page")
+    write_config(tmp_path, [site.base], crawl={"workers": 4, "stop_grace": 30})
+    loop = asyncio.get_running_loop()
+    times: dict[str, float] = {}
+
+    async def two_signals(proc):
+        while len(site.log) < 2:  # "/" done, its links in flight
+            await asyncio.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        await asyncio.sleep(0.3)
+        times["sent"] = loop.time()
+        proc.send_signal(signal.SIGINT)
+
+    code, _, err = await mirror("run", "site.toml", "-q", cwd=tmp_path, on_start=two_signals)
+    assert loop.time() - times["sent"] < 2.5  # did not wait for the 3 s responses
+    assert code == 130, err
+    warc = tmp_path / "archive" / "warc"
+    assert not list(warc.glob("*.open"))
+    files = [str(p) for p in warc.glob("*.warc.gz")]
+    check = await asyncio.create_subprocess_exec(sys.executable, "-m", "warcio.cli", "check",
+                                                 *files)
+    assert await check.wait() == 0
+    with sqlite3.connect(tmp_path / "archive" / "manifest.sqlite3") as db:
+        assert db.execute("SELECT COUNT(*) FROM urls WHERE state='leased'").fetchone() == (0,)
