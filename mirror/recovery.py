@@ -69,7 +69,7 @@ def scan_groups(path: Path, start: int, final_name: str) -> tuple[list[Found], i
             kind = record.rec_type
             # read the body before asking for the offset: warcio skips it to learn the length
             parts = _response_parts(record) if kind in CAPTURE_TYPES else None
-            offset = start + it.get_record_offset()
+            offset = it.get_record_offset()  # warcio counts from the file's start (tell())
             if parts is not None:
                 _discard(pending)
                 pending = (parts, offset, _length(it))

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+from warcio.archiveiterator import ArchiveIterator
 
 from mirror.crawler import ExitCode
 from mirror.manifest import ManifestError
@@ -27,6 +28,19 @@ def chain_site(site) -> None:
 def capture_rows(db: sqlite3.Connection) -> dict[str, tuple[str, int, int]]:
     return {u: (f, o, n) for u, f, o, n in db.execute(
         "SELECT url, filename, offset, req_offset + req_length FROM captures")}
+
+
+def assert_captures_read_back(archive: Path) -> None:
+    """Every capture row's (file, offset) holds a response for its URL, and its request."""
+    with sqlite3.connect(archive / "manifest.sqlite3") as db:
+        rows = db.execute("SELECT url, filename, offset, req_offset FROM captures").fetchall()
+    for url, filename, offset, req_offset in rows:
+        for at, kind in ((offset, "response"), (req_offset, "request")):
+            with open(archive / "warc" / filename, "rb") as f:
+                f.seek(at)
+                rec = next(iter(ArchiveIterator(f)))
+                assert (rec.rec_type, rec.rec_headers.get_header("WARC-Target-URI")) == (
+                    kind, url)
 
 
 def simulate_crash(archive: Path, forget: list[str], drop: list[str]) -> Path:
@@ -72,6 +86,7 @@ async def test_unrecorded_capture_is_adopted_not_refetched(make_site, crawl):
         assert db.execute("SELECT state FROM urls WHERE url=?", (b,)).fetchone() == ("done",)
     responses = second.responses()
     assert {u: len(r) for u, r in responses.items()} == {site.base: 1, a: 1, b: 1}
+    assert_captures_read_back(second.archive)
 
 
 async def test_file_shorter_than_the_manifest_says_is_refetched(make_site, crawl):
@@ -91,6 +106,7 @@ async def test_file_shorter_than_the_manifest_says_is_refetched(make_site, crawl
     assert site.log == ["/b"]
     assert {u: len(r) for u, r in second.responses().items()} == {
         site.base: 1, site.base + "a": 1, b: 1}
+    assert_captures_read_back(second.archive)
 
 
 class FullDisk:
@@ -139,6 +155,7 @@ async def test_disk_full_stops_the_run_and_a_later_run_completes(make_site, craw
     assert refetched == set()
     counts = {u: len(r) for u, r in second.responses().items()}
     assert counts == {site.base + p.lstrip("/"): 1 for p in ["/", *pages]}
+    assert_captures_read_back(second.archive)
 
 
 async def test_damaged_manifest_is_not_resumed(make_site, crawl, tmp_path):
