@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import logging
 import os
 import re
@@ -57,6 +59,22 @@ class Exchange:
     body_length: int
     truncated: str | None = None  # WARC-Truncated reason: "length", "time", "disconnect"
     peer_ip: str | None = None
+    payload_digest: str = ""  # "sha1:<base32>" of the body as stored, when known
+
+
+IDENTICAL = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+
+
+@dataclass(frozen=True)
+class Revisit:
+    """Write a revisit record instead of a response: the payload is already archived."""
+
+    profile: str  # IDENTICAL (block: the HTTP headers) or NOT_MODIFIED (empty block)
+    refers_to: str  # WARC-Record-ID of the record holding the payload
+    refers_to_uri: str
+    refers_to_date: str
+    payload_digest: str
 
 
 @dataclass(frozen=True)
@@ -68,6 +86,11 @@ class CaptureLocation:
     warc_date: str
     record_id: str
     payload_digest: str
+
+
+def sha1_digest(hasher: hashlib._Hash) -> str:
+    """A WARC digest value: the algorithm, a colon, the digest in base32."""
+    return "sha1:" + base64.b32encode(hasher.digest()).decode("ascii")
 
 
 def warc_filename(name: str, when: datetime, serial: int) -> str:
@@ -197,8 +220,8 @@ class WarcWriter:
         log.info("closed %s", self._filename)
 
     # -- writing --------------------------------------------------------------------
-    def write_capture(self, ex: Exchange) -> CaptureLocation:
-        """Append a response record and its request record; return where they are.
+    def write_capture(self, ex: Exchange, revisit: Revisit | None = None) -> CaptureLocation:
+        """Append a response (or revisit) record and its request record; return where.
 
         On any error the file is cut back to where the group started, so a failed write
         never leaves a partial record behind.
@@ -212,7 +235,8 @@ class WarcWriter:
         assert self._file is not None
         date = self._date(self.clock())
         resp_id, req_id = self.new_id(), self.new_id()
-        response = self._response_record(ex, date, resp_id)
+        response = (self._revisit_record(ex, date, resp_id, revisit) if revisit
+                    else self._response_record(ex, date, resp_id))
         request = self._request_record(ex, date, req_id, resp_id)
         start = self._file.tell()
         try:
@@ -222,7 +246,8 @@ class WarcWriter:
         except BaseException:
             self._rollback(start)
             raise
-        digest = response.rec_headers.get_header("WARC-Payload-Digest")
+        digest = revisit.payload_digest if revisit else \
+            response.rec_headers.get_header("WARC-Payload-Digest")
         return CaptureLocation(resp_loc, req_loc, date, resp_id, digest)
 
     def _response_record(self, ex: Exchange, date: str, record_id: str):  # type: ignore[no-untyped-def]
@@ -249,6 +274,29 @@ class WarcWriter:
             http_headers=http_headers,
             warc_headers_dict=warc_headers,
         )
+
+    def _revisit_record(self, ex: Exchange, date: str, record_id: str, rv: Revisit):  # type: ignore[no-untyped-def]
+        http_headers = None
+        if rv.profile == IDENTICAL:
+            http_headers = StatusAndHeaders(
+                f"{ex.status} {ex.reason}".rstrip(),
+                fix_response_headers(ex.response_headers, ex.body_length),
+                protocol=f"HTTP/{ex.http_version}",
+            )
+        record = self._writer.create_revisit_record(
+            ex.url, rv.payload_digest, rv.refers_to_uri, rv.refers_to_date,
+            http_headers=http_headers,
+            warc_headers_dict={
+                "WARC-Record-ID": record_id,
+                "WARC-Date": date,
+                "WARC-Warcinfo-ID": self._warcinfo_id,
+                "WARC-Refers-To": rv.refers_to,
+            },
+        )
+        record.rec_headers.replace_header("WARC-Profile", rv.profile)
+        if ex.peer_ip:
+            record.rec_headers.add_header("WARC-IP-Address", ex.peer_ip)
+        return record
 
     def _request_record(self, ex: Exchange, date: str, record_id: str, resp_id: str):  # type: ignore[no-untyped-def]
         http_headers = StatusAndHeaders(

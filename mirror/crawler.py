@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 import os
@@ -15,20 +16,30 @@ from enum import IntEnum
 from pathlib import Path
 from typing import IO
 
-from mirror import archive, index, recovery
-from mirror.archive import OPEN_SUFFIX, CaptureLocation, Exchange, WarcWriter
+from mirror import archive, history, index, reader, recovery
+from mirror.archive import (
+    NOT_MODIFIED,
+    OPEN_SUFFIX,
+    CaptureLocation,
+    Exchange,
+    Revisit,
+    WarcWriter,
+)
 from mirror.codings import DecodeError, decode_body
 from mirror.config import SiteConfig
 from mirror.extract import extract
 from mirror.fetch import FetchError, Limits, fetch, open_session
 from mirror.frontier import Frontier
 from mirror.fsutil import atomic_write_text
+from mirror.history import Changes
 from mirror.manifest import (
     CaptureRow,
     Manifest,
     ManifestError,
     ManifestWriteError,
     NewUrl,
+    Original,
+    Previous,
     UrlItem,
 )
 from mirror.report import RunData, build_report
@@ -55,6 +66,7 @@ class ExitCode(IntEnum):
     USAGE = 2
     FAILED_URLS = 3
     LIMIT = 4
+    DAMAGED = 65  # `mirror verify` found problems (sysexits EX_DATAERR)
     LOCKED = 75
     INTERRUPTED = 130
 
@@ -109,6 +121,7 @@ class Crawler:
         backoff_base: float = BACKOFF_BASE,
         seed: int | None = None,
         warc_opener: Callable[[Path], IO[bytes]] | None = None,
+        new_run: bool = False,
     ) -> None:
         self.cfg = cfg
         self.scope = Scope.from_config(cfg)
@@ -132,6 +145,7 @@ class Crawler:
         self._fatal: str | None = None
         self._workers: list[asyncio.Task[None]] = []
         self._warc_opener = warc_opener  # fault injection in tests (ENOSPC)
+        self._force_new_run = new_run
 
     # -- lifecycle -------------------------------------------------------------------------
     def stop(self) -> None:
@@ -191,6 +205,12 @@ class Crawler:
                     "refusing to resume. Move the archive folder aside, or restore "
                     "manifest.sqlite3 from a backup and run again."
                 )
+        if resumed and self._force_new_run:
+            assert last is not None
+            self._recover_run(last.id)  # its open file still belongs to it
+            self.manifest.abandon_run(last.id, now_iso())
+            log.warning("run %d left unfinished (abandoned); starting a new run", last.id)
+            resumed = False
         if resumed:
             assert last is not None
             self.run_id = last.id
@@ -199,7 +219,7 @@ class Crawler:
         else:
             self.run_id = self.manifest.start_run(now_iso(), self.cfg.digest())
             self.manifest.add_urls(self.run_id, None, self._seeds())
-        self._recover()
+        self._recover_run(self.run_id)
         self.writer = WarcWriter(
             self.warc_dir,
             self.cfg.site.name,
@@ -216,6 +236,11 @@ class Crawler:
             pages_done=self.manifest.count_done_pages(self.run_id),
         )
         return resumed
+
+    def _recover_run(self, run_id: int) -> None:
+        """Recover with captures adopted into `run_id` (the run that wrote them)."""
+        self.run_id = run_id
+        self._recover()
 
     def _recover(self) -> None:
         """Repair what a crash left: torn tails cut, captures the manifest lost (a file cut
@@ -266,14 +291,7 @@ class Crawler:
     def _end_files(self) -> None:
         if self.writer is not None:
             self.writer.close()
-        lines = (
-            index.cdxj_line(
-                r["url"], r["warc_date"], mime=r["mime"] or None, status=str(r["status"]),
-                digest=r["payload_digest"], length=r["length"], offset=r["offset"],
-                filename=r["filename"],
-            )
-            for r in self.manifest.captures()
-        )
+        lines = (index.capture_line(row) for row in self.manifest.captures())
         n = index.write_index(self.index_path, lines)
         log.info("wrote %s (%d lines)", self.index_path, n)
 
@@ -291,6 +309,12 @@ class Crawler:
 
     def close(self) -> None:
         self.manifest.close()
+
+    def changes(self, run_id: int) -> Changes:
+        """This run against the run before it (everything is new in the first run)."""
+        earlier = [r.id for r in self.manifest.runs() if r.id < run_id and r.state != "abandoned"]
+        before = self.manifest.run_contents(earlier[-1]) if earlier else {}
+        return history.compare(before, self.manifest.run_contents(run_id))
 
     def write_report(self, result: RunResult) -> tuple[RunData, Path]:
         """Gather the run's numbers from the manifest and write reports/<run-id>.json."""
@@ -316,6 +340,7 @@ class Crawler:
             top_errors=m.error_counts(run),
             failed=m.failed(run),
             broken_links=m.broken_links(run),
+            changes=self.changes(run),
             warc_files=[p.name for p in index.warc_files(self.warc_dir)],
             archive=str(self.cfg.site.output_dir),
         )
@@ -345,8 +370,10 @@ class Crawler:
                     self.on_progress(self)
 
     async def _process(self, session: object, item: UrlItem) -> None:
+        prev = self.manifest.previous_capture(item.id, self.run_id)
         try:
-            ex = await fetch(session, item.url, self.limits)  # type: ignore[arg-type]
+            ex = await fetch(session, item.url, self.limits,  # type: ignore[arg-type]
+                             history.conditional_headers(prev))
         except FetchError as exc:
             self._retry_or_fail(item, str(exc), exc.retryable)
             return
@@ -356,7 +383,7 @@ class Crawler:
             if error and not last_try:
                 self._retry_or_fail(item, error, True)
                 return
-            self._store(item, ex, error)
+            self._store(item, ex, error, prev)
         finally:
             ex.body.close()
 
@@ -388,27 +415,41 @@ class Crawler:
             log.error("%s; stopping (the run resumes with the next `mirror run`)", message)
             self.stop()
 
-    def _store(self, item: UrlItem, ex: Exchange, error: str | None) -> None:
-        """Durability order: WARC records appended and flushed, then one manifest commit."""
+    def _store(self, item: UrlItem, ex: Exchange, error: str | None,
+               prev: Previous | None) -> None:
+        """Durability order: WARC records appended and flushed, then one manifest commit.
+        A payload already archived (304, or the same digest anywhere) becomes a revisit."""
         assert self.writer is not None
+        same = (self.manifest.original_by_digest(ex.payload_digest)
+                if history.dedupable(ex) else None)
+        revisit, original = history.choose_revisit(ex, prev, same)
         try:
-            loc = self.writer.write_capture(ex)
+            loc = self.writer.write_capture(ex, revisit)
         except OSError as exc:
             raise StorageError(f"cannot write to the archive: {exc.strerror or exc}") from exc
         try:
-            self._commit(item, ex, loc, error)
+            self._commit(item, ex, loc, error, revisit, original, prev)
         except ManifestWriteError as exc:
             self.writer.undo(loc)  # the manifest must never miss a record the WARC has
             raise StorageError(f"cannot update the manifest: {exc}") from exc
 
-    def _commit(self, item: UrlItem, ex: Exchange, loc: CaptureLocation,
-                error: str | None) -> None:
+    def _commit(self, item: UrlItem, ex: Exchange, loc: CaptureLocation, error: str | None,
+                revisit: Revisit | None = None, original: Original | None = None,
+                prev: Previous | None = None) -> None:
         """Record a stored capture and what it links to in one manifest transaction."""
         headers = _header_map(ex.response_headers)
+        row = _capture_row(ex, loc, headers, None)
+        if revisit is not None and original is not None:
+            row = replace(row, original_id=original.id, record_type=(
+                "not-modified" if revisit.profile == NOT_MODIFIED else "revisit"))
+        if row.record_type == "not-modified" and original is not None and prev is not None:
+            # links come from the stored copy, so discovery goes on through unchanged pages
+            row = replace(row, mime=original.mime, etag=row.etag or prev.etag,
+                          last_modified=row.last_modified or prev.last_modified)
+            ex, headers = self._stored_copy(ex, original)
         location, found = self._discover(item, ex, headers)
         self.manifest.commit_capture(
-            self.run_id, item, _capture_row(ex, loc, headers, location), found,
-            failed_reason=error,
+            self.run_id, item, replace(row, location=location), found, failed_reason=error,
         )
         log.info("%d %s (%d bytes)", ex.status, item.url, ex.body_length)
         if found and self.frontier is not None:
@@ -419,6 +460,14 @@ class Crawler:
         else:
             self.counters.done += 1
         self.counters.bytes += ex.body_length
+
+    def _stored_copy(self, ex: Exchange, original: Original) -> tuple[Exchange, dict[str, str]]:
+        """The exchange as the original record has it, for link extraction."""
+        raw = reader.read_raw(self.warc_dir / original.filename, original.offset)
+        stored = replace(ex, status=raw.status or 200, response_headers=raw.headers or (),
+                         body=io.BytesIO(raw.payload), body_length=len(raw.payload),
+                         truncated=None)
+        return stored, _header_map(stored.response_headers)
 
     # -- discovery -------------------------------------------------------------------------
     def _discover(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import tempfile
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 import aiohttp
 from yarl import URL
 
-from mirror.archive import Exchange
+from mirror.archive import Exchange, sha1_digest
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,10 @@ def open_session(
     )
 
 
-async def fetch(session: aiohttp.ClientSession, url: str, limits: Limits) -> Exchange:
+async def fetch(
+    session: aiohttp.ClientSession, url: str, limits: Limits,
+    headers: dict[str, str] | None = None,
+) -> Exchange:
     """GET `url` (already canonical) and return the exchange with the raw, de-chunked body.
 
     A body cut by the size cap, the total deadline or a disconnect is returned with
@@ -72,7 +76,8 @@ async def fetch(session: aiohttp.ClientSession, url: str, limits: Limits) -> Exc
     try:
         async with asyncio.timeout_at(deadline):
             resp = await session.get(
-                URL(url, encoded=True), allow_redirects=False, timeout=timeout
+                URL(url, encoded=True), allow_redirects=False, timeout=timeout,
+                headers=headers,
             )
     except TimeoutError as exc:
         raise FetchError("timeout", f"no response within {limits.timeout:g}s") from exc
@@ -82,7 +87,7 @@ async def fetch(session: aiohttp.ClientSession, url: str, limits: Limits) -> Exc
         raise FetchError("connect", str(exc) or type(exc).__name__) from exc
     try:
         peer = _peer_ip(resp)
-        body, length, truncated = await _read_body(resp, deadline, limits.max_bytes)
+        body, length, truncated, digest = await _read_body(resp, deadline, limits.max_bytes)
     finally:
         resp.release()
     return Exchange(
@@ -100,13 +105,15 @@ async def fetch(session: aiohttp.ClientSession, url: str, limits: Limits) -> Exc
         body_length=length,
         truncated=truncated,
         peer_ip=peer,
+        payload_digest=digest,
     )
 
 
 async def _read_body(
     resp: aiohttp.ClientResponse, deadline: float, max_bytes: int
-) -> tuple[tempfile.SpooledTemporaryFile[bytes], int, str | None]:
+) -> tuple[tempfile.SpooledTemporaryFile[bytes], int, str | None, str]:
     body: tempfile.SpooledTemporaryFile[bytes] = tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY)
+    hasher = hashlib.sha1()  # the payload digest, known before the record is written
     length = 0
     truncated: str | None = None
     try:
@@ -114,6 +121,7 @@ async def _read_body(
             async for chunk in resp.content.iter_chunked(CHUNK):
                 room = max_bytes - length
                 body.write(chunk[:room])
+                hasher.update(chunk[:room])
                 length += min(len(chunk), room)
                 if len(chunk) > room:
                     truncated = "length"
@@ -124,7 +132,7 @@ async def _read_body(
         log.debug("body of %s cut short: %s", resp.url, exc)
         truncated = "disconnect"
     body.seek(0)
-    return body, length, truncated
+    return body, length, truncated, sha1_digest(hasher)
 
 
 def _peer_ip(resp: aiohttp.ClientResponse) -> str | None:

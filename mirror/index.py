@@ -7,6 +7,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import surt
 from warcio.archiveiterator import ArchiveIterator
@@ -15,6 +16,7 @@ from warcio.timeutils import iso_date_to_timestamp
 from mirror.fsutil import atomic_write_lines
 
 INDEXED_TYPES = ("response", "revisit", "resource")
+REVISIT_MIME = "warc/revisit"
 _MIME_END = re.compile(r"[;\s]")
 
 
@@ -52,6 +54,19 @@ def cdxj_line(
     return f"{url_key(url)} {iso_date_to_timestamp(warc_date)} {json.dumps(fields)}\n"
 
 
+def capture_line(row: Any) -> str:
+    """The index line of a manifest capture row (sqlite3.Row); equal to what its WARC
+    record gives."""
+    kind = row["record_type"]
+    return cdxj_line(
+        row["url"], row["warc_date"],
+        mime=REVISIT_MIME if kind != "response" else (row["mime"] or None),
+        status=None if kind == "not-modified" else str(row["status"]),  # empty block
+        digest=row["payload_digest"], length=row["length"], offset=row["offset"],
+        filename=row["filename"],
+    )
+
+
 def lines_from_warc(path: Path) -> Iterator[str]:
     """Index lines of one WARC file, read from its records alone."""
     with open(path, "rb") as f:
@@ -62,7 +77,7 @@ def lines_from_warc(path: Path) -> Iterator[str]:
             headers = record.rec_headers
             http = record.http_headers
             mime = (
-                "warc/revisit" if record.rec_type == "revisit"
+                REVISIT_MIME if record.rec_type == "revisit"
                 else mime_of(http.get_header("Content-Type") if http else None)
             )
             status = http.get_statuscode() if http and record.rec_type != "resource" else None

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -58,7 +58,9 @@ CREATE TABLE IF NOT EXISTS captures (
     etag TEXT,
     last_modified TEXT,
     location TEXT,                  -- redirect target (canonical), if a 3xx
-    truncated TEXT
+    truncated TEXT,
+    record_type TEXT NOT NULL DEFAULT 'response',  -- response | revisit | not-modified
+    original_id INTEGER             -- for revisits: the capture holding the payload
 );
 CREATE INDEX IF NOT EXISTS captures_url ON captures (url_id);
 CREATE INDEX IF NOT EXISTS captures_run ON captures (run_id);
@@ -73,6 +75,20 @@ CREATE TABLE IF NOT EXISTS errors (
     url_id INTEGER NOT NULL,
     error TEXT NOT NULL
 );
+"""
+
+#: upgrades from each older schema version to the next, run in order
+MIGRATIONS = {
+    1: """
+ALTER TABLE captures ADD COLUMN record_type TEXT NOT NULL DEFAULT 'response';
+ALTER TABLE captures ADD COLUMN original_id INTEGER;
+""",
+}
+
+#: created after the migrations, since they may name columns the migrations add
+INDEXES = """
+CREATE INDEX IF NOT EXISTS captures_digest ON captures (payload_digest)
+    WHERE record_type = 'response' AND truncated IS NULL;
 """
 
 
@@ -138,6 +154,37 @@ class CaptureRow:
     last_modified: str | None
     location: str | None
     truncated: str | None
+    record_type: str = "response"  # response | revisit | not-modified
+    original_id: int | None = None  # for revisits: the capture holding the payload
+
+
+@dataclass(frozen=True)
+class Original:
+    """A capture whose record holds a payload, as a revisit refers to it."""
+
+    id: int
+    url: str
+    warc_date: str
+    record_id: str
+    payload_digest: str
+    filename: str
+    offset: int
+    mime: str
+
+
+@dataclass(frozen=True)
+class Previous:
+    """The latest capture of a URL in an earlier run: validators and where its payload is."""
+
+    status: int
+    etag: str | None
+    last_modified: str | None
+    truncated: str | None
+    original: Original
+
+
+_ORIGINAL = ("o.id, o.url, o.warc_date, o.record_id, o.payload_digest, o.filename, o.offset, "
+             "o.mime")
 
 
 class Manifest:
@@ -170,14 +217,18 @@ class Manifest:
 
     def _check_version(self) -> None:
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if row is None:
-            self.db.execute(
-                "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-            )
-        elif int(row[0]) > SCHEMA_VERSION:
+        version = int(row[0]) if row else SCHEMA_VERSION  # a new file has the current schema
+        if version > SCHEMA_VERSION:
             raise ManifestError(
-                f"{self.path}: written by a newer mirror (schema {row[0]} > {SCHEMA_VERSION})"
+                f"{self.path}: written by a newer mirror (schema {version} > {SCHEMA_VERSION})"
             )
+        with self._tx():
+            for old in range(version, SCHEMA_VERSION):
+                for statement in MIGRATIONS[old].strip().split(";\n"):
+                    self.db.execute(statement.rstrip(";"))
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                            (str(SCHEMA_VERSION),))
+        self.db.executescript(INDEXES)
 
     def quick_check(self) -> str:
         """'ok', or SQLite's description of the damage (run after an unclean stop)."""
@@ -345,12 +396,13 @@ class Manifest:
             self.db.execute(
                 """INSERT INTO captures (url_id, run_id, url, warc_date, record_id, filename,
                      offset, length, req_offset, req_length, status, mime, payload_digest,
-                     payload_length, etag, last_modified, location, truncated)
-                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+                     payload_length, etag, last_modified, location, truncated, record_type,
+                     original_id)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
                 (item.id, run_id, item.url, cap.warc_date, cap.record_id, cap.filename,
                  cap.offset, cap.length, cap.req_offset, cap.req_length, cap.status, cap.mime,
                  cap.payload_digest, cap.payload_length, cap.etag, cap.last_modified,
-                 cap.location, cap.truncated),
+                 cap.location, cap.truncated, cap.record_type, cap.original_id),
             )
             self.db.execute(
                 "UPDATE urls SET state=?, status=?, tries=tries+1, reason=? WHERE id=?",
@@ -359,6 +411,42 @@ class Manifest:
             if failed_reason:
                 self._log_error(run_id, item.id, failed_reason)
             self._add_urls(run_id, item.id, found)
+
+    # -- history (incremental runs) ----------------------------------------------------
+    def original_by_digest(self, digest: str) -> Original | None:
+        """The first complete response record with this payload digest, in any run."""
+        row = self.db.execute(
+            f"SELECT {_ORIGINAL} FROM captures o WHERE o.payload_digest=? "
+            "AND o.record_type='response' AND o.truncated IS NULL ORDER BY o.id LIMIT 1",
+            (digest,),
+        ).fetchone()
+        return Original(*row) if row else None
+
+    def previous_capture(self, url_id: int, run_id: int) -> Previous | None:
+        """The URL's latest capture from an earlier run, with the record holding its payload."""
+        row = self.db.execute(
+            f"""SELECT c.status, c.etag, c.last_modified, c.truncated, {_ORIGINAL}
+                FROM captures c JOIN captures o ON o.id = COALESCE(c.original_id, c.id)
+                WHERE c.url_id=? AND c.run_id<? ORDER BY c.id DESC LIMIT 1""",
+            (url_id, run_id),
+        ).fetchone()
+        if row is None:
+            return None
+        return Previous(row[0], row[1], row[2], row[3], Original(*row[4:]))
+
+    def run_contents(self, run_id: int) -> dict[str, tuple[int, str]]:
+        """url -> (status, payload digest) of every capture in a run."""
+        rows = self.db.execute(
+            "SELECT url, status, payload_digest FROM captures WHERE run_id=?", (run_id,))
+        return {u: (s, d) for u, s, d in rows}
+
+    def abandon_run(self, run_id: int, finished_at: str) -> None:
+        """An unfinished run left behind by `mirror run --new-run`."""
+        with self._tx():
+            self.db.execute(
+                "UPDATE runs SET state='abandoned', finished_at=? WHERE id=?",
+                (finished_at, run_id))
+            self.db.execute("UPDATE urls SET state='pending' WHERE state='leased'")
 
     def retry_later(self, run_id: int, item: UrlItem, error: str, next_try: float) -> None:
         with self._tx():

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+
+from mirror.history import Changes
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,7 @@ class RunData:
     broken_links: list[tuple[str, int | None, str]]
     warc_files: list[str]
     archive: str
+    changes: Changes = field(default_factory=Changes)
 
 
 def build_report(d: RunData) -> dict[str, object]:
@@ -40,6 +43,8 @@ def build_report(d: RunData) -> dict[str, object]:
     out["broken_links"] = [
         {"url": u, "status": s, "linked_from": ref} for u, s, ref in d.broken_links
     ]
+    out["changes"] = {**asdict(d.changes), "failed": [u for u, _ in d.failed],
+                      "counts": {**d.changes.counts(), "failed": len(d.failed)}}
     return out
 
 
@@ -55,11 +60,27 @@ def summary_line(d: RunData) -> str:
     """The one line a cron mail shows."""
     rate = d.captures / d.duration if d.duration > 0 else 0.0
     failed = d.url_states.get("failed", 0)
+    c = d.changes.counts()
     return (
         f"{d.site}: run {d.run_id} {d.state} (exit {d.exit_code}): {d.captures} captures, "
-        f"{failed} failed, {human_bytes(d.payload_bytes)} in {d.duration:.1f}s "
+        f"{failed} failed, {c['new']} new, {c['changed']} changed, {c['unchanged']} unchanged, "
+        f"{c['gone']} gone, {human_bytes(d.payload_bytes)} in {d.duration:.1f}s "
         f"({rate:.1f} pages/s)"
     )
+
+
+def render_changes(title: str, changes: Changes, max_items: int = 50) -> str:
+    """`mirror diff`: the counts, then the URLs of each kind of change."""
+    counts = ", ".join(f"{k} {v}" for k, v in changes.counts().items())
+    lines = [f"{title}: {counts}"]
+    for kind in ("new", "changed", "gone"):
+        urls: list[str] = getattr(changes, kind)
+        if urls:
+            lines.append(f"  {kind} ({len(urls)}):")
+            lines += [f"    {u}" for u in urls[:max_items]]
+            if len(urls) > max_items:
+                lines.append(f"    ... and {len(urls) - max_items} more")
+    return "\n".join(lines)
 
 
 def _counts(title: str, counts: dict[str, int]) -> list[str]:
@@ -75,6 +96,7 @@ def render_summary(d: RunData, max_items: int = 10) -> str:
     lines += _counts("status", dict(sorted(d.status_classes.items())))
     lines += _counts("content types", {k or "(none)": v for k, v in d.content_types.items()})
     lines += _counts("skipped", d.skipped)
+    lines += _counts("changes", {**d.changes.counts(), "failed": len(d.failed)})
     lines.append(f"  {'bytes':<14} payload {human_bytes(d.payload_bytes)}, "
                  f"WARC {human_bytes(d.warc_bytes)}")
     if d.top_errors:

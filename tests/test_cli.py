@@ -169,16 +169,16 @@ async def test_second_run_on_a_locked_archive_exits_75(make_site, tmp_path: Path
 
 async def test_status_works_during_and_after_a_run(make_site, tmp_path: Path):
     site = await make_site()
-    site.latency = 0.1
+    site.latency = 0.3  # 20 pages, 2 at a time: the run lasts about 3 s
     pages = [f"/{i}" for i in range(20)]
     site.page("/", links(*pages))
     for p in pages:
-        site.page(p, "page")
+        site.page(p, f"page {p}")
     write_config(tmp_path, [site.base], crawl={"workers": 2})
     seen: dict[str, str] = {}
 
     async def look_during(proc):
-        while len(site.log) < 5:
+        while len(site.log) < 3:
             await asyncio.sleep(0.01)
         code, out, err = await mirror("status", "site.toml", cwd=tmp_path)
         assert (code, err) == (0, "")

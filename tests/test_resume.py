@@ -139,7 +139,7 @@ async def test_disk_full_stops_the_run_and_a_later_run_completes(make_site, craw
     pages = [f"/{i}" for i in range(12)]
     site.page("/", links(*pages))
     for p in pages:
-        site.page(p, "x" * 2000)
+        site.page(p, p + "x" * 2000)
     first = await crawl([site.base], crawl={"workers": 1}, warc_opener=FullDisk(9000))
     assert first.result.exit_code == ExitCode.INTERNAL
     assert "No space left on device" in (first.result.error or "")

@@ -1,0 +1,95 @@
+"""Incremental runs: conditional requests, revisit decisions and what changed between runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mirror.archive import IDENTICAL, NOT_MODIFIED, Exchange, Revisit
+from mirror.manifest import Original, Previous
+
+GONE_STATUSES = frozenset({404, 410})
+
+
+def usable(prev: Previous | None) -> Previous | None:
+    """A previous capture worth revalidating: a complete 200."""
+    if prev is None or prev.status != 200 or prev.truncated:
+        return None
+    return prev
+
+
+def conditional_headers(prev: Previous | None) -> dict[str, str]:
+    """If-None-Match / If-Modified-Since from the URL's last good capture (I1)."""
+    prev = usable(prev)
+    headers: dict[str, str] = {}
+    if prev is not None and prev.etag:
+        headers["If-None-Match"] = prev.etag
+    if prev is not None and prev.last_modified:
+        headers["If-Modified-Since"] = prev.last_modified
+    return headers
+
+
+def revisit_of(original: Original, profile: str) -> Revisit:
+    return Revisit(profile, original.record_id, original.url, original.warc_date,
+                   original.payload_digest)
+
+
+def not_modified(ex: Exchange, prev: Previous | None) -> Original | None:
+    """The capture a 304 confirms, if we asked for one."""
+    prev = usable(prev)
+    if ex.status == 304 and prev is not None and (prev.etag or prev.last_modified):
+        return prev.original
+    return None
+
+
+def dedupable(ex: Exchange) -> bool:
+    """Only a complete, non-empty payload can stand for another record's."""
+    return ex.body_length > 0 and not ex.truncated and bool(ex.payload_digest)
+
+
+def choose_revisit(
+    ex: Exchange, prev: Previous | None, same_digest: Original | None
+) -> tuple[Revisit | None, Original | None]:
+    """(revisit to write instead of a response, the capture holding the payload), or
+    (None, None) to store a full response."""
+    confirmed = not_modified(ex, prev)
+    if confirmed is not None:
+        return revisit_of(confirmed, NOT_MODIFIED), confirmed
+    if same_digest is not None and dedupable(ex):
+        return revisit_of(same_digest, IDENTICAL), same_digest
+    return None, None
+
+
+@dataclass(frozen=True)
+class Changes:
+    """How one run's captures compare with an earlier run's (I2)."""
+
+    new: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        return {"new": len(self.new), "changed": len(self.changed),
+                "unchanged": len(self.unchanged), "gone": len(self.gone)}
+
+
+def compare(before: dict[str, tuple[int, str]], after: dict[str, tuple[int, str]]) -> Changes:
+    """Classify URLs by their (status, payload digest) in two runs.
+
+    new: only in `after`; gone: was there (not 404/410) and is missing or now 404/410;
+    unchanged: same payload (a 304 counts as the same); changed: anything else.
+    """
+    changes = Changes()
+    for url in sorted(before.keys() | after.keys()):
+        old, new = before.get(url), after.get(url)
+        if old is None:
+            changes.new.append(url)
+        elif old[0] in GONE_STATUSES and (new is None or new[0] in GONE_STATUSES):
+            continue  # missing then, missing now: nothing to say
+        elif new is None or new[0] in GONE_STATUSES:
+            changes.gone.append(url)
+        elif new[0] == 304 or (new[1] == old[1] and new[0] == old[0]):
+            changes.unchanged.append(url)
+        else:
+            changes.changed.append(url)
+    return changes
