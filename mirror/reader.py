@@ -1,0 +1,293 @@
+"""Read an archive for replay: its captures (index.cdxj plus unindexed WARCs) and one record."""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from warcio.archiveiterator import ArchiveIterator
+from warcio.timeutils import (
+    PAD_14_DOWN,
+    PAD_14_UP,
+    iso_date_to_timestamp,
+    pad_timestamp,
+    timestamp_to_sec,
+)
+
+from mirror import index
+from mirror.archive import OPEN_SUFFIX, complete_prefix
+from mirror.codings import DecodeError, decode_body
+from mirror.urls import DEFAULT_IGNORE_QUERY, InvalidURL, normalize
+
+log = logging.getLogger(__name__)
+
+#: most bytes a replayed body may decode to (P4 applies to replay too)
+MAX_DECODED = 256 * 1024 * 1024
+REVISIT_MIME = "warc/revisit"
+
+
+class ReadError(Exception):
+    """A record cannot be read back (missing file, bad offset, revisit without original)."""
+
+
+@dataclass(frozen=True)
+class Capture:
+    """One index line: where a response/revisit record is and what the index says of it."""
+
+    url: str
+    timestamp: str  # 14 digits
+    mime: str
+    status: int | None
+    digest: str
+    filename: str
+    offset: int
+    length: int
+    key: str  # SURT
+    fields: dict[str, str] = field(compare=False, hash=False, repr=False)
+
+    @property
+    def is_revisit(self) -> bool:
+        return self.mime == REVISIT_MIME
+
+    def cdxj(self, filename: str | None = None) -> str:
+        """The index line again, optionally naming the WARC file differently."""
+        fields = dict(self.fields, filename=filename or self.filename)
+        return f"{self.key} {self.timestamp} {json.dumps(fields)}\n"
+
+
+def parse_cdxj(line: str) -> Capture | None:
+    """A Capture from one CDXJ line, or None when the line is not one."""
+    try:
+        key, timestamp, data = line.rstrip("\n").split(" ", 2)
+        fields = json.loads(data)
+        status = fields.get("status")
+        return Capture(
+            url=fields["url"], timestamp=pad_timestamp(timestamp[:14], PAD_14_DOWN),
+            mime=fields.get("mime", ""), status=int(status) if status else None,
+            digest=fields.get("digest", ""), filename=fields["filename"],
+            offset=int(fields["offset"]), length=int(fields["length"]), key=key, fields=fields,
+        )
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+@dataclass(frozen=True)
+class Record:
+    """An archived HTTP response with revisits resolved to the original payload."""
+
+    url: str
+    date: str  # WARC-Date of the record asked for
+    status: int
+    headers: tuple[tuple[str, str], ...]  # archived HTTP headers
+    payload: bytes  # as stored: content-coded as received
+    truncated: str | None = None
+    revisit_of: str | None = None  # WARC-Date of the original, for a resolved revisit
+
+    def header(self, name: str) -> str | None:
+        lower = name.lower()
+        return next((v for n, v in self.headers if n.lower() == lower), None)
+
+    @property
+    def content_type(self) -> str | None:
+        return self.header("Content-Type")
+
+    @property
+    def mime(self) -> str:
+        return index.mime_of(self.content_type) or ""
+
+    def decoded(self, max_bytes: int = MAX_DECODED) -> tuple[bytes, bool]:
+        """(payload with Content-Encoding undone, decoded). A body that cannot be decoded
+        comes back as stored with decoded=False: the caller keeps its Content-Encoding."""
+        try:
+            return decode_body(self.payload, self.header("Content-Encoding"), max_bytes)[0], True
+        except DecodeError as exc:
+            log.warning("cannot decode %s: %s", self.url, exc)
+            return self.payload, False
+
+
+@dataclass(frozen=True)
+class _Raw:
+    rec_type: str
+    warc: dict[str, str]
+    status: int | None
+    headers: tuple[tuple[str, str], ...] | None
+    payload: bytes
+
+
+def read_raw(path: Path, offset: int) -> _Raw:
+    """The one record that starts at offset in a WARC file."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            record = next(iter(ArchiveIterator(f)))
+            http = record.http_headers
+            status = http.get_statuscode() if http is not None else None
+            return _Raw(
+                record.rec_type,
+                {k: v for k, v in record.rec_headers.headers},
+                int(status) if status and status.isdigit() else None,
+                tuple(http.headers) if http is not None else None,
+                record.raw_stream.read(),
+            )
+    except (OSError, StopIteration, ValueError) as exc:
+        raise ReadError(f"{path.name}@{offset}: {exc or type(exc).__name__}") from exc
+
+
+class Archive:
+    """Every capture of an archive folder, by URL and by payload digest, read-only.
+
+    The index is the source of truth for the files it names; WARC files it does not name
+    (a run killed before it rebuilt the index, or a ``.open`` file still being written) are
+    indexed here from their complete records. Needs no manifest.
+    """
+
+    def __init__(self, folder: Path, captures: Iterable[Capture],
+                 ignore_query: Sequence[str] = DEFAULT_IGNORE_QUERY) -> None:
+        self.folder = folder
+        self.warc_dir = folder / "warc"
+        self.ignore_query = tuple(ignore_query)
+        self.captures = sorted(captures, key=lambda c: (c.url, c.timestamp))
+        self._by_url: dict[str, list[Capture]] = {}
+        self._by_digest: dict[str, Capture] = {}
+        for cap in self.captures:
+            self._by_url.setdefault(cap.url, []).append(cap)
+            if not cap.is_revisit and cap.digest:
+                self._by_digest.setdefault(cap.digest, cap)
+
+    @classmethod
+    def load(cls, folder: Path, ignore_query: Sequence[str] = DEFAULT_IGNORE_QUERY) -> Archive:
+        captures = _read_index(folder / "index.cdxj")
+        indexed = {c.filename for c in captures}
+        for path in _warc_paths(folder / "warc"):
+            if path.name not in indexed:
+                captures += _scan(path)
+        return cls(folder, captures, ignore_query)
+
+    # -- lookups -------------------------------------------------------------------------
+    def key(self, url: str) -> str:
+        """The URL as the index spells it (canonical), or as given if it cannot be."""
+        try:
+            return normalize(url, self.ignore_query)
+        except InvalidURL:
+            return url
+
+    def captures_of(self, url: str) -> list[Capture]:
+        """Captures of a URL, oldest first."""
+        return self._by_url.get(url) or self._by_url.get(self.key(url), [])
+
+    def closest(self, url: str, timestamp: str) -> Capture | None:
+        """The capture nearest in time to a 1-14 digit timestamp (ties: the earlier one)."""
+        caps = self.captures_of(url)
+        if not caps:
+            return None
+        want = pad_timestamp(timestamp[:14], PAD_14_DOWN)
+        i = bisect.bisect_left([c.timestamp for c in caps], want)
+        near = caps[max(i - 1, 0) : i + 1]
+        return min(near, key=lambda c: (_distance(c.timestamp, want), c.timestamp))
+
+    def latest(self, at: str | None = None) -> list[Capture]:
+        """The last capture of every URL at or before a timestamp (default: the newest);
+        a short timestamp means the end of that period ('2024' = up to 2024-12-31 23:59:59)."""
+        at = pad_timestamp(at[:14], PAD_14_UP) if at else None
+        out = []
+        for caps in self._by_url.values():
+            chosen = [c for c in caps if at is None or c.timestamp <= at]
+            if chosen:
+                out.append(chosen[-1])
+        return out
+
+    def original(self, cap: Capture) -> Capture:
+        """For a revisit, the capture whose payload it repeats as far as the index tells (by
+        digest, else the URL's last response before it); for any other capture, itself."""
+        if not cap.is_revisit:
+            return cap
+        if cap.digest in self._by_digest:
+            return self._by_digest[cap.digest]
+        earlier = [c for c in self.captures_of(cap.url)
+                   if c.timestamp <= cap.timestamp and not c.is_revisit]
+        return earlier[-1] if earlier else cap
+
+    def status_and_mime(self, cap: Capture) -> tuple[int | None, str]:
+        """What the capture replays as, from the index alone (revisits via their original)."""
+        orig = self.original(cap)
+        status = cap.status if cap.status and cap.status != 304 else orig.status
+        return status, orig.mime if cap.is_revisit else cap.mime
+
+    # -- reading -------------------------------------------------------------------------
+    def warc_paths(self) -> list[Path]:
+        """Every WARC file of the archive, closed or still ``.open``, in name order."""
+        return _warc_paths(self.warc_dir)
+
+    def path(self, filename: str) -> Path:
+        return self.warc_dir / os.path.basename(filename)
+
+    def read(self, cap: Capture) -> Record:
+        raw = read_raw(self.path(cap.filename), cap.offset)
+        date = raw.warc.get("WARC-Date", "")
+        if raw.rec_type != "revisit":
+            return Record(cap.url, date, raw.status or 200, raw.headers or (), raw.payload,
+                          raw.warc.get("WARC-Truncated"))
+        orig_cap = self._refers_to(raw)
+        orig = read_raw(self.path(orig_cap.filename), orig_cap.offset)
+        if orig.rec_type == "revisit":
+            raise ReadError(f"revisit of {cap.url} points at another revisit")
+        # identical-payload-digest revisits carry the new headers; not-modified ones do not
+        own = raw.headers is not None and raw.status not in (None, 304)
+        return Record(
+            cap.url, date, (raw.status if own else orig.status) or 200,
+            (raw.headers if own else orig.headers) or (), orig.payload,
+            orig.warc.get("WARC-Truncated"), orig.warc.get("WARC-Date"),
+        )
+
+    def _refers_to(self, raw: _Raw) -> Capture:
+        uri = raw.warc.get("WARC-Refers-To-Target-URI")
+        date = raw.warc.get("WARC-Refers-To-Date")
+        if uri and date:
+            ts = iso_date_to_timestamp(date)
+            for cap in self.captures_of(uri):
+                if cap.timestamp == ts and not cap.is_revisit:
+                    return cap
+        digest = raw.warc.get("WARC-Payload-Digest", "")
+        if digest in self._by_digest:
+            return self._by_digest[digest]
+        raise ReadError(f"revisit of {raw.warc.get('WARC-Target-URI')}: original not found "
+                        f"({uri} at {date}, digest {digest or '-'})")
+
+
+def _distance(a: str, b: str) -> int:
+    return abs(int(timestamp_to_sec(a)) - int(timestamp_to_sec(b)))
+
+
+def _read_index(path: Path) -> list[Capture]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return [c for c in map(parse_cdxj, f) if c is not None]
+    except FileNotFoundError:
+        return []
+
+
+def _warc_paths(warc_dir: Path) -> list[Path]:
+    if not warc_dir.is_dir():
+        return []
+    names = (n for n in os.listdir(warc_dir) if n.endswith((".warc.gz", ".warc.gz" + OPEN_SUFFIX)))
+    return sorted(warc_dir / n for n in names)
+
+
+def _scan(path: Path) -> list[Capture]:
+    """Index lines of a WARC file the index does not cover, complete records only."""
+    end = complete_prefix(path) if path.name.endswith(OPEN_SUFFIX) else path.stat().st_size
+    out: list[Capture] = []
+    try:
+        for line in index.lines_from_warc(path):
+            cap = parse_cdxj(line)
+            if cap is None or cap.offset + cap.length > end:
+                break
+            out.append(cap)
+    except Exception as exc:  # noqa: BLE001 - a torn tail ends the scan, it does not stop replay
+        log.warning("%s: stopped reading at a damaged record: %s", path.name, exc)
+    return out
