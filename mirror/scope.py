@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
 
 from mirror.config import SiteConfig
 from mirror.urls import InvalidURL, host_of, site_key
@@ -11,12 +14,79 @@ from mirror.urls import InvalidURL, host_of, site_key
 PAGE = "page"  # fetched, and its links followed
 REQUISITE = "requisite"  # fetched for a page's display, only its own requisites followed
 
+# Skip-rule tokens of the trap limits (P6), stable: reports and tests count by them.
+URL_LENGTH = "url_length"
+PATH_DEPTH = "path_depth"
+SEGMENT_REPEATS = "segment_repeats"
+MAX_OUTLINKS = "max_outlinks"
+MAX_HOST_PAGES = "max_host_pages"
+MAX_HOST_BYTES = "max_host_bytes"
+
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class Decision:
     allowed: bool
     mode: str  # PAGE | REQUISITE | "" when not allowed
     reason: str  # skip rule ("host", "exclude", ...) or why it is allowed
+
+
+@dataclass(frozen=True)
+class HostBudget:
+    """Per-host budgets for one run (0 = no limit); the crawler keeps the counters."""
+
+    max_pages: int = 0
+    max_bytes: int = 0
+
+    def exceeded(self, pages: int, nbytes: int) -> str | None:
+        """The rule that stops one more fetch from a host that has had `pages` URLs fetched
+        and `nbytes` body bytes received this run, or None while it is within budget."""
+        if self.max_pages and pages >= self.max_pages:
+            return MAX_HOST_PAGES
+        if self.max_bytes and nbytes >= self.max_bytes:
+            return MAX_HOST_BYTES
+        return None
+
+
+def cap_outlinks(
+    links: Sequence[T], limit: int, keep_first: Callable[[T], bool] | None = None
+) -> tuple[list[T], int]:
+    """(links kept, number dropped): at most `limit` links (0 = all), in document order.
+
+    Links for which `keep_first` is true (page requisites, say) are kept before the others,
+    so a page with thousands of links still gets the images and styles it needs.
+    """
+    if not limit or len(links) <= limit:
+        return list(links), 0
+    if keep_first is None:
+        return list(links[:limit]), len(links) - limit
+    flags = [keep_first(link) for link in links]
+    first = [i for i, flag in enumerate(flags) if flag][:limit]
+    rest = [i for i, flag in enumerate(flags) if not flag][: limit - len(first)]
+    return [links[i] for i in sorted(first + rest)], len(links) - limit
+
+
+def _path_segments(url: str) -> list[str]:
+    """Segments of a canonical URL's path; a trailing '/' adds no segment."""
+    path = url.partition("://")[2].partition("?")[0]
+    segments = path.split("/")[1:]
+    return segments[:-1] if segments and segments[-1] == "" else segments
+
+
+def trap_rule(url: str, max_url_length: int, max_path_depth: int,
+              max_segment_repeats: int) -> str | None:
+    """The first trap limit a canonical URL breaks (P6), or None; 0 turns a limit off."""
+    if max_url_length and len(url) > max_url_length:
+        return URL_LENGTH
+    segments = _path_segments(url)
+    if max_path_depth and len(segments) > max_path_depth:
+        return PATH_DEPTH
+    if max_segment_repeats and len(segments) > max_segment_repeats:
+        counts = Counter(s for s in segments if s)  # "//" is left to the depth limit
+        if counts and max(counts.values()) > max_segment_repeats:
+            return SEGMENT_REPEATS
+    return None
 
 
 def _twins(host: str) -> set[str]:
@@ -32,6 +102,11 @@ class Scope:
     exclude: tuple[re.Pattern[str], ...]
     max_depth: int
     page_requisites: bool
+    max_url_length: int = 2083  # trap limits (P6), 0 = off; defaults as in config.py
+    max_path_depth: int = 20
+    max_segment_repeats: int = 2
+    max_outlinks: int = 6000
+    budget: HostBudget = field(default_factory=HostBudget)
 
     @classmethod
     def from_config(cls, cfg: SiteConfig) -> Scope:
@@ -49,6 +124,11 @@ class Scope:
             exclude=tuple(re.compile(p) for p in cfg.scope.exclude),
             max_depth=cfg.scope.max_depth,
             page_requisites=cfg.scope.page_requisites,
+            max_url_length=cfg.scope.max_url_length,
+            max_path_depth=cfg.scope.max_path_depth,
+            max_segment_repeats=cfg.scope.max_segment_repeats,
+            max_outlinks=cfg.scope.max_outlinks,
+            budget=HostBudget(cfg.scope.max_host_pages, cfg.scope.max_host_bytes),
         )
 
     def on_site(self, url: str) -> bool:
@@ -60,17 +140,28 @@ class Scope:
     def decide(self, url: str, depth: int, requisite: bool) -> Decision:
         """Decide for a canonical http(s) URL found at `depth` (start URLs are depth 0).
 
-        Exclude wins over everything. On-site URLs that pass include and max_depth are
-        pages; anything else needed to display a page is a requisite when requisites are on.
+        Exclude wins over everything, then the trap limits (url_length, path_depth,
+        segment_repeats), which apply to requisites too: a stylesheet can import itself down
+        an ever deeper path. On-site URLs that pass include and max_depth are pages; anything
+        else needed to display a page is a requisite when requisites are on.
         """
         if any(p.search(url) for p in self.exclude):
             return Decision(False, "", "exclude")
+        trap = trap_rule(url, self.max_url_length, self.max_path_depth, self.max_segment_repeats)
+        if trap:
+            return Decision(False, "", trap)
         page_rule = self._page_rule(url, depth)
         if page_rule is None:
             return Decision(True, PAGE, "in scope")
         if requisite and self.page_requisites:
             return Decision(True, REQUISITE, "page requisite")
         return Decision(False, "", page_rule)
+
+    def cap_outlinks(
+        self, links: Sequence[T], keep_first: Callable[[T], bool] | None = None
+    ) -> tuple[list[T], int]:
+        """cap_outlinks() with this scope's max_outlinks."""
+        return cap_outlinks(links, self.max_outlinks, keep_first)
 
     def _page_rule(self, url: str, depth: int) -> str | None:
         """The first rule that keeps `url` from being crawled as a page, or None."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Sequence
-from fnmatch import fnmatchcase
+from fnmatch import translate
 from functools import lru_cache
 from typing import NamedTuple
 from urllib.parse import unquote, unquote_to_bytes, urljoin
@@ -17,7 +17,14 @@ except ImportError:  # pragma: no cover - yarl, our HTTP stack's URL library, ne
 
 __all__ = ["DEFAULT_IGNORE_QUERY", "InvalidURL", "host_of", "join", "normalize", "site_key"]
 
-DEFAULT_IGNORE_QUERY: tuple[str, ...] = ("utm_*", "fbclid", "gclid")
+# Tracking parameters, then session ids of common platforms (P6): Java servlets, PHP, classic
+# ASP, ColdFusion, osCommerce, Zen Cart and the generic spellings. Matching ignores case.
+# `sid` is left out on purpose: too many sites use it for content (a story or a sheet id).
+DEFAULT_IGNORE_QUERY: tuple[str, ...] = (
+    "utm_*", "fbclid", "gclid",
+    "jsessionid", "phpsessid", "aspsessionid*", "cfid", "cftoken", "oscsid", "zenid",
+    "sessionid", "session_id",
+)
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -32,6 +39,7 @@ _SUB_DELIMS = "!$&'()*+,;="
 _PATH_FIX = re.compile(r"%[0-9A-Fa-f]{2}|[^A-Za-z0-9\-._~!$&'()*+,;=:@/]")
 _QUERY_FIX = re.compile(r"%[0-9A-Fa-f]{2}|[^A-Za-z0-9\-._~!$&'()*+,;=:@/?]")
 _HOST_CHARS = _UNRESERVED | frozenset(_SUB_DELIMS)
+_PATH_PARAM = re.compile(r";([^;/]*)")
 
 
 class InvalidURL(ValueError):
@@ -62,11 +70,15 @@ def normalize(url: str, ignore_query: Sequence[str] = DEFAULT_IGNORE_QUERY) -> s
 
     Lower-case scheme and host, IDN host in punycode, no trailing dot, no default port, no
     userinfo, no fragment, dot segments removed, percent-encoding normalised, '\\' in the
-    path read as '/' (as browsers do), query parameters matching ``ignore_query`` removed.
+    path read as '/' (as browsers do). Parameters whose name matches an ``ignore_query``
+    glob (ignoring case) are removed from the query and, as ``;name=value`` path
+    parameters (``;jsessionid=...``), from every path segment.
     """
     parts = _split(url)
     netloc = _netloc(parts)
-    path = _remove_dot_segments(_fix_percent(_PATH_FIX, parts.path) or "/")
+    path = _fix_percent(_PATH_FIX, parts.path) or "/"
+    # before dot-segment removal, so that "/a/..;jsessionid=1" ends as "/" in one pass
+    path = _remove_dot_segments(_strip_path_params(path, ignore_query))
     query = _filter_query(_fix_percent(_QUERY_FIX, parts.query or ""), ignore_query)
     return f"{parts.scheme}://{netloc}{path}{'?' + query if query else ''}"
 
@@ -287,5 +299,21 @@ def _filter_query(query: str, ignore: Sequence[str]) -> str:
     return query if len(kept) == len(params) else "&".join(kept)
 
 
+def _strip_path_params(path: str, ignore: Sequence[str]) -> str:
+    """Drop ';name[=value]' path parameters whose decoded name matches a glob."""
+    if ";" not in path or not ignore:
+        return path
+    return _PATH_PARAM.sub(
+        lambda m: "" if _ignored(unquote(m.group(1).partition("=")[0]), ignore) else m.group(),
+        path,
+    )
+
+
 def _ignored(name: str, ignore: Sequence[str]) -> bool:
-    return any(fnmatchcase(name, pattern) for pattern in ignore)
+    return bool(ignore) and _ignore_pattern(tuple(ignore)).match(name) is not None
+
+
+@lru_cache(maxsize=64)
+def _ignore_pattern(globs: tuple[str, ...]) -> re.Pattern[str]:
+    """One case-insensitive regex for a list of fnmatch globs."""
+    return re.compile("|".join(translate(g) for g in globs), re.IGNORECASE)

@@ -20,6 +20,7 @@ from mirror.config import (
     load_config,
     parse_config,
 )
+from mirror.urls import DEFAULT_IGNORE_QUERY
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
 SITE = '[site]\nname = "ex"\nstart_urls = ["https://example.com/"]\n'
@@ -64,7 +65,7 @@ def test_defaults(tmp_path: Path) -> None:
     assert config.site.start_urls == ("https://example.com/",)
     assert config.site.output_dir == tmp_path / "archive" / "ex"
     assert config.scope == ScopeSection()
-    assert config.scope.ignore_query == ("utm_*", "fbclid", "gclid")
+    assert config.scope.ignore_query == DEFAULT_IGNORE_QUERY
     assert config.crawl == CrawlSection()
     assert config.crawl.user_agent == f"mirror/{__version__}"
     assert config.archive == ArchiveSection(warc_max_bytes=1_000_000_000)
@@ -139,7 +140,8 @@ HTTP_URL = "an absolute http(s) URL such as 'https://example.com/'"
 FIELD = "a string without CR, LF or NUL"
 UA = "a non-empty string without CR, LF or NUL"
 CRAWL_KEYS = (
-    "workers, per_host, delay, max_redirects, max_tries, timeout, connect_timeout, "
+    "workers, per_host, delay, max_crawl_delay, max_retry_after, max_redirects, max_tries, "
+    "timeout, connect_timeout, "
     "read_timeout, max_response_bytes, user_agent, headers, stop_grace"
 )
 
@@ -427,7 +429,7 @@ def test_effective_redacts_secret_headers(tmp_path: Path) -> None:
         "start_urls": ["https://example.com/"],
         "output_dir": str(tmp_path / "archive" / "ex"),
     }
-    assert effective["scope"]["ignore_query"] == ["utm_*", "fbclid", "gclid"]
+    assert effective["scope"]["ignore_query"] == list(DEFAULT_IGNORE_QUERY)
     assert effective["crawl"]["workers"] == 16
     shown = repr(effective) + config.digest()
     for secret in ("t0ken", "c00kie", "cHJveHk"):

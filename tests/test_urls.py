@@ -95,11 +95,28 @@ NORMALIZE_CASES = [
     ("all-removed", "http://host/p?utm_source=x&fbclid=y", "http://host/p"),
     ("order-kept", "http://host/?z=1&a=2&m=3", "http://host/?z=1&a=2&m=3"),
     ("exact-bytes-kept", "http://host/?b=1&&c&utm_x=9&d==", "http://host/?b=1&&c&d=="),
-    (
-        "case-sensitive-name",
-        "http://host/?UTM_source=x&FBCLID=1",
-        "http://host/?UTM_source=x&FBCLID=1",
-    ),
+    ("names-ignore-case", "http://host/?UTM_source=x&FBCLID=1&b", "http://host/?b"),
+    ("values-not-matched", "http://host/?a=fbclid&b=utm_x", "http://host/?a=fbclid&b=utm_x"),
+    # session ids (P6): query parameters, any case, and ;jsessionid= path parameters
+    ("jsessionid-query", "http://host/p?JSESSIONID=A1B2&x=1", "http://host/p?x=1"),
+    ("phpsessid", "http://host/p?x=1&PHPSESSID=0123abcd", "http://host/p?x=1"),
+    ("aspsessionid", "http://host/p?ASPSESSIONIDQASDTRRB=KLM&x", "http://host/p?x"),
+    ("coldfusion", "http://host/p?CFID=1&CFTOKEN=2&x=3", "http://host/p?x=3"),
+    ("oscommerce-zencart", "http://host/p?osCsid=a&zenid=b&x", "http://host/p?x"),
+    ("sessionid-generic", "http://host/p?SessionID=a&session_id=b&x", "http://host/p?x"),
+    ("sid-kept", "http://host/p?sid=5&ssid=6", "http://host/p?sid=5&ssid=6"),
+    ("session-lookalikes-kept", "http://host/p?session=1&sessionids=2&mysessionid=3",
+     "http://host/p?session=1&sessionids=2&mysessionid=3"),
+    ("jsessionid-path", "http://host/a/b.jsp;jsessionid=0A1B2C?x=1", "http://host/a/b.jsp?x=1"),
+    ("jsessionid-path-case", "http://host/a;JSessionId=0A1B2C", "http://host/a"),
+    ("jsessionid-path-middle", "http://host/a;jsessionid=1/b", "http://host/a/b"),
+    ("path-params-kept", "http://host/a;v=1;jsessionid=2;w=3", "http://host/a;v=1;w=3"),
+    ("path-param-encoded-name", "http://host/a;jsess%49onid=1", "http://host/a"),
+    ("path-param-no-value", "http://host/a;jsessionid", "http://host/a"),
+    ("path-param-before-dots", "http://host/a/b/..;jsessionid=1", "http://host/a/"),
+    ("path-semicolon-encoded-kept", "http://host/a%3Bjsessionid=1", "http://host/a%3Bjsessionid=1"),
+    ("path-param-utm", "http://host/a;utm_source=x", "http://host/a"),
+    ("semicolon-in-query-kept", "http://host/a?q=1;jsessionid=2", "http://host/a?q=1;jsessionid=2"),
     ("encoded-name-matched", "http://host/?utm%5Fsource=x&a", "http://host/?a"),
     ("name-without-value", "http://host/?fbclid&a=1", "http://host/?a=1"),
     ("empty-query", "http://host/a?", "http://host/a"),
@@ -118,7 +135,18 @@ def test_normalize(url: str, expected: str) -> None:
 def test_normalize_custom_ignore_query() -> None:
     url = "http://host/?PHPSESSID=1&sid=2&utm_source=3&a=4"
     assert normalize(url, ignore_query=("PHPSESSID", "s?d")) == "http://host/?utm_source=3&a=4"
+    assert normalize(url, ignore_query=("phpsessid",)) == "http://host/?sid=2&utm_source=3&a=4"
     assert normalize(url, ignore_query=()) == url
+    path = "http://host/a;jsessionid=1;b=2"
+    assert normalize(path, ignore_query=()) == path  # path parameters follow the same list
+    assert normalize(path, ignore_query=("B",)) == "http://host/a;jsessionid=1"
+
+
+def test_session_id_rotation_gives_one_url() -> None:
+    """Each visit of a page that links to itself with a fresh session id: one canonical URL."""
+    urls = {normalize(f"http://host/shop;jsessionid={n:032X}?PHPSESSID={n}&item=7")
+            for n in range(50)}
+    assert urls == {"http://host/shop?item=7"}
 
 
 INVALID_CASES = [
@@ -247,7 +275,11 @@ def test_site_key_rejects_non_http() -> None:
 
 
 def test_default_ignore_query() -> None:
-    assert DEFAULT_IGNORE_QUERY == ("utm_*", "fbclid", "gclid")
+    assert DEFAULT_IGNORE_QUERY[:3] == ("utm_*", "fbclid", "gclid")
+    assert {"jsessionid", "phpsessid", "aspsessionid*", "cfid", "cftoken"} <= set(
+        DEFAULT_IGNORE_QUERY)
+    assert "sid" not in DEFAULT_IGNORE_QUERY  # too many sites use it for content
+    assert all(p == p.lower() for p in DEFAULT_IGNORE_QUERY)
 
 
 # -- properties --------------------------------------------------------------------------
@@ -270,10 +302,15 @@ HOSTS = st.sampled_from(
 _SAFE_USER = st.text(st.characters(exclude_characters="/\\?#@[]", min_codepoint=0x21))
 USERINFO = st.one_of(st.just(""), st.builds("{}@".format, _SAFE_USER))
 PORTS = st.one_of(st.just(""), st.just(":"), st.integers(0, 65535).map(":{}".format))
-SEGMENTS = st.lists(st.text(max_size=8), max_size=5)
+SEGMENTS = st.lists(
+    st.text(max_size=8)
+    | st.sampled_from([";jsessionid=1", "a;JSESSIONID=x;b=2", "..;jsessionid=", ";", ".."]),
+    max_size=5,
+)
 PARAMS = st.lists(
     st.tuples(
-        st.sampled_from(["a", "utm_source", "fbclid", "q", ""]) | st.text(max_size=4),
+        st.sampled_from(["a", "utm_source", "fbclid", "q", "", "PHPSESSID", "JSessionID"])
+        | st.text(max_size=4),
         st.text(max_size=6),
     ),
     max_size=4,
