@@ -12,14 +12,22 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from mirror import __version__, index
 from mirror.config import ConfigError, SiteConfig, load_config
 from mirror.crawler import Crawler, ExitCode, archive_paths
+from mirror.history import compare
 from mirror.lock import ArchiveLock, ArchiveLocked
-from mirror.manifest import Manifest, ManifestError
+from mirror.manifest import Manifest, ManifestError, Run
 from mirror.progress import ProgressDisplay
-from mirror.report import RunStatus, render_status, render_summary, summary_line
+from mirror.report import (
+    RunStatus,
+    render_changes,
+    render_status,
+    render_summary,
+    summary_line,
+)
 
 log = logging.getLogger("mirror")
 
@@ -47,8 +55,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-q", "--quiet", action="store_true",
                      help="print only problems and the summary line (for cron)")
     run.add_argument("-v", "--verbose", action="store_true", help="log every fetch")
+    run.add_argument("--new-run", action="store_true",
+                     help="start a new snapshot even if the last run did not finish")
     cmd("index", "rebuild index.cdxj from the WARC files alone")
     cmd("status", "show the runs, URL counts, WARC files and last error (also during a run)")
+    cmd("verify", "check every WARC file, the manifest and the index; exit 65 on any problem")
+    explain = cmd("explain", "show the canonical form of a URL and whether it would be crawled")
+    explain.add_argument("url", help="the URL to explain")
+    explain.add_argument("--depth", type=int, default=1,
+                         help="links away from a start URL (default 1)")
+    explain.add_argument("--offline", action="store_true",
+                         help="never fetch robots.txt; use the archived copy only")
+    cmd("runs", "list the runs with what changed in each")
+    diff = cmd("diff", "what changed between two runs (default: the last two)")
+    diff.add_argument("runs", nargs="*", type=int, metavar="RUN", help="run ids (0, 1 or 2)")
     demo = cmd("demo", "serve the bundled demo site on 127.0.0.1 and mirror it", config=False)
     demo.add_argument("dir", nargs="?", default="mirror-demo",
                       help="folder for the demo's site file and archive (default: ./mirror-demo)")
@@ -100,7 +120,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
-    return crawl(cfg, quiet=args.quiet, verbose=args.verbose)
+    return crawl(cfg, quiet=args.quiet, verbose=args.verbose, new_run=args.new_run)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -124,6 +144,119 @@ def cmd_status(args: argparse.Namespace) -> int:
         manifest.close()
     print(text)
     return ExitCode.OK
+
+
+def _history(args: argparse.Namespace) -> tuple[list[Run], Callable[[int], dict[str, Any]]]:
+    cfg = load_config(args.config)
+    manifest = Manifest(archive_paths(cfg)[0], readonly=True)
+    runs = [r for r in manifest.runs() if r.state != "abandoned"]
+    contents = {r.id: manifest.run_contents(r.id) for r in runs}
+    manifest.close()
+    return runs, contents.__getitem__
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    runs, contents = _history(args)
+    if not runs:
+        print("no runs yet")
+    before: dict[str, Any] = {}
+    for r in runs:
+        counts = compare(before, contents(r.id)).counts()
+        before = contents(r.id)
+        print(f"run {r.id:<4} {r.state:<11} {r.started_at} -> {r.finished_at or '...':<20} "
+              f"{len(before):>6} captures  " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    return ExitCode.OK
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    runs, contents = _history(args)
+    ids = [r.id for r in runs]
+    chosen: list[int] = args.runs
+    if len(chosen) > 2 or any(i not in ids for i in chosen):
+        raise UsageError(f"diff takes up to two run ids among {ids or 'none (no runs yet)'}")
+    if len(chosen) < 2:
+        newer = chosen[0] if chosen else (ids[-1] if ids else 0)
+        older = [i for i in ids if i < newer]
+        if not older:
+            raise UsageError("diff needs two runs; this archive has "
+                             f"{'only run ' + str(newer) if ids else 'no runs'}")
+        chosen = [older[-1], newer]
+    a, b = chosen
+    print(render_changes(f"run {a} -> run {b}", compare(contents(a), contents(b))))
+    return ExitCode.OK
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from mirror.explain import explain
+
+    cfg = load_config(args.config)
+    rules, source = _robots_rules(cfg, args.url, offline=args.offline)
+    print("\n".join(explain(cfg, args.url, args.depth, rules, source)))
+    return ExitCode.OK
+
+
+def _robots_rules(cfg: SiteConfig, raw: str, *, offline: bool) -> tuple[Any, str]:
+    """The robots.txt rules for a URL: the archived copy, else fetched now (one request)."""
+    from mirror.reader import read_raw
+    from mirror.robots import robots_url, rules_from_response
+    from mirror.urls import InvalidURL, normalize
+
+    try:
+        target = robots_url(normalize(raw, cfg.scope.ignore_query))
+    except InvalidURL:
+        return None, "not an http(s) URL"
+    manifest_path, warc_dir, _ = archive_paths(cfg)
+    if manifest_path.exists():
+        manifest = Manifest(manifest_path, readonly=True)
+        try:
+            stored = manifest.capture_in_run(None, target)
+        finally:
+            manifest.close()
+        if stored is not None:
+            rec = read_raw(warc_dir / stored.filename, stored.offset)
+            coding = dict((k.lower(), v) for k, v in rec.headers or ()).get("content-encoding")
+            return (rules_from_response(rec.status, rec.payload, content_encoding=coding),
+                    f"archived {stored.warc_date}")
+    if offline:
+        return None, f"{target} is not in the archive (--offline)"
+    return asyncio.run(_fetch_robots(cfg, target)), f"fetched {target} now"
+
+
+async def _fetch_robots(cfg: SiteConfig, target: str) -> Any:
+    from mirror.fetch import FetchError, Limits, fetch, open_session
+    from mirror.robots import rules_from_response
+
+    limits = Limits(cfg.crawl.timeout, cfg.crawl.connect_timeout, cfg.crawl.read_timeout,
+                    cfg.crawl.max_response_bytes)
+    async with open_session(cfg.crawl.user_agent, cfg.crawl.headers, 1) as session:
+        try:
+            ex = await fetch(session, target, limits)
+        except FetchError as exc:
+            return rules_from_response(None, None, error=str(exc))
+        with ex.body:
+            coding = dict((k.lower(), v) for k, v in ex.response_headers).get("content-encoding")
+            return rules_from_response(ex.status, ex.body.read(), content_encoding=coding,
+                                       truncated=bool(ex.truncated))
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from mirror.verify import check_archive, format_problems
+
+    cfg = load_config(args.config)
+    manifest_path, warc_dir, _ = archive_paths(cfg)
+    if not warc_dir.is_dir():
+        raise UsageError(f"{warc_dir}: no WARC folder (has `mirror run {args.config}` run yet?)")
+    with ArchiveLock(cfg.site.output_dir):
+        manifest = Manifest(manifest_path, readonly=True) if manifest_path.exists() else None
+        try:
+            verdict = check_archive(cfg.site.output_dir, manifest)
+        finally:
+            if manifest is not None:
+                manifest.close()
+    if verdict.problems:
+        print(format_problems(list(verdict.problems)))
+    print(verdict.summary())
+    return ExitCode.DAMAGED if verdict.problems else ExitCode.OK
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -170,21 +303,27 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": cmd_run,
     "index": cmd_index,
     "status": cmd_status,
+    "verify": cmd_verify,
+    "explain": cmd_explain,
+    "runs": cmd_runs,
+    "diff": cmd_diff,
     "demo": cmd_demo,
 }
 
 
 # -- running a crawl -----------------------------------------------------------------------
-def crawl(cfg: SiteConfig, *, quiet: bool, verbose: bool) -> int:
-    return asyncio.run(crawl_async(cfg, quiet=quiet, verbose=verbose))
+def crawl(cfg: SiteConfig, *, quiet: bool, verbose: bool, new_run: bool = False) -> int:
+    return asyncio.run(crawl_async(cfg, quiet=quiet, verbose=verbose, new_run=new_run))
 
 
-async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool) -> int:
+async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
+                      new_run: bool = False) -> int:
     live = sys.stdout.isatty() and not quiet
     display = ProgressDisplay(cfg.site.name) if live else None
     with ArchiveLock(cfg.site.output_dir), \
             _logging(cfg.site.output_dir / "mirror.log", verbose=verbose, display=display):
-        crawler = Crawler(cfg, on_progress=display.update if display else None)
+        crawler = Crawler(cfg, on_progress=display.update if display else None,
+                          new_run=new_run)
         try:
             with _signals(crawler), (display or _nothing()):
                 result = await crawler.run()

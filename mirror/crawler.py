@@ -27,7 +27,7 @@ from mirror.archive import (
 )
 from mirror.codings import DecodeError, decode_body
 from mirror.config import SiteConfig
-from mirror.extract import extract
+from mirror.extract import Link, extract
 from mirror.fetch import FetchError, Limits, fetch, open_session
 from mirror.frontier import Frontier
 from mirror.fsutil import atomic_write_text
@@ -42,7 +42,10 @@ from mirror.manifest import (
     Previous,
     UrlItem,
 )
+from mirror.politeness import BACKOFF_STATUSES, host_backoff, host_delay, parse_retry_after
 from mirror.report import RunData, build_report
+from mirror.robots import ROBOTS_RULE, RobotsRules, robots_url
+from mirror.robotsgate import RobotsGate
 from mirror.scope import PAGE, REQUISITE, Scope
 from mirror.urls import InvalidURL, join, normalize, site_key
 
@@ -146,6 +149,9 @@ class Crawler:
         self._workers: list[asyncio.Task[None]] = []
         self._warc_opener = warc_opener  # fault injection in tests (ENOSPC)
         self._force_new_run = new_run
+        self._host_failures: dict[str, int] = {}
+        self._usage: dict[str, tuple[int, int]] = {}  # site -> (URLs, bytes) this run
+        self.robots = RobotsGate(self)
 
     # -- lifecycle -------------------------------------------------------------------------
     def stop(self) -> None:
@@ -228,6 +234,7 @@ class Crawler:
             fsync=self.durable,
             opener=self._warc_opener,
         )
+        self._usage = self.manifest.host_usage(self.run_id)
         self.frontier = Frontier(
             self.manifest,
             per_host=self.cfg.crawl.per_host,
@@ -341,6 +348,7 @@ class Crawler:
             failed=m.failed(run),
             broken_links=m.broken_links(run),
             changes=self.changes(run),
+            skipped_urls=m.skipped_urls(run),
             warc_files=[p.name for p in index.warc_files(self.warc_dir)],
             archive=str(self.cfg.site.output_dir),
         )
@@ -370,6 +378,8 @@ class Crawler:
                     self.on_progress(self)
 
     async def _process(self, session: object, item: UrlItem) -> None:
+        if not await self._permitted(session, item):
+            return
         prev = self.manifest.previous_capture(item.id, self.run_id)
         try:
             ex = await fetch(session, item.url, self.limits,  # type: ignore[arg-type]
@@ -380,12 +390,54 @@ class Crawler:
         try:
             last_try = item.tries + 1 >= self.cfg.crawl.max_tries
             error = self._http_error(ex)
+            wait = self._host_feedback(item.site, ex)
             if error and not last_try:
-                self._retry_or_fail(item, error, True)
+                self._retry_or_fail(item, error, True, wait)
                 return
             self._store(item, ex, error, prev)
+            self._usage[item.site] = _plus(self._usage.get(item.site), ex.body_length)
         finally:
             ex.body.close()
+
+    async def _permitted(self, session: object, item: UrlItem) -> bool:
+        """robots.txt and the per-host budgets, checked just before the fetch."""
+        pages, nbytes = self._usage.get(item.site, (0, 0))
+        rule = self.scope.budget.exceeded(pages, nbytes)
+        if rule is None and self.cfg.scope.robots and not item.url.endswith("/robots.txt"):
+            rules = await self.robots.rules_for(session, item.url)
+            self.frontier_delay(item.site, rules)
+            if not rules.allowed(item.url, self.cfg.crawl.user_agent):
+                if rules.unreachable:  # try again when robots.txt may be back, max_tries times
+                    wait = self.robots.cache.expires_in(robots_url(item.url))
+                    self._retry_or_fail(item, f"robots.txt {rules.reason}", True, wait)
+                    return False
+                rule = ROBOTS_RULE
+        if rule is not None:
+            log.info("skipping %s (%s)", item.url, rule)
+            self.manifest.skip(self.run_id, item, rule)
+            return False
+        return True
+
+    def frontier_delay(self, site: str, rules: RobotsRules) -> None:
+        delay = rules.crawl_delay(self.cfg.crawl.user_agent)
+        if delay and self.frontier is not None:
+            self.frontier.set_delay(
+                site, host_delay(self.cfg.crawl.delay, delay, self.cfg.crawl.max_crawl_delay))
+
+    def _host_feedback(self, site: str, ex: Exchange) -> float:
+        """429/503 slow the whole host down (Retry-After honoured, clamped); any other
+        answer resets its backoff. Returns the seconds the host is held back."""
+        if ex.status not in BACKOFF_STATUSES:
+            self._host_failures.pop(site, None)
+            return 0.0
+        failures = self._host_failures[site] = self._host_failures.get(site, 0) + 1
+        retry_after = parse_retry_after(_header_map(ex.response_headers).get("retry-after"),
+                                        datetime.now(UTC), self.cfg.crawl.max_retry_after)
+        wait = host_backoff(failures, retry_after, self.rng, base=self.backoff_base)
+        log.warning("%s answered %d: no requests to it for %.1fs", site, ex.status, wait)
+        if self.frontier is not None:
+            self.frontier.hold(site, wait)
+        return wait
 
     @staticmethod
     def _http_error(ex: Exchange) -> str | None:
@@ -396,10 +448,11 @@ class Crawler:
             return "disconnect: body cut short"
         return None
 
-    def _retry_or_fail(self, item: UrlItem, error: str, retryable: bool) -> None:
+    def _retry_or_fail(self, item: UrlItem, error: str, retryable: bool,
+                       at_least: float = 0.0) -> None:
         tries = item.tries + 1
         if retryable and tries < self.cfg.crawl.max_tries:
-            delay = backoff(tries, self.rng, self.backoff_base)
+            delay = max(backoff(tries, self.rng, self.backoff_base), at_least)
             log.info("retrying %s in %.1fs after %s (try %d of %d)",
                      item.url, delay, error, tries, self.cfg.crawl.max_tries)
             self.manifest.retry_later(self.run_id, item, error, time.time() + delay)
@@ -409,6 +462,10 @@ class Crawler:
             self.manifest.give_up(self.run_id, item, error)
             self.counters.failed += 1
 
+    def store_out_of_band(self, item: UrlItem, ex: Exchange) -> None:
+        """Archive a fetch made outside the frontier (robots.txt): no links followed."""
+        self._store(item, ex, None, None, discover=False)
+
     def _fail_run(self, message: str) -> None:
         if self._fatal is None:
             self._fatal = message
@@ -416,7 +473,7 @@ class Crawler:
             self.stop()
 
     def _store(self, item: UrlItem, ex: Exchange, error: str | None,
-               prev: Previous | None) -> None:
+               prev: Previous | None, *, discover: bool = True) -> None:
         """Durability order: WARC records appended and flushed, then one manifest commit.
         A payload already archived (304, or the same digest anywhere) becomes a revisit."""
         assert self.writer is not None
@@ -428,14 +485,14 @@ class Crawler:
         except OSError as exc:
             raise StorageError(f"cannot write to the archive: {exc.strerror or exc}") from exc
         try:
-            self._commit(item, ex, loc, error, revisit, original, prev)
+            self._commit(item, ex, loc, error, revisit, original, prev, discover=discover)
         except ManifestWriteError as exc:
             self.writer.undo(loc)  # the manifest must never miss a record the WARC has
             raise StorageError(f"cannot update the manifest: {exc}") from exc
 
     def _commit(self, item: UrlItem, ex: Exchange, loc: CaptureLocation, error: str | None,
                 revisit: Revisit | None = None, original: Original | None = None,
-                prev: Previous | None = None) -> None:
+                prev: Previous | None = None, *, discover: bool = True) -> None:
         """Record a stored capture and what it links to in one manifest transaction."""
         headers = _header_map(ex.response_headers)
         row = _capture_row(ex, loc, headers, None)
@@ -447,7 +504,7 @@ class Crawler:
             row = replace(row, mime=original.mime, etag=row.etag or prev.etag,
                           last_modified=row.last_modified or prev.last_modified)
             ex, headers = self._stored_copy(ex, original)
-        location, found = self._discover(item, ex, headers)
+        location, found = self._discover(item, ex, headers) if discover else (None, [])
         self.manifest.commit_capture(
             self.run_id, item, replace(row, location=location), found, failed_reason=error,
         )
@@ -490,13 +547,18 @@ class Crawler:
             log.warning("links of %s taken from a partial body (%d bytes decoded)",
                         item.url, len(body))
         found = extract(body, item.url, mime, headers.get("content-type"))
-        urls: list[NewUrl] = []
-        for link in found.links:
-            requisite = link.kind == "requisite"
-            if item.mode == REQUISITE and not requisite:
-                continue  # requisites are never crawled further
-            urls.append(self._decide(link.url, item.depth + 1, self.cfg.crawl.max_redirects,
-                                     requisite, link.kind))
+        # requisites are never crawled further: only their own requisites are followed
+        links = [x for x in found.links if item.mode != REQUISITE or x.kind == "requisite"]
+        kept, dropped = self.scope.cap_outlinks(links, keep_first=_is_requisite)
+        urls = [self._decide(x.url, item.depth + 1, self.cfg.crawl.max_redirects,
+                             x.kind == "requisite", x.kind) for x in kept]
+        if dropped:
+            log.warning("%s has %d links; the last %d were not followed (max_outlinks)",
+                        item.url, len(links), dropped)
+            kept_set = set(kept)
+            urls += [replace(self._decide(x.url, item.depth + 1, 0, False, x.kind),
+                             mode="", skip_reason="max_outlinks")
+                     for x in links if x not in kept_set]
         return None, urls
 
     def _redirect(self, item: UrlItem, location: str) -> tuple[str | None, list[NewUrl]]:
@@ -519,10 +581,21 @@ class Crawler:
             return NewUrl(raw[:MAX_SKIPPED_URL], "", depth, 0, "", via, kind,
                           skip_reason=exc.reason)
         decision = self.scope.decide(url, depth, requisite)
+        if not decision.allowed:
+            url = url[:MAX_SKIPPED_URL]  # an over-long trap URL is counted, not kept whole
         return NewUrl(
             url, site_key(url), depth, redirects_left, decision.mode, via, kind,
             skip_reason=None if decision.allowed else decision.reason,
         )
+
+
+def _is_requisite(link: Link) -> bool:
+    return link.kind == "requisite"
+
+
+def _plus(usage: tuple[int, int] | None, nbytes: int) -> tuple[int, int]:
+    pages, total = usage or (0, 0)
+    return pages + 1, total + nbytes
 
 
 def _size(path: Path) -> int:

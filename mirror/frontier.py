@@ -46,6 +46,7 @@ class Frontier:
         self._queues: dict[str, deque[UrlItem]] = {}
         self._active: dict[str, int] = {}
         self._next_start: dict[str, float] = {}
+        self._delays: dict[str, float] = {}  # per-host delay (robots.txt Crawl-delay)
         self._buffered = 0
         self._last_refill = -REFILL_EVERY
         self.in_flight = 0
@@ -81,6 +82,15 @@ class Frontier:
         self.in_flight -= 1
         self._notify()
 
+    def set_delay(self, site: str, seconds: float) -> None:
+        """Seconds between request starts to `site` from now on (at least the configured)."""
+        self._delays[site] = max(seconds, self.delay)
+
+    def hold(self, site: str, seconds: float) -> None:
+        """No request starts to `site` for `seconds` (429/503 backoff, Retry-After)."""
+        self._next_start[site] = max(self._next_start.get(site, 0.0), self.clock() + seconds)
+        self._notify()
+
     def notify(self) -> None:
         """New URLs may be pending in the manifest."""
         self._notify()
@@ -106,7 +116,7 @@ class Frontier:
             if item is None:
                 continue
             self._active[site] = self._active.get(site, 0) + 1
-            self._next_start[site] = now + self.delay
+            self._next_start[site] = now + self._delays.get(site, self.delay)
             self.in_flight += 1
             if item.mode == PAGE:
                 self.pages_taken += 1
@@ -137,10 +147,12 @@ class Frontier:
         for item in items:
             self._queues.setdefault(item.site, deque()).append(item)
         self._buffered += len(items)
-        # drop empty queues of idle hosts so the scan in _pick stays short
+        # drop empty queues of idle hosts so the scan in _pick stays short (a host still
+        # held back keeps its next start time)
         for site in [s for s, q in self._queues.items() if not q and not self._active.get(s)]:
             del self._queues[site]
-            self._next_start.pop(site, None)
+            if self._next_start.get(site, 0.0) <= now:
+                self._next_start.pop(site, None)
         return bool(items)
 
     def _nothing_due_ever(self) -> bool:

@@ -197,9 +197,14 @@ class Manifest:
                 raise ManifestError(f"{path}: no manifest (has `mirror run` run yet?)")
             try:
                 self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
-                self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+                row = self.db.execute(
+                    "SELECT value FROM meta WHERE key='schema_version'").fetchone()
             except sqlite3.DatabaseError as exc:
                 raise ManifestError(f"{path}: not a usable manifest: {exc}") from exc
+            if row is not None and int(row[0]) < SCHEMA_VERSION:  # upgrade once, then read
+                self.db.close()
+                Manifest(path).close()
+                self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -447,6 +452,58 @@ class Manifest:
                 "UPDATE runs SET state='abandoned', finished_at=? WHERE id=?",
                 (finished_at, run_id))
             self.db.execute("UPDATE urls SET state='pending' WHERE state='leased'")
+
+    # -- politeness ------------------------------------------------------------------------
+    def skip(self, run_id: int, item: UrlItem, rule: str) -> None:
+        """A leased URL that must not be fetched after all (robots.txt, a host budget)."""
+        with self._tx():
+            self.db.execute("UPDATE urls SET state='skipped', reason=? WHERE id=?",
+                            (rule, item.id))
+
+    def ensure_url(self, run_id: int, url: str, site: str, via: str) -> UrlItem | None:
+        """Lease `url` for an out-of-band fetch (robots.txt), adding it if unknown; None
+        when this run already has it done (or another worker holds it)."""
+        with self._tx():
+            self.db.execute(
+                """INSERT INTO urls (url, site, run_id, state, mode, depth, redirects_left, via)
+                   VALUES (?, ?, ?, 'leased', 'requisite', 0, 0, ?)
+                   ON CONFLICT(url) DO UPDATE SET run_id=excluded.run_id, state='leased',
+                     tries=0, next_try=0, status=NULL
+                   WHERE urls.run_id < excluded.run_id OR urls.state IN ('pending', 'skipped')""",
+                (url, site, run_id, via))
+            row = self.db.execute(
+                "SELECT id, url, site, depth, redirects_left, mode, tries, state, changes() "
+                "FROM urls WHERE url=?", (url,)).fetchone()
+        if row[7] != "leased" or not row[8]:
+            return None
+        return UrlItem(*row[:7])
+
+    def capture_in_run(self, run_id: int | None, url: str) -> Original | None:
+        """The latest capture of `url` in a run (None: in any run), with its payload's record."""
+        row = self.db.execute(
+            f"SELECT {_ORIGINAL} FROM captures c JOIN captures o "
+            "ON o.id = COALESCE(c.original_id, c.id) WHERE c.url=? "
+            "AND (c.run_id=? OR ? IS NULL) ORDER BY c.id DESC LIMIT 1",
+            (url, run_id, run_id)).fetchone()
+        return Original(*row) if row else None
+
+    def host_usage(self, run_id: int) -> dict[str, tuple[int, int]]:
+        """site -> (URLs fetched, body bytes) in this run, for the per-host budgets."""
+        rows = self.db.execute(
+            "SELECT u.site, COUNT(*), COALESCE(SUM(c.payload_length), 0) FROM captures c "
+            "JOIN urls u ON u.id = c.url_id WHERE c.run_id=? GROUP BY u.site", (run_id,))
+        return {s: (n, b) for s, n, b in rows}
+
+    def skipped_urls(self, run_id: int, per_rule: int = 1000) -> dict[str, list[str]]:
+        """The skipped URLs of a run by rule (at most `per_rule` of each), for the report."""
+        out: dict[str, list[str]] = {}
+        for url, rule in self.db.execute(
+                "SELECT url, reason FROM urls WHERE run_id=? AND state='skipped' "
+                "ORDER BY reason, id", (run_id,)):
+            urls = out.setdefault(rule, [])
+            if len(urls) < per_rule:
+                urls.append(url)
+        return out
 
     def retry_later(self, run_id: int, item: UrlItem, error: str, next_try: float) -> None:
         with self._tx():

@@ -32,6 +32,7 @@ class RunData:
     warc_files: list[str]
     archive: str
     changes: Changes = field(default_factory=Changes)
+    skipped_urls: dict[str, list[str]] = field(default_factory=dict)  # rule -> URLs
 
 
 def build_report(d: RunData) -> dict[str, object]:

@@ -90,7 +90,11 @@ async def make_site(aiohttp_server: Any) -> Callable[[], Awaitable[TestSite]]:
 
 
 def write_config(folder: Path, start_urls: list[str], **sections: dict[str, Any]) -> Path:
-    """A site.toml in `folder`; `sections` maps section name -> extra keys."""
+    """A site.toml in `folder`; `sections` maps section name -> extra keys.
+
+    robots.txt is off unless a test turns it on: most tests assert the exact request log,
+    and robots.txt has tests of its own (test_faults, test_cli)."""
+    sections = {**sections, "scope": {"robots": False, **sections.get("scope", {})}}
     lines = ["[site]", 'name = "test"', f"start_urls = {_toml(start_urls)}",
              'output_dir = "archive"']
     for section, values in sections.items():

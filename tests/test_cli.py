@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sqlite3
@@ -232,3 +233,27 @@ async def test_second_signal_abandons_fetches_without_partial_records(make_site,
     assert await check.wait() == 0
     with sqlite3.connect(tmp_path / "archive" / "manifest.sqlite3") as db:
         assert db.execute("SELECT COUNT(*) FROM urls WHERE state='leased'").fetchone() == (0,)
+
+
+async def test_robots_are_obeyed_archived_and_explained(make_site, tmp_path: Path):
+    site = await make_site()
+    site.page("/robots.txt", "User-agent: *\nDisallow: /private\n", content_type="text/plain")
+    site.page("/", links("/private/x", "/public"))
+    site.page("/public", "ok")
+    write_config(tmp_path, [site.base], scope={"robots": True})
+    code, out, _ = await mirror("run", "site.toml", cwd=tmp_path)
+    assert code == 0
+    assert sorted(site.log) == ["/", "/public", "/robots.txt"]  # robots.txt fetched once
+    assert "skipped        robots 1" in out
+    code, out, _ = await mirror("explain", "site.toml", site.base + "private/x", "--offline",
+                                cwd=tmp_path)
+    assert code == 0
+    assert f"canonical  {site.base}private/x" in out
+    assert "as a link            crawled as a page (in scope)" in out
+    assert "robots.txt  disallows it (parsed, archived " in out
+    code, out, _ = await mirror("explain", "site.toml", "http://elsewhere.test/a", "--offline",
+                                cwd=tmp_path)
+    assert "as a link            not fetched: rule host:" in out
+    assert "as a page requisite  fetched, links not followed" in out
+    report = json.loads((tmp_path / "archive" / "reports" / "1.json").read_text())
+    assert report["skipped_urls"] == {"robots": [site.base + "private/x"]}

@@ -1,0 +1,53 @@
+"""`mirror explain`: what the crawler would decide for one URL, and why (pure)."""
+
+from __future__ import annotations
+
+from mirror.config import SiteConfig
+from mirror.robots import RobotsRules
+from mirror.scope import Scope
+from mirror.urls import InvalidURL, normalize
+
+#: what each skip rule means, for people
+RULES = {
+    "host": "its host is not a start URL's host, a www. twin of one, or in [scope] hosts",
+    "include": "it matches none of [scope] include",
+    "exclude": "it matches [scope] exclude",
+    "max_depth": "it is more links away from a start URL than [scope] max_depth",
+    "url_length": "it is longer than [scope] max_url_length",
+    "path_depth": "its path has more segments than [scope] max_path_depth",
+    "segment_repeats": "a path segment repeats more than [scope] max_segment_repeats times",
+    "robots": "robots.txt disallows it for this user agent",
+}
+
+
+def explain(cfg: SiteConfig, raw: str, depth: int, robots: RobotsRules | None,
+            robots_source: str) -> list[str]:
+    """Lines describing the canonical form, the scope decision as a link and as a page
+    requisite at `depth`, and the robots.txt verdict (None: not known)."""
+    try:
+        url = normalize(raw, cfg.scope.ignore_query)
+    except InvalidURL as exc:
+        return [f"{raw}: never fetched: {exc} (rule: {exc.reason})"]
+    lines = [f"canonical  {url}" + ("" if url == raw else f"   (from {raw})")]
+    scope = Scope.from_config(cfg)
+    for label, requisite in (("as a link", False), ("as a page requisite", True)):
+        d = scope.decide(url, depth, requisite)
+        if d.allowed:
+            what = "crawled as a page" if d.mode == "page" else "fetched, links not followed"
+            lines.append(f"{label:<20} {what} ({d.reason})")
+        else:
+            lines.append(f"{label:<20} not fetched: rule {d.reason}: "
+                         f"{RULES.get(d.reason, d.reason)}")
+    lines.append(_robots_line(cfg, url, robots, robots_source))
+    return lines
+
+
+def _robots_line(cfg: SiteConfig, url: str, robots: RobotsRules | None, source: str) -> str:
+    if not cfg.scope.robots:
+        return "robots.txt  not consulted ([scope] robots = false)"
+    if robots is None:
+        return f"robots.txt  unknown: {source}"
+    verdict = "allows" if robots.allowed(url, cfg.crawl.user_agent) else "disallows"
+    delay = robots.crawl_delay(cfg.crawl.user_agent)
+    extra = f", Crawl-delay {delay:g}s" if delay else ""
+    return f"robots.txt  {verdict} it ({robots.reason}, {source}{extra})"
