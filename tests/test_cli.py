@@ -257,3 +257,39 @@ async def test_robots_are_obeyed_archived_and_explained(make_site, tmp_path: Pat
     assert "as a page requisite  fetched, links not followed" in out
     report = json.loads((tmp_path / "archive" / "reports" / "1.json").read_text())
     assert report["skipped_urls"] == {"robots": [site.base + "private/x"]}
+
+
+async def test_runs_diff_and_new_run(make_site, tmp_path: Path):
+    site = await make_site()
+    site.page("/", links("/a", "/b"))
+    site.page("/a", "a one")
+    site.page("/b", "b one")
+    write_config(tmp_path, [site.base])
+    assert (await mirror("run", "site.toml", "-q", cwd=tmp_path))[0] == 0
+    code, _, err = await mirror("diff", "site.toml", cwd=tmp_path)
+    assert code == 2 and "diff needs two runs; this archive has only run 1" in err
+    site.page("/a", "a two")
+    await asyncio.sleep(1.1)
+    code, out, _ = await mirror("run", "site.toml", "-q", cwd=tmp_path)
+    assert code == 0 and "run 2 complete" in out and "1 changed, 2 unchanged" in out
+    code, out, _ = await mirror("runs", "site.toml", cwd=tmp_path)
+    lines = out.splitlines()
+    assert lines[0].startswith("run 1    complete") and "new 3, changed 0" in lines[0]
+    assert lines[1].startswith("run 2    complete") and "changed 1, unchanged 2" in lines[1]
+    code, out, _ = await mirror("diff", "site.toml", cwd=tmp_path)
+    assert out.splitlines() == ["run 1 -> run 2: new 0, changed 1, unchanged 2, gone 0",
+                                "  changed (1):", f"    {site.base}a"]
+    code, out, _ = await mirror("diff", "site.toml", "1", "2", cwd=tmp_path)
+    assert f"    {site.base}a" in out
+    code, _, err = await mirror("diff", "site.toml", "7", cwd=tmp_path)
+    assert code == 2 and "diff takes up to two run ids among [1, 2]" in err
+
+    # an unfinished run is resumed, unless --new-run says to leave it
+    with sqlite3.connect(tmp_path / "archive" / "manifest.sqlite3") as db:
+        db.execute("INSERT INTO runs (id, started_at, state, config_digest) "
+                   "VALUES (3, '2026-01-01T00:00:00Z', 'interrupted', 'x')")
+    code, out, _ = await mirror("run", "site.toml", "-q", "--new-run", cwd=tmp_path)
+    assert code == 0 and "run 4 complete" in out
+    with sqlite3.connect(tmp_path / "archive" / "manifest.sqlite3") as db:
+        states = db.execute("SELECT id, state FROM runs ORDER BY id").fetchall()
+    assert states == [(1, "complete"), (2, "complete"), (3, "abandoned"), (4, "complete")]
