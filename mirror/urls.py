@@ -68,6 +68,22 @@ class _Parts(NamedTuple):
 def normalize(url: str, ignore_query: Sequence[str] = DEFAULT_IGNORE_QUERY) -> str:
     """Canonical absolute http(s) URL. Raises InvalidURL.
 
+    Pure, so results are cached: a site's pages share most of their links (navigation,
+    stylesheets, images), and a crawl normalises each of them once per page.
+    """
+    if isinstance(ignore_query, tuple):
+        return _normalize_cached(url, ignore_query)
+    return _normalize(url, ignore_query)
+
+
+@lru_cache(maxsize=1 << 15)
+def _normalize_cached(url: str, ignore_query: tuple[str, ...]) -> str:
+    return _normalize(url, ignore_query)
+
+
+def _normalize(url: str, ignore_query: Sequence[str]) -> str:
+    """normalize() without the cache.
+
     Lower-case scheme and host, IDN host in punycode, no trailing dot, no default port, no
     userinfo, no fragment, dot segments removed, percent-encoding normalised, '\\' in the
     path read as '/' (as browsers do). Parameters whose name matches an ``ignore_query``
@@ -95,10 +111,34 @@ def join(base: str, ref: str) -> str:
         return base.partition("#")[0]
     if (_scheme_of(ref) or _scheme_of(base)) in DEFAULT_PORTS:
         ref = _slash_backslashes(ref)
+    if _ABSOLUTE_HTTP.match(ref):
+        base = _scheme_of(base) + "://_/"  # only the base's scheme plays a part (urljoin)
+    elif (ref[0] == "/" and ref[1:2] != "/") or (ref[0] not in "?#/" and not _SCHEME.match(ref)):
+        # a path: only the base's directory matters (RFC 3986 5.2.3), and pages of one folder
+        # share their links, so the cache below answers most of them
+        base = _directory(base)
+    return _join(base, ref)
+
+
+@lru_cache(maxsize=1 << 15)
+def _join(base: str, ref: str) -> str:
     try:
         return urljoin(base, ref)
     except ValueError as exc:
         raise InvalidURL("bad-host", f"unparsable reference {ref!r}: {exc}") from exc
+
+
+_ABSOLUTE_HTTP = re.compile(r"https?://[^/\\]", re.IGNORECASE)
+
+
+def _directory(base: str) -> str:
+    """The base URL up to the last '/' of its path (no query, no fragment)."""
+    base = base.partition("#")[0].partition("?")[0]
+    authority = base.find("://")
+    slash = base.rfind("/")
+    if authority < 0 or slash <= authority + 2:  # not hierarchical, or no path at all
+        return base
+    return base[: slash + 1]
 
 
 def host_of(url: str) -> str:
