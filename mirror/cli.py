@@ -69,6 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
     cmd("runs", "list the runs with what changed in each")
     diff = cmd("diff", "what changed between two runs (default: the last two)")
     diff.add_argument("runs", nargs="*", type=int, metavar="RUN", help="run ids (0, 1 or 2)")
+    serve = cmd("serve", "browse the archive offline: a replay server on 127.0.0.1")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8080, help="port to bind (8080; 0: any)")
+    export = cmd("export", "write the archive as a folder that opens from file://, or a WACZ")
+    export.add_argument("--to", metavar="DIR", type=Path, help="folder to write")
+    export.add_argument("--at", metavar="TIMESTAMP",
+                        help="export the site as it was then (1-14 digits, YYYYmmddHHMMSS)")
+    export.add_argument("--wacz", metavar="FILE", type=Path, help="WACZ file to write")
     demo = cmd("demo", "serve the bundled demo site on 127.0.0.1 and mirror it", config=False)
     demo.add_argument("dir", nargs="?", default="mirror-demo",
                       help="folder for the demo's site file and archive (default: ./mirror-demo)")
@@ -298,6 +306,49 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return code
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from mirror.serve import Site, serve_forever
+
+    cfg = load_config(args.config)
+    if not (cfg.site.output_dir / "warc").is_dir():
+        raise UsageError(f"{cfg.site.output_dir}: no archive (has `mirror run` run yet?)")
+    site = Site(cfg.site.name, cfg.scope.ignore_query, cfg.site.start_urls)
+    try:
+        return asyncio.run(serve_forever(cfg.site.output_dir, site, host=args.host,
+                                         port=args.port))
+    except OSError as exc:  # the port is taken, the address is not ours
+        raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") \
+            from exc
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from mirror.export import ExportError, export_folder
+    from mirror.reader import Archive
+    from mirror.wacz import write_wacz
+
+    cfg = load_config(args.config)
+    if not (args.to or args.wacz) or (args.at and not args.to):
+        raise UsageError("export needs --to DIR (optionally --at TIMESTAMP) or --wacz FILE")
+    if args.at and not (args.at.isdigit() and len(args.at) <= 14):
+        raise UsageError(f"--at {args.at!r}: expected 1 to 14 digits (YYYYmmddHHMMSS)")
+    archive = Archive.load(cfg.site.output_dir, cfg.scope.ignore_query)
+    if not archive.captures:
+        raise UsageError(f"{cfg.site.output_dir}: no captures to export")
+    if args.to:
+        try:
+            done = export_folder(archive, args.to, args.at)
+        except ExportError as exc:
+            raise UsageError(str(exc)) from exc
+        print(f"exported {done.files} files ({done.pages} pages, {done.redirects} redirects) "
+              f"in {done.seconds:.1f}s: open {args.to / 'index.html'}")
+    if args.wacz:
+        packed = write_wacz(archive, args.wacz, title=cfg.site.name,
+                            start_urls=cfg.site.start_urls)
+        print(f"wrote {packed.path} ({packed.warc_files} WARC files, {packed.captures} "
+              f"captures, {packed.pages} pages, {packed.bytes:,} bytes)")
+    return ExitCode.OK
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "check": cmd_check,
     "run": cmd_run,
@@ -308,6 +359,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "runs": cmd_runs,
     "diff": cmd_diff,
     "demo": cmd_demo,
+    "serve": cmd_serve,
+    "export": cmd_export,
 }
 
 

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from urllib.parse import urlparse
 
-from bs4 import BeautifulSoup, SoupStrainer, Tag
-from bs4.exceptions import ParserRejectedMarkup
+from lxml import etree
 
 from mirror.codings import charset_codec
+
+# rewrite.py tokenizes CSS with these, so that what replay rewrites is what was fetched.
+from mirror.css import _CSS_TOKEN as _CSS_TOKEN
+from mirror.css import _IMAGE_SET_PART as _IMAGE_SET_PART
+from mirror.css import _REFERENCE_GROUPS as _REFERENCE_GROUPS
+from mirror.css import _css_unescape as _css_unescape
+from mirror.css import css_references as css_references
 from mirror.urls import join
 
 LINK = "link"  # navigation: the crawler follows it within scope and depth
@@ -171,85 +177,101 @@ def resolve(base: str, ref: str) -> str | None:
     return url if _SCHEME.match(url) else None
 
 
+class _Resolver:
+    """resolve() against one base, memoised, with a fast path for relative paths.
+
+    urls.join costs about 10 us a call, mostly in cleaning and re-parsing the base for every
+    reference. A page's references are mostly relative paths ('img/a.png', '../b.html',
+    '/c?d'); for those this runs urllib.parse.urljoin's own steps on the base split once,
+    which is what join does with them. Any other shape (a scheme, '//', '?' or '#' first,
+    ';' params, '\\', tab or newline), and any base that is not a plain http(s) URL, goes
+    through resolve(). tests/test_extract.py checks that both ways agree.
+    """
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self._memo: dict[str, str | None] = {}
+        self._origin = ""  # 'scheme://netloc' of a base the fast path can use, else ''
+        self._dir: list[str] = []  # the base path's segments, its last one dropped
+        try:
+            scheme, netloc, path, _params, _query, _fragment = urlparse(base)
+        except ValueError:  # e.g. an unclosed IPv6 bracket: join raises on every reference
+            return
+        if scheme in ("http", "https") and netloc and not _UNCLEAN_BASE.search(base):
+            self._origin = f"{scheme}://{netloc}"
+            self._dir = path.split("/")
+            if self._dir[-1]:
+                del self._dir[-1]
+
+    def __call__(self, ref: str) -> str | None:
+        if ref not in self._memo:
+            self._memo[ref] = self._resolve(ref)
+        return self._memo[ref]
+
+    def _resolve(self, ref: str) -> str | None:
+        ref = ref.strip(_C0_AND_SPACE)
+        if not (self._origin and _RELATIVE_PATH.match(ref)):
+            return resolve(self.base, ref)
+        path, _, fragment = ref.partition("#")
+        path, _, query = path.partition("?")
+        if path[0] == "/" and "/." not in path:
+            joined = path  # no dot segment: the path stays as it is
+        else:
+            joined = self._join_path(path)
+        url = self._origin + joined
+        if query:
+            url += "?" + query
+        return url + "#" + fragment if fragment else url
+
+    def _join_path(self, path: str) -> str:
+        # urllib.parse.urljoin (RFC 3986 5.2), from where the reference has a path.
+        if path[0] == "/":
+            segments = path.split("/")
+        else:
+            segments = self._dir + path.split("/")
+            segments[1:-1] = filter(None, segments[1:-1])
+        resolved: list[str] = []
+        for segment in segments:
+            if segment == "..":
+                if resolved:
+                    resolved.pop()
+            elif segment != ".":
+                resolved.append(segment)
+        if segments[-1] in (".", ".."):
+            resolved.append("")
+        joined = "/".join(resolved) or "/"
+        return joined if joined[0] == "/" else "/" + joined
+
+
+# What urls.join removes from a base before joining: C0 and space around, tab/CR/LF inside.
+_UNCLEAN_BASE = re.compile(r"\A[\x00-\x20]|[\t\n\r]|[\x00-\x20]\Z")
+# A relative-path reference, the shape the fast path joins. Anything else goes to join.
+_RELATIVE_PATH = re.compile(
+    r"(?=[^?#])(?!//)"  # a path comes first, and not '//' (a network-path reference)
+    r"[^:/?#;\\\t\n\r]*"  # first segment: no ':' (it could be read as a scheme)
+    r"(?:/[^?#;\\\t\n\r]*)?"  # the rest of the path: no ';' (urlparse splits off params)
+    r"(?:[?#][^\\\t\n\r]*)?\Z"  # query and fragment; join drops tab/CR/LF, turns '\' to '/'
+)
+
+
 class _Collector:
     """Resolves references against one base and keeps the first Link per (url, kind)."""
 
     def __init__(self, base: str) -> None:
         self.base = base
+        self.resolve = _Resolver(base)
         self._links: dict[tuple[str, str], Link] = {}
 
     def add(self, ref: str, kind: str, source: str) -> None:
-        url = resolve(self.base, ref)
-        if url is not None:
-            self._links.setdefault((url, kind), Link(url, kind, source))
+        url = self.resolve(ref)
+        if url is not None and (url, kind) not in self._links:
+            self._links[url, kind] = Link(url, kind, source)
 
     def links(self) -> tuple[Link, ...]:
         return tuple(self._links.values())
 
 
-# --- CSS ----------------------------------------------------------------------------------
-
-_STRING = r""""(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'"""
-# Possessive (*+): a failed url( must not retry every split of its escapes (ReDoS).
-_UNQUOTED = r"""(?:[^\s"'()\\]++|\\[0-9A-Fa-f]{1,6}+[ \t\n\r\f]?+|\\[^0-9A-Fa-f])*+"""
-_CSS_TOKEN = re.compile(
-    rf"""
-    (?=[/@"'uUiI\-])                                     # every token starts so: skip fast
-    (?:
-    /\*.*?(?:\*/|\Z)                                      # comment: skipped
-    | @import\s*(?:(?P<import_string>{_STRING})
-                  |url\(\s*(?:(?P<import_quoted>{_STRING})|(?P<import_bare>{_UNQUOTED}))\s*\))
-    | (?<![\w\-\\])url\(\s*(?:(?P<url_quoted>{_STRING})|(?P<url_bare>{_UNQUOTED}))\s*\)
-    | (?<![\w\-\\])(?:-webkit-)?image-set\(                # its bare strings are URLs too
-      (?P<image_set>(?:{_STRING}|url\([^()]*\)|type\([^()]*\)|[^()"'])*)\)
-    | @namespace\b[^;{{}}]*                               # a namespace URI names, never loads
-    | "(?:[^"\\\n]|\\.)*"? | '(?:[^'\\\n]|\\.)*'?         # other strings: skipped
-    )
-    """,
-    re.I | re.S | re.X,
-)
-_IMAGE_SET_PART = re.compile(
-    rf"(?i:type)\([^)]*\)|(?P<string>{_STRING})|(?P<url>(?<![\w\-\\])(?i:url)\([^)]*\))", re.S
-)
-_CSS_ESCAPE = re.compile(r"\\(?:([0-9A-Fa-f]{1,6})(?:\r\n|[ \t\n\r\f])?|(\r\n|[\n\r\f])|(.))", re.S)
-_REFERENCE_GROUPS = ("import_string", "import_quoted", "import_bare", "url_quoted", "url_bare")
-
-
-def css_references(text: str) -> Iterator[tuple[str, bool]]:
-    """(reference, is_import) for every url(), image-set() string and @import, in order."""
-    for match in _CSS_TOKEN.finditer(text):
-        groups = match.groupdict()
-        if groups["image_set"] is not None:
-            yield from _image_set_references(groups["image_set"])
-            continue
-        for name in _REFERENCE_GROUPS:
-            value = groups[name]
-            if value is not None:
-                quoted = name.endswith(("string", "quoted"))
-                yield _css_unescape(value[1:-1] if quoted else value), name.startswith("import")
-                break
-
-
-def _image_set_references(arguments: str) -> Iterator[tuple[str, bool]]:
-    # A bare string is an image URL here (but not inside type()); url() reads as usual.
-    for match in _IMAGE_SET_PART.finditer(arguments):
-        if match.group("string") is not None:
-            yield _css_unescape(match.group("string")[1:-1]), False
-        elif match.group("url") is not None:
-            yield from css_references(match.group("url"))
-
-
-def _css_unescape(value: str) -> str:
-    return _CSS_ESCAPE.sub(_css_escape_value, value)
-
-
-def _css_escape_value(match: re.Match[str]) -> str:
-    hex_digits, newline, char = match.groups()
-    if hex_digits is not None:
-        code = int(hex_digits, 16)
-        valid = 0 < code <= 0x10FFFF and not 0xD800 <= code <= 0xDFFF
-        return chr(code) if valid else "\ufffd"
-    return "" if newline is not None else char
+# --- CSS (the scanner is mirror/css.py) ---------------------------------------------------
 
 
 def _add_css(out: _Collector, text: str, url_source: str, import_source: str) -> None:
@@ -383,85 +405,119 @@ _LINK_RELS = (
     ("mask-icon", "link-icon"),
     ("manifest", "link-manifest"),
 )
-_SPECIAL = frozenset({"link", "input", "meta", "body", "style", "base", "title", "svg"})
-_PARSED = frozenset(_ATTRIBUTE_RULES) | _SPECIAL
+# Elements kept until the parse ends (with any element that has a style attribute): those
+# that can hold a reference, and <base>, whose href applies to the references before it too.
+_KEPT = frozenset(_ATTRIBUTE_RULES) | {"link", "input", "meta", "body", "style", "base"}
+
+# (tag, attributes, text): text is the list of text runs of a <style>, None for the others.
+_Element = tuple[str, Mapping[str, str], list[str] | None]
 
 
-class _LinkBearing(SoupStrainer):
-    """Builds only elements that can carry a reference (with their subtrees).
+class _PageEvents:
+    """An lxml parser target: keeps the elements extraction reads, in document order.
 
-    A plain SoupStrainer cannot say "these names OR any element with a style attribute".
-    <body> is built only when it has a background or style attribute, since building it
-    builds the whole page; <svg> is built so that an SVG <title> is not taken for the page's.
+    libxml2's HTML parser calls it for every start tag, end tag and text run, and no tree
+    is built: building one is most of the cost of a parse, and libxml2's tree builder gives
+    up past 256 levels of nesting, which unclosed tags in broken markup reach.
     """
 
-    def allow_tag_creation(
-        self, nsprefix: str | None, name: str, attrs: Mapping[Any, Any] | None
-    ) -> bool:
-        attrs = attrs or {}
-        if name == "body":
-            return "background" in attrs or "style" in attrs
-        return name in _PARSED or "style" in attrs
+    def __init__(self) -> None:
+        self.elements: list[_Element] = []
+        self.title: list[str] | None = None  # text runs of the first <title> outside SVG
+        self._svg_depth = 0
+        self._text: list[str] | None = None  # where the current <style> or <title> text goes
+        self._text_tag = ""
 
-    def allow_string_creation(self, string: str) -> bool:
-        return False  # text outside the built elements is never needed
+    def start(self, tag: str, attrib: Mapping[str, str]) -> None:
+        if tag in _KEPT or "style" in attrib:
+            text: list[str] | None = None
+            if tag == "style":
+                text = self._collect(tag, [])
+            self.elements.append((tag, attrib, text))
+        if tag == "svg":
+            self._svg_depth += 1
+        elif tag == "title" and self.title is None and not self._svg_depth:
+            self.title = self._collect(tag, [])
+
+    def _collect(self, tag: str, text: list[str]) -> list[str]:
+        if self._text is None:  # <title> and <style> hold only text: never each other
+            self._text, self._text_tag = text, tag
+        return text
+
+    def end(self, tag: str) -> None:
+        if tag == "svg":
+            self._svg_depth -= 1
+        elif tag == self._text_tag:
+            self._text, self._text_tag = None, ""
+
+    def data(self, text: str) -> None:
+        if self._text is not None:
+            self._text.append(text)
+
+    def close(self) -> None:
+        pass
 
 
 def extract_html(body: bytes, url: str, content_type: str | None = None) -> Extracted:
     """Links (a, area) and page requisites of an HTML page, resolved against its base."""
     charset = sniff_charset(body, content_type)
-    soup = _parse(_decode(body, charset))
-    if soup is None:
+    page = _parse(_decode(body, charset))
+    if page is None:
         return Extracted((), None, charset, url)
-    out = _Collector(_base_url(soup, url))
-    for tag in soup.find_all(True):
-        _add_tag(out, tag)
-    return Extracted(out.links(), _title(soup), charset, out.base)
+    out = _Collector(_base_url(page.elements, url))
+    for tag, attrib, text in page.elements:
+        _add_element(out, tag, attrib, text)
+    return Extracted(out.links(), _title(page.title), charset, out.base)
 
 
-def _parse(text: str) -> BeautifulSoup | None:
+def _parse(text: str) -> _PageEvents | None:
+    """The elements of text, read by libxml2's HTML parser; None if it has no markup.
+
+    text goes in as str: lxml gives it to libxml2 as UTF-8 and says so, so a <meta charset>
+    in the page cannot make libxml2 decode it again; the charset sniffed here stays the
+    authority.
+    """
     if "<" not in text:
-        return None  # no element at all (and bs4 would warn that it looks like a file name)
-    if text.startswith("<?xml"):
-        text = " " + text  # XHTML: keeps bs4 from warning that this looks like XML
-    try:
-        return BeautifulSoup(text, "lxml", parse_only=_LinkBearing(), multi_valued_attributes=None)
-    except ParserRejectedMarkup:
         return None
+    page = _PageEvents()
+    parser = etree.HTMLParser(target=page, recover=True)
+    try:
+        # A second BOM goes too, as it did with BeautifulSoup (libxml2 skips a third).
+        parser.feed(text.removeprefix("\ufeff"))
+        parser.close()
+    except (etree.LxmlError, UnicodeError, LookupError):
+        return None
+    return page
 
 
-def _base_url(soup: BeautifulSoup, url: str) -> str:
+def _base_url(elements: list[_Element], url: str) -> str:
     # The first <base> with an href sets the base of the whole document.
-    base = soup.find("base", href=True)
-    href = base.get("href") if isinstance(base, Tag) else None
-    resolved = resolve(url, href) if isinstance(href, str) and href.strip() else None
+    href = next((a["href"] for tag, a, _ in elements if tag == "base" and "href" in a), None)
+    resolved = resolve(url, href) if href is not None and href.strip() else None
     return resolved or url
 
 
-def _title(soup: BeautifulSoup) -> str | None:
-    for title in soup.find_all("title"):
-        if title.find_parent("svg") is None:
-            text = _WHITESPACE_RUN.sub(" ", title.get_text()).strip(_ASCII_WHITESPACE)
-            return text or None
-    return None
+def _title(text: list[str] | None) -> str | None:
+    if text is None:
+        return None
+    return _WHITESPACE_RUN.sub(" ", "".join(text)).strip(_ASCII_WHITESPACE) or None
 
 
-def _add_tag(out: _Collector, tag: Tag) -> None:
-    for attr, kind, source in _ATTRIBUTE_RULES.get(tag.name, ()):
-        value = _attr(tag, attr)
+def _add_element(
+    out: _Collector, tag: str, attrib: Mapping[str, str], text: list[str] | None
+) -> None:
+    for attr, kind, source in _ATTRIBUTE_RULES.get(tag, ()):
+        value = attrib.get(attr)
         if value is not None:
             _add_value(out, value, kind, source, attr)
-    special = _SPECIAL_HANDLERS.get(tag.name)
+    special = _SPECIAL_HANDLERS.get(tag)
     if special is not None:
-        special(out, tag)
-    style = _attr(tag, "style")
+        special(out, attrib)
+    if text is not None:
+        _add_css(out, "".join(text), "style-block", "style-import")
+    style = attrib.get("style")
     if style:
         _add_css(out, style, "style-attr", "style-attr")
-
-
-def _attr(tag: Tag, name: str) -> str | None:
-    value = tag.get(name)
-    return value if isinstance(value, str) else None
 
 
 def _add_value(out: _Collector, value: str, kind: str, source: str, attr: str) -> None:
@@ -470,39 +526,35 @@ def _add_value(out: _Collector, value: str, kind: str, source: str, attr: str) -
         out.add(ref, kind, source)
 
 
-def _add_link_element(out: _Collector, tag: Tag) -> None:
-    rels = set((_attr(tag, "rel") or "").lower().split())
+def _add_link_element(out: _Collector, attrib: Mapping[str, str]) -> None:
+    rels = set(attrib.get("rel", "").lower().split())
     source = next((src for rel, src in _LINK_RELS if rel in rels), None)
-    href = _attr(tag, "href")
+    href = attrib.get("href")
     if source is not None and href is not None:
         out.add(href, REQUISITE, source)
-    srcset = _attr(tag, "imagesrcset")
+    srcset = attrib.get("imagesrcset")
     if srcset is not None and source == "link-preload":
         _add_value(out, srcset, REQUISITE, "srcset", "imagesrcset")
 
 
-def _add_input(out: _Collector, tag: Tag) -> None:
-    src = _attr(tag, "src")
-    if src is not None and (_attr(tag, "type") or "").strip().lower() == "image":
+def _add_input(out: _Collector, attrib: Mapping[str, str]) -> None:
+    src = attrib.get("src")
+    if src is not None and attrib.get("type", "").strip().lower() == "image":
         out.add(src, REQUISITE, "input-image")
 
 
-def _add_meta(out: _Collector, tag: Tag) -> None:
-    content = _attr(tag, "content")
-    if content and (_attr(tag, "http-equiv") or "").strip().lower() == "refresh":
+def _add_meta(out: _Collector, attrib: Mapping[str, str]) -> None:
+    content = attrib.get("content")
+    if content and attrib.get("http-equiv", "").strip().lower() == "refresh":
         target = refresh_url(content)
         if target is not None:
             out.add(target, REQUISITE, "meta-refresh")
 
 
-def _add_body(out: _Collector, tag: Tag) -> None:
-    background = _attr(tag, "background")
+def _add_body(out: _Collector, attrib: Mapping[str, str]) -> None:
+    background = attrib.get("background")
     if background is not None:
         out.add(background, REQUISITE, "body-background")
-
-
-def _add_style_block(out: _Collector, tag: Tag) -> None:
-    _add_css(out, tag.get_text(), "style-block", "style-import")
 
 
 _SPECIAL_HANDLERS = {
@@ -510,7 +562,6 @@ _SPECIAL_HANDLERS = {
     "input": _add_input,
     "meta": _add_meta,
     "body": _add_body,
-    "style": _add_style_block,
 }
 
 

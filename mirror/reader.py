@@ -202,14 +202,18 @@ class Archive:
         return out
 
     def original(self, cap: Capture) -> Capture:
-        """For a revisit, the capture whose payload it repeats as far as the index tells (by
-        digest, else the URL's last response before it); for any other capture, itself."""
+        """For a revisit, the capture whose payload it repeats as far as the index tells: the
+        URL's last earlier response with the same digest, any response with that digest (many
+        URLs share the digest of an empty body), the URL's last earlier response; else itself."""
         if not cap.is_revisit:
             return cap
-        if cap.digest in self._by_digest:
-            return self._by_digest[cap.digest]
         earlier = [c for c in self.captures_of(cap.url)
                    if c.timestamp <= cap.timestamp and not c.is_revisit]
+        same = [c for c in earlier if cap.digest and c.digest == cap.digest]
+        if same:
+            return same[-1]
+        if cap.digest in self._by_digest:
+            return self._by_digest[cap.digest]
         return earlier[-1] if earlier else cap
 
     def status_and_mime(self, cap: Capture) -> tuple[int | None, str]:

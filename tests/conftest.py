@@ -15,6 +15,8 @@ from warcio.archiveiterator import ArchiveIterator
 
 from mirror.config import load_config
 from mirror.crawler import Crawler, RunResult
+from mirror.manifest import Manifest
+from mirror.verify import check_archive
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -147,6 +149,15 @@ class Crawl:
     def states(self) -> dict[str, str]:
         with self.db() as db:
             return dict(db.execute("SELECT url, state FROM urls"))
+
+    def assert_verifies(self) -> None:
+        """`mirror verify` finds nothing wrong: WARC files, manifest and index agree."""
+        manifest = Manifest(self.archive / "manifest.sqlite3", readonly=True)
+        try:
+            verdict = check_archive(self.archive, manifest)
+        finally:
+            manifest.close()
+        assert verdict.problems == (), verdict.problems
 
     def skipped(self) -> dict[str, str]:
         with self.db() as db:

@@ -10,6 +10,7 @@ from mirror.extract import (
     SOURCES,
     Extracted,
     Link,
+    _Resolver,
     css_references,
     extract,
     extract_css,
@@ -83,6 +84,8 @@ TAG_CASES: list[tuple[str, str, list[Triple]]] = [
      '</div>', [(D + "d.png", R, "style-attr"), (D + "s.png", R, "style-attr")]),
     ("style-block", '<style>@import "base.css"; .x { background: url(x.png) }</style>',
      [(D + "base.css", R, "style-import"), (D + "x.png", R, "style-block")]),
+    ("style-block-is-raw-text", "<style>a>b{c:url(x.png)} </p> d{e:url(y.png)}</style>",
+     [(D + "x.png", R, "style-block"), (D + "y.png", R, "style-block")]),
     ("meta-refresh", '<meta http-equiv="Refresh" content="5; url=next.html">',
      [(D + "next.html", R, "meta-refresh")]),
     ("meta-refresh-self", '<meta http-equiv="refresh" content="30">', []),
@@ -90,6 +93,8 @@ TAG_CASES: list[tuple[str, str, list[Triple]]] = [
      [(D + "i.svg", R, "svg-image"), (D + "j.svg", R, "svg-image")]),
     ("svg-use", '<svg><use href="sprite.svg#icon"/><use xlink:href="#local"/></svg>',
      [(D + "sprite.svg#icon", R, "svg-use")]),
+    ("upper-case-markup", '<A HREF="u.html"><IMG SRC="i.png"><svg><IMAGE XLINK:HREF="s.svg">',
+     [(D + "u.html", L, "a"), (D + "i.png", R, "img"), (D + "s.svg", R, "svg-image")]),
     ("noscript", '<noscript><img src="ns.png"></noscript>', [(D + "ns.png", R, "img")]),
     ("nested-in-link", '<a href="big.jpg"><img src="small.jpg"></a>',
      [(D + "big.jpg", L, "a"), (D + "small.jpg", R, "img")]),
@@ -131,6 +136,7 @@ REFERENCE_CASES = [
     ("unparsable", '<a href="http://[::1/">', []),
     ("entities", '<a href="p?a=1&amp;b=2">', [D + "p?a=1&b=2"]),
     ("non-ascii", '<a href="café.html">', [D + "café.html"]),
+    ("duplicate-attribute-first-wins", '<a href="x" href="y">', [D + "x"]),
 ]
 
 
@@ -156,6 +162,38 @@ def test_which_references_are_returned(html: str, expected: list[str]) -> None:
 )
 def test_resolve(base: str, ref: str, expected: str | None) -> None:
     assert resolve(base, ref) == expected
+
+
+# A page's references are resolved by _Resolver, which joins relative paths itself: it must
+# give what resolve() gives, for every base and reference.
+URL_PARTS = ["a", "b.html", "/", "//", ".", "..", "?", "#", ";", ":", "\\", "\t", " ", "\x00",
+             "%2e", "é", "[", "]", "@", "http:", "https://h.example", "x:y", "data:"]
+url_text = st.lists(st.sampled_from(URL_PARTS) | st.text(max_size=2), max_size=8).map("".join)
+BASES = [PAGE, "https://h.example", "HTTP://H.example/a;p/b?q#f", "http://h/a//b/",
+         "http://h/a/../b/c", "http://[::1/x", " http://h/x", "http://h/\tx", "ftp://h/x/",
+         "data:text/html,x", "about:blank"]
+
+
+RELATIVE_REFS = [
+    "x", ".", "..", "./", "../", "a/.", "a/..", "../../..", "/..", "/./x", "/a/./b/../c", "a//b",
+    "//x", "a/b:c", "a:b", "a?", "a#", "a?#", "a?b#c", "a#b?c", "?q", "#f", "a;p", "a/b;p?q;r",
+    "a\\b", "a?b\\c", "a\tb", " a ", "é/ü?é#é", "%2e%2e/x",
+]
+
+
+@pytest.mark.parametrize("base", BASES)
+def test_page_resolver_agrees_with_resolve_on_path_shapes(base: str) -> None:
+    resolver = _Resolver(base)
+    assert [resolver(ref) for ref in RELATIVE_REFS] == [resolve(base, r) for r in RELATIVE_REFS]
+
+
+@settings(max_examples=300, deadline=None)
+@given(base=st.sampled_from(BASES) | url_text.map("http://h.example/".__add__) | url_text,
+       ref=url_text)
+def test_page_resolver_agrees_with_resolve(base: str, ref: str) -> None:
+    resolver = _Resolver(base)
+    assert resolver(ref) == resolve(base, ref)
+    assert resolver(ref) == resolve(base, ref)  # memoised
 
 
 # --- <base href> -----------------------------------------------------------------------------
@@ -361,6 +399,13 @@ def test_declared_charset_decodes_the_page() -> None:
     assert [link.url for link in result.links] == [D + "café.html"]
 
 
+def test_sniffed_charset_is_not_overridden_by_the_parser() -> None:
+    body = '<meta charset="iso-8859-1"><title>Café</title><a href="café.html">'.encode()
+    result = extract_html(body, PAGE, "text/html; charset=utf-8")
+    assert (result.charset, result.title) == ("utf-8", "Café")
+    assert [link.url for link in result.links] == [D + "café.html"]
+
+
 def test_utf16_page_with_bom() -> None:
     body = '<title>Ünï</title><a href="ü.html">'.encode("utf-16")
     result = extract_html(body, PAGE)
@@ -385,6 +430,12 @@ TITLE_CASES = [
     ("absent", "<p>no title</p>", None),
     ("empty", "<title>  </title>", None),
     ("svg-title-skipped", "<svg><title>icon</title></svg><title>Page</title>", "Page"),
+    ("styled-svg-title-skipped", '<svg style="x"><title>i</title></svg><title>Page</title>',
+     "Page"),
+    ("nested-svg-title-skipped",
+     "<svg><g><svg><title>a</title></svg><title>b</title></g></svg><title>Page</title>", "Page"),
+    ("first-decides-even-if-empty", "<title> </title><title>Two</title>", None),
+    ("markup-in-title-is-text", "<title>a <b>bold</b> &amp; c</title>", "a <b>bold</b> & c"),
     ("in-body", "<body><title>Late</title></body>", "Late"),
 ]
 
@@ -465,6 +516,13 @@ def test_malformed_html_never_raises(body: bytes) -> None:
 def test_deep_nesting_still_finds_links() -> None:
     body = b"<div>" * 3000 + b"<a href=deep.html>" + b"</div>" * 3000 + b"<img src=after.png>"
     assert [url for url, _, _ in found(body)] == [D + "deep.html", D + "after.png"]
+
+
+def test_deep_nesting_keeps_base_and_title() -> None:
+    body = b"<font>" * 1000 + b"<base href=/b/><title>Deep</title><a href=x>"
+    result = extract_html(body, PAGE)
+    assert (result.base, result.title) == ("http://example.com/b/", "Deep")
+    assert [link.url for link in result.links] == ["http://example.com/b/x"]
 
 
 C0_AND_SPACE = "".join(chr(i) for i in range(0x21))

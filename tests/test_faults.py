@@ -276,12 +276,4 @@ async def test_crawl_of_the_fault_server(fault_server: FaultServer, crawl: Any) 
         assert fault_server.url(f"/bomb/{coding}") in stored
     for r in records:
         assert r["payload"] != b"SMUGGLED", r["uri"]
-    from mirror.manifest import Manifest
-    from mirror.verify import check_archive
-
-    manifest = Manifest(c.archive / "manifest.sqlite3", readonly=True)
-    try:
-        verdict = check_archive(c.archive, manifest)
-    finally:
-        manifest.close()
-    assert verdict.problems == (), verdict.problems
+    c.assert_verifies()

@@ -150,9 +150,6 @@ async def test_incremental_archive_verifies_and_matches_cdxj_indexer(aiohttp_ser
     import subprocess
     import sys
 
-    from mirror.manifest import Manifest
-    from mirror.verify import check_archive
-
     site = VersionedSite()
     for p in ("/v/1", "/v/2", "/s/1", "/s/2"):
         site.pages[p] = f"content of {p}"
@@ -163,12 +160,7 @@ async def test_incremental_archive_verifies_and_matches_cdxj_indexer(aiohttp_ser
     site.pages["/v/2"] = "changed"
     await asyncio.sleep(1.1)
     second = await crawl([base])
-    manifest = Manifest(second.archive / "manifest.sqlite3", readonly=True)
-    try:
-        verdict = check_archive(second.archive, manifest)
-    finally:
-        manifest.close()
-    assert verdict.problems == (), verdict.problems
+    second.assert_verifies()
     files = sorted(str(p) for p in (second.archive / "warc").glob("*.warc.gz"))
     proc = subprocess.run([sys.executable, "-m", "cdxj_indexer.main", "-s", *files],
                           capture_output=True, text=True, check=True)

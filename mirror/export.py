@@ -1,0 +1,352 @@
+"""Static export: a folder of rewritten files that opens from file://, with a contents page."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import html
+import logging
+import os
+import posixpath
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+from mirror.reader import Archive, Capture, ReadError, Record
+from mirror.rewrite import Mapper, rewrite_css_bytes, rewrite_html
+from mirror.urls import join
+
+log = logging.getLogger(__name__)
+
+CONTENTS = "index.html"
+MARKER = ".mirror-export"  # marks a folder as ours, so a new export may overwrite it
+#: the export may not reach the network at all; 'self' keeps it working when hosted on http
+EXPORT_CSP = "default-src 'self' file: data: blob: 'unsafe-inline' 'unsafe-eval'"
+EXPORT_HEAD = (
+    f'<meta http-equiv="Content-Security-Policy" content="{EXPORT_CSP}">'
+    "<style>[data-mirror-href]:not([href]){text-decoration:underline dotted;"
+    "cursor:not-allowed}</style>"
+)
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+REWRITTEN_TYPES = HTML_TYPES | {"text/css"}
+MAX_REDIRECTS = 10
+
+# --- the path of a URL in the export (O4) -------------------------------------------------
+#
+# Every character becomes characters of [a-z0-9-_.=~^]: kept when it is one of [a-z0-9-_.],
+# an upper-case letter is '^' + its lower case, a canonical %XX escape is '~' + lower-case
+# hex, anything else '=' + each UTF-8 byte in lower-case hex. That can be decoded back, so
+# two URLs never share a path, and with no upper case and no non-ASCII left, neither on a
+# case-insensitive nor on a Unicode-normalising file system. '=' followed by something that
+# is not hex marks what the encoding adds: '=' alone an empty segment, '=q' the query, '=.'
+# an extension added for the media type, '=h' a hash that replaces the end of a long name,
+# '=l' the folder of paths too long to spell out. Directory names never contain '.', file
+# names always do, so no file ever has the name of a directory.
+
+_ESCAPE = re.compile(r"%[0-9A-F]{2}|[^a-z0-9\-_.]")
+_HOST_ESCAPE = re.compile(r"%[0-9A-F]{2}|[^a-z0-9\-.]")
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://([^/?#]*)(/[^?#]*)(?:\?([^#]*))?", re.S)
+_NETLOC = re.compile(r"(.*?)(?::([0-9]+))?", re.S)
+_RESERVED = frozenset(
+    {"con", "prn", "aux", "nul", "index"}  # Windows device names; 'index' names folder pages
+    | {f"{dev}{n}" for dev in ("com", "lpt") for n in range(10)}
+)
+MAX_NAME = 200  # file systems allow 255 bytes
+MAX_PATH = 1000
+_EXTENSIONS: dict[str, tuple[str, ...]] = {
+    "text/html": ("html", "htm"), "application/xhtml+xml": ("html",),
+    "text/css": ("css",), "text/javascript": ("js", "mjs"),
+    "application/javascript": ("js", "mjs"), "application/x-javascript": ("js",),
+    "application/json": ("json",), "text/plain": ("txt",), "application/pdf": ("pdf",),
+    "text/xml": ("xml",), "application/xml": ("xml",), "image/png": ("png",),
+    "image/jpeg": ("jpg", "jpeg"), "image/gif": ("gif",), "image/webp": ("webp",),
+    "image/avif": ("avif",), "image/svg+xml": ("svg",), "image/x-icon": ("ico",),
+    "image/vnd.microsoft.icon": ("ico",), "font/woff2": ("woff2",), "font/woff": ("woff",),
+    "font/ttf": ("ttf",), "font/otf": ("otf",), "video/mp4": ("mp4",), "video/webm": ("webm",),
+    "audio/mpeg": ("mp3",),
+}
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    text = match.group()
+    if len(text) == 3:
+        return "~" + text[1:].lower()
+    if "A" <= text <= "Z":
+        return "^" + text.lower()
+    return "".join(f"={b:02x}" for b in text.encode("utf-8", "surrogatepass"))
+
+
+def _windows_safe(name: str) -> str:
+    """No leading or trailing '.', no device name (even with an extension)."""
+    if name.startswith("."):
+        name = "=2e" + name[1:]
+    if name.endswith("."):
+        name = name[:-1] + "=2e"
+    if name.split(".", 1)[0] in _RESERVED:
+        name = f"={ord(name[0]):02x}" + name[1:]
+    return name
+
+
+def _shorten(name: str, keep: int) -> str:
+    if len(name) <= keep:
+        return name
+    return name[: keep - 42] + "=h" + hashlib.sha256(name.encode()).hexdigest()[:40]
+
+
+def _dir_name(segment: str) -> str:
+    if not segment:
+        return "="
+    name = _windows_safe(_ESCAPE.sub(_escape_char, segment)).replace(".", "=2e")
+    return _shorten(name, MAX_NAME)
+
+
+def _file_name(segment: str, query: str | None, mime: str) -> str:
+    exts = _EXTENSIONS.get(mime, ())
+    stem = _windows_safe(_ESCAPE.sub(_escape_char, segment)) if segment else "index"
+    if query is not None:
+        stem += "=q" + _ESCAPE.sub(_escape_char, query)
+        if stem.endswith("."):  # Windows drops a trailing dot
+            stem = stem[:-1] + "=2e"
+    if not segment:  # 'index' is reserved for this: the page of a folder
+        suffix = "." + (exts[0] if exts else "bin")
+    elif exts:
+        suffix = "" if stem.endswith(tuple("." + e for e in exts)) else "=." + exts[0]
+    else:
+        suffix = "" if "." in stem else "=.bin"
+    if len(stem + suffix) > MAX_NAME:
+        stem, suffix = _shorten(stem, MAX_NAME - 10), ("=." + exts[0] if exts else "=.bin")
+    return stem + suffix
+
+
+def _host_dir(scheme: str, netloc: str) -> str:
+    match = _NETLOC.fullmatch(netloc)
+    assert match is not None  # the pattern matches any string
+    host, port = match.groups()
+    name = _HOST_ESCAPE.sub(_escape_char, scheme) + "_" + _HOST_ESCAPE.sub(_escape_char, host)
+    return _shorten(_windows_safe(name + (f"_{port}" if port else "")), MAX_NAME)
+
+
+def export_path(url: str, mime: str) -> str:
+    """The relative POSIX path of a URL's file in an export: injective over URLs, inside
+    the root, portable (see above). `mime` picks the extension added where it is missing."""
+    media_type = mime.partition(";")[0].strip().lower()
+    match = _URL.fullmatch(url)
+    if match is None:  # not a canonical URL (no path, a fragment...): still a name of its own
+        return "_other/" + _file_name(url, None, media_type)
+    scheme, netloc, path, query = match.groups()
+    folder = _host_dir(scheme, netloc)
+    *dirs, last = path.split("/")[1:]
+    parts = [folder, *map(_dir_name, dirs), _file_name(last, query, media_type)]
+    full = "/".join(parts)
+    if len(full) <= MAX_PATH:
+        return full
+    digest = hashlib.sha256(url.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+    return f"{folder}/=l/{_file_name(digest, None, media_type)}"
+
+
+def relative_ref(from_path: str, to_path: str) -> str:
+    """A relative URL from the file at from_path to the file at to_path."""
+    rel = posixpath.relpath(to_path, posixpath.dirname(from_path) or ".")
+    return quote(rel, safe="/=")
+
+
+# --- writing an export --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Entry:
+    capture: Capture
+    status: int
+    mime: str
+    path: str
+
+
+@dataclass
+class ExportResult:
+    folder: Path
+    files: int = 0
+    pages: int = 0
+    redirects: int = 0
+    unreadable: int = 0
+    seconds: float = 0.0
+    contents: list[tuple[Entry, str | None, int]] = field(default_factory=list)
+
+
+class ExportError(Exception):
+    """The export folder cannot be used."""
+
+
+def plan_export(archive: Archive, at: str | None = None) -> dict[str, Entry]:
+    """URL -> what to write where: the newest capture of each URL at or before `at`."""
+    plan = {}
+    for cap in archive.latest(at):
+        status, mime = archive.status_and_mime(cap)
+        status = status or 200
+        mime = "text/html" if 300 <= status < 400 else mime
+        plan[cap.url] = Entry(cap, status, mime, export_path(cap.url, mime))
+    return plan
+
+
+class Exporter:
+    """Writes the files of one export; links resolve through the plan and redirect chains."""
+
+    def __init__(self, archive: Archive, plan: dict[str, Entry], out: Path) -> None:
+        self.archive, self.plan, self.out = archive, plan, out
+        self.redirects: dict[str, str] = {}  # source URL -> target URL (canonical)
+        self.root = os.path.realpath(out)
+
+    def run(self) -> ExportResult:
+        started = time.monotonic()
+        result = ExportResult(self.out)
+        records = {}
+        for url, entry in self.plan.items():  # redirect targets first: links skip the hops
+            if 300 <= entry.status < 400:
+                record = records[url] = self._read(entry, result)
+                location = record.header("Location") if record else None
+                if location:
+                    self.redirects[url] = self.archive.key(join(url, location))
+        for url, entry in self.plan.items():
+            record = records.pop(url) if url in records else self._read(entry, result)
+            title, size = self._write_entry(url, entry, record, result)
+            result.files += 1
+            if entry.mime in HTML_TYPES or 300 <= entry.status < 400:
+                result.contents.append((entry, title, size))
+        self._write(CONTENTS, contents_page(result.contents))
+        self._write(MARKER, b"written by mirror export\n")
+        result.seconds = time.monotonic() - started
+        return result
+
+    def _read(self, entry: Entry, result: ExportResult) -> Record | None:
+        try:
+            return self.archive.read(entry.capture)
+        except ReadError as exc:
+            log.warning("cannot export %s: %s", entry.capture.url, exc)
+            result.unreadable += 1
+            return None
+
+    def _write_entry(
+        self, url: str, entry: Entry, record: Record | None, result: ExportResult
+    ) -> tuple[str | None, int]:
+        if record is None:
+            self._write(entry.path, notice_page("Not readable", url, "could not be read"))
+            return None, 0
+        if 300 <= entry.status < 400:
+            result.redirects += 1
+            target = self.redirects.get(url)
+            ref = self._ref(entry.path, target) if target else None
+            self._write(entry.path, redirect_page(url, target, ref, entry.status))
+            return None, 0
+        body, decoded = record.decoded()
+        title = None
+        if not decoded and entry.mime in REWRITTEN_TYPES:  # its links cannot be rewritten
+            result.unreadable += 1
+            self._write(entry.path, notice_page("Not readable", url, "could not be decoded"))
+            return None, 0
+        if entry.mime in HTML_TYPES:
+            page = rewrite_html(body, url, record.content_type, self._mapper(entry.path),
+                                head=EXPORT_HEAD)
+            body, title = page.body, page.title
+            result.pages += 1
+        elif entry.mime == "text/css":
+            body = rewrite_css_bytes(body, url, record.content_type, self._mapper(entry.path))
+        self._write(entry.path, body)
+        return title, len(body)
+
+    def _mapper(self, from_path: str) -> Mapper:
+        return functools.partial(self._ref, from_path)
+
+    def _ref(self, from_path: str, url: str) -> str | None:
+        key = self.archive.key(url)
+        for _ in range(MAX_REDIRECTS):  # link straight to where a redirect chain ends
+            nxt = self.redirects.get(key)
+            if nxt is None or nxt not in self.plan:
+                break
+            key = nxt
+        entry = self.plan.get(key)
+        return relative_ref(from_path, entry.path) if entry else None
+
+    def _write(self, rel: str, data: bytes) -> None:
+        path = os.path.join(self.out, *rel.split("/"))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if not os.path.realpath(path).startswith(self.root + os.sep):
+            raise ExportError(f"{rel}: would be written outside {self.out}")  # a symlink
+        with open(path, "wb") as f:
+            f.write(data)
+
+
+def export_folder(archive: Archive, out: Path, at: str | None = None) -> ExportResult:
+    """Write the export of `archive` (as of `at`) into `out`, an empty or earlier export."""
+    if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
+        raise ExportError(f"{out}: not empty and not an earlier export; choose another folder")
+    out.mkdir(parents=True, exist_ok=True)
+    return Exporter(archive, plan_export(archive, at), out).run()
+
+
+# --- generated pages ----------------------------------------------------------------------
+
+_STYLE = (
+    "body{font:15px/1.45 system-ui,sans-serif;margin:2em auto;max-width:60em;padding:0 1em}"
+    "table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:.25em .5em;"
+    "border-bottom:1px solid #ddd;vertical-align:top}td.n{text-align:right}"
+    ".u{color:#555;font-size:90%;word-break:break-all}input{font:inherit}input[type=search]{width:20em}"
+)
+
+
+def html_page(title: str, body: str, head: str = "") -> bytes:
+    return (
+        f'<!doctype html>\n<html><head><meta charset="utf-8">{head}'
+        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>\n"
+        f"<body>\n{body}\n</body></html>\n"
+    ).encode()
+
+
+def shown_url(url: str) -> str:
+    """A URL as text in generated pages: without its scheme, so that nothing reads as a link."""
+    return url.partition("://")[2] or url
+
+
+def page_rows(rows: Iterable[tuple[str, str, str | None, int | None, int]]) -> str:
+    """Table rows of (href, url, title, status, size)."""
+    return "\n".join(
+        f'<tr><td><a href="{html.escape(href)}">{html.escape(title or shown_url(url))}</a>'
+        f'<div class="u">{html.escape(shown_url(url))}</div></td>'
+        f'<td class="n">{status or ""}</td><td class="n">{size:,}</td></tr>'
+        for href, url, title, status, size in rows
+    )
+
+
+def contents_page(contents: list[tuple[Entry, str | None, int]]) -> bytes:
+    rows = page_rows(
+        (quote(e.path, safe="/="), e.capture.url, title, e.status, size)
+        for e, title, size in sorted(contents, key=lambda c: c[0].capture.url)
+    )
+    body = (
+        f"<h1>Archived pages</h1><p>{len(contents)} pages. "
+        '<input id="q" type="search" placeholder="filter" autofocus></p>'
+        f"<table><tr><th>page</th><th>status</th><th>bytes</th></tr>\n{rows}\n</table>"
+        "<script>document.getElementById('q').oninput=function(){var q=this.value."
+        "toLowerCase();document.querySelectorAll('tr').forEach(function(r,i){if(i)r.style."
+        "display=r.textContent.toLowerCase().includes(q)?'':'none'})}</script>"
+    )
+    return html_page("Archived pages", body, f'<meta http-equiv="Content-Security-Policy" '
+                     f'content="{EXPORT_CSP}">')
+
+
+def redirect_page(source: str, target: str | None, ref: str | None, status: int) -> bytes:
+    """The page a redirect source becomes: it moves on to the target when that was archived."""
+    shown = html.escape(shown_url(target or "?"))
+    if ref is None:
+        return notice_page(f"Redirect ({status})", source,
+                           f"redirected to {shown}, which is not in this archive")
+    head = f'<meta http-equiv="refresh" content="0; url={html.escape(ref)}">'
+    body = (f"<p>{html.escape(shown_url(source))} redirected ({status}) to "
+            f'<a href="{html.escape(ref)}">{shown}</a>.</p>')
+    return html_page("Redirect", body, head)
+
+
+def notice_page(title: str, url: str, message: str) -> bytes:
+    return html_page(title, f"<h1>{html.escape(title)}</h1><p>{html.escape(shown_url(url))}: "
+                     f"{message}.</p>")

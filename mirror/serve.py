@@ -1,0 +1,348 @@
+"""Offline replay server (aiohttp.web): Wayback-style URLs over the archive, never the live web."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import html
+import logging
+import re
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlencode
+
+from aiohttp import web
+from warcio.timeutils import (
+    datetime_to_http_date,
+    iso_date_to_datetime,
+    timestamp_to_iso_date,
+)
+
+from mirror.archive import OPEN_SUFFIX
+from mirror.export import HTML_TYPES, REWRITTEN_TYPES, html_page, page_rows, shown_url
+from mirror.manifest import Manifest, ManifestError, Run
+from mirror.reader import Archive, Capture, ReadError, Record
+from mirror.rewrite import html_title, rewrite_css_bytes, rewrite_html
+from mirror.urls import DEFAULT_IGNORE_QUERY, join
+
+log = logging.getLogger(__name__)
+
+#: archived responses may load only from this server (O2); navigation stays free
+REPLAY_CSP = ("default-src 'self' data: blob: 'unsafe-inline' 'unsafe-eval'; "
+              "form-action 'self'; base-uri 'self'; frame-ancestors 'self'")
+UI_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'"
+#: the only archived headers replayed; Set-Cookie, HSTS, CSP, Service-Worker-Allowed, Link,
+#: Alt-Svc, Clear-Site-Data and the rest are dropped (O2)
+PASSED_HEADERS = frozenset({"content-type", "content-language", "last-modified"})
+PAGE_SIZE = 100
+RELOAD_EVERY = 2.0  # seconds between checks whether the archive grew
+
+_TARGET = re.compile(r"/(\d{1,14}|)(\*|id_)?/(.+)", re.S)
+_SCHEME_SLASHES = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):/*")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a replay path asks for: /<ts>/<url> (replay), /<ts>id_/<url> (as archived, not
+    rewritten), /<ts>*/<url> or /*/<url> (the list of captures)."""
+
+    timestamp: str
+    mode: str  # replay | raw | list
+    url: str
+
+
+def parse_target(path_qs: str) -> Target | None:
+    match = _TARGET.fullmatch(path_qs)
+    if match is None:
+        return None
+    ts, modifier, url = match.groups()
+    if not ts and modifier != "*":
+        return None
+    # proxies and browsers may squeeze 'http://' in a path to 'http:/'
+    url = _SCHEME_SLASHES.sub(lambda m: m.group(1).lower() + "://", url, count=1)
+    if "://" not in url:
+        url = "http://" + url
+    mode = {"*": "list", "id_": "raw"}.get(modifier or "", "replay")
+    return Target(ts or "99991231235959", mode, url)
+
+
+def replay_path(timestamp: str, url: str) -> str:
+    return f"/{timestamp}/{url}"
+
+
+def replay_headers(record: Record, content_type: str | None, encoded: bool) -> dict[str, str]:
+    """Headers for a replayed response: the allowed archived ones, then ours."""
+    out = {n: v for n, v in record.headers if n.lower() in PASSED_HEADERS - {"content-type"}}
+    if content_type:
+        out["Content-Type"] = content_type
+    if encoded and record.header("Content-Encoding"):  # could not decode: let the browser
+        out["Content-Encoding"] = record.header("Content-Encoding") or ""
+    out["Content-Security-Policy"] = REPLAY_CSP
+    out["Cache-Control"] = "no-cache"
+    if record.date:
+        out["Memento-Datetime"] = datetime_to_http_date(iso_date_to_datetime(record.date))
+    return out
+
+
+def render(record: Record, url: str, timestamp: str, raw: bool = False) -> web.Response:
+    """The response for one archived record: redirects to the rewritten target, HTML and CSS
+    rewritten to point into this server, every body served decoded (identity)."""
+    if 300 <= record.status < 400 and record.header("Location") and not raw:
+        target = join(url, record.header("Location") or "")
+        return web.Response(status=302, headers={
+            "Location": replay_path(timestamp, target), "Content-Security-Policy": REPLAY_CSP,
+            "X-Archive-Status": str(record.status)})
+    body, decoded = record.decoded()
+    content_type = record.content_type
+    mapper = functools.partial(replay_path, timestamp)
+    if not decoded and not raw and record.mime in REWRITTEN_TYPES:  # its links would go live
+        raw_link = html.escape(f"/{timestamp}id_/{url}")
+        return _ui(502, "Undecodable", "<p>This capture's body cannot be decoded, so its "
+                   f'links cannot be rewritten: <a href="{raw_link}">as archived</a>.</p>')
+    if decoded and not raw and record.mime in HTML_TYPES:
+        body = rewrite_html(body, url, content_type, mapper).body
+        content_type = "text/html; charset=utf-8"  # re-serialised as HTML, XHTML too
+    elif decoded and not raw and record.mime == "text/css":
+        body = rewrite_css_bytes(body, url, content_type, mapper)
+        content_type = "text/css; charset=utf-8"
+    return web.Response(status=record.status, body=body,
+                        headers=replay_headers(record, content_type, not decoded))
+
+
+class Source:
+    """The archive, loaded again when a run adds to it: when the index is rebuilt or a WARC
+    file is closed (checked at most every 2 s). A ``.open`` file is read as it was then:
+    reading it again as it grows would cost a full decompression every time."""
+
+    def __init__(self, folder: Path, ignore_query: tuple[str, ...]) -> None:
+        self.folder, self.ignore_query = folder, ignore_query
+        self.archive = Archive.load(folder, ignore_query)
+        self._stamp, self._checked = self._state(), time.monotonic()
+        self._lock = asyncio.Lock()
+        self.info: dict[tuple[str, int], tuple[str | None, int]] = {}  # title and size cache
+
+    def _state(self) -> tuple[object, ...]:
+        paths = [self.folder / "index.cdxj", *self.archive.warc_paths()]
+        return tuple((p.name, 0 if p.name.endswith(OPEN_SUFFIX) else p.stat().st_mtime_ns)
+                     for p in paths if p.exists())
+
+    async def get(self) -> Archive:
+        if time.monotonic() - self._checked >= RELOAD_EVERY:
+            async with self._lock:
+                self._checked = time.monotonic()
+                stamp = await asyncio.to_thread(self._state)
+                if stamp != self._stamp:
+                    self.archive = await asyncio.to_thread(
+                        Archive.load, self.folder, self.ignore_query)
+                    self._stamp = stamp
+        return self.archive
+
+    def runs(self) -> list[Run]:
+        try:
+            manifest = Manifest(self.folder / "manifest.sqlite3", readonly=True)
+        except ManifestError:
+            return []
+        try:
+            return manifest.runs()
+        finally:
+            manifest.close()
+
+    def page_info(self, archive: Archive, cap: Capture) -> tuple[str | None, int]:
+        key = (cap.filename, cap.offset)
+        if key not in self.info:
+            try:
+                record = archive.read(cap)
+                body = record.decoded()[0]
+                title = (html_title(body, record.content_type)
+                         if record.mime in HTML_TYPES else None)
+                self.info[key] = (title, len(body))
+            except ReadError:
+                self.info[key] = (None, 0)
+        return self.info[key]
+
+
+class Replay:
+    """Request handlers; all state is the Source."""
+
+    def __init__(self, source: Source, site: Site) -> None:
+        self.source, self.site = source, site
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if request.method not in ("GET", "HEAD"):
+            raise web.HTTPMethodNotAllowed(request.method, ["GET", "HEAD"])
+        if request.headers.get("Service-Worker") == "script":
+            return _ui(403, "Refused", "<p>Archived pages cannot install service workers.</p>")
+        if request.raw_path.partition("?")[0] == "/":
+            return await self.landing(request)
+        target = parse_target(request.raw_path)
+        if target is None:
+            return self._from_referer(request)
+        archive = await self.source.get()
+        if target.mode == "list":
+            return self.captures(archive, target.url)
+        cap = archive.closest(target.url, target.timestamp)
+        if cap is None:
+            return self.not_archived(archive, target.url)
+        try:
+            record = await asyncio.to_thread(archive.read, cap)
+        except ReadError as exc:
+            log.warning("cannot replay %s: %s", target.url, exc)
+            return _ui(500, "Unreadable", f"<p>{html.escape(str(exc))}</p>")
+        return await asyncio.to_thread(render, record, cap.url, cap.timestamp,
+                                       target.mode == "raw")
+
+    def _from_referer(self, request: web.Request) -> web.StreamResponse:
+        """A path a script built from the site's root (fetch('/api')): send it to the same
+        site and time as the page that asked, as pywb does."""
+        referer = parse_target(_path_of(request.headers.get("Referer", "")))
+        if referer is None or referer.mode == "list":
+            return _ui(404, "Not found", "<p>Not a page of this server.</p>")
+        url = join(referer.url, request.raw_path)
+        raise web.HTTPFound(replay_path(referer.timestamp, url))
+
+    def not_archived(self, archive: Archive, url: str) -> web.Response:
+        search = "/?" + urlencode({"q": shown_url(archive.key(url))[:80]})
+        return _ui(404, "Not in this archive", (
+            f"<h1>Not in this archive</h1><p><b>{html.escape(shown_url(url))}</b> was not "
+            "archived, so it cannot be shown offline (mirror never fetches from the live "
+            f'web). <a href="{html.escape(search)}">Search the archive</a> or go to '
+            '<a href="/">the list of pages</a>.</p>'))
+
+    def captures(self, archive: Archive, url: str) -> web.Response:
+        caps = archive.captures_of(url)
+        if not caps:
+            return self.not_archived(archive, url)
+        rows = page_rows(
+            (replay_path(c.timestamp, c.url), c.url, timestamp_to_iso_date(c.timestamp),
+             archive.status_and_mime(c)[0], c.length) for c in reversed(caps))
+        return _ui(200, "Captures", f"<h1>{len(caps)} captures of "
+                   f"{html.escape(shown_url(caps[0].url))}</h1><table><tr><th>capture</th>"
+                   f"<th>status</th><th>record bytes</th></tr>{rows}</table>")
+
+    async def landing(self, request: web.Request) -> web.Response:
+        archive = await self.source.get()
+        query = request.query.get("q", "").strip().lower()
+        show_all = request.query.get("all") == "1"
+        page_arg = request.query.get("page", "1")
+        page = max(int(page_arg), 1) if page_arg.isdigit() else 1
+        caps = sorted((c for c in archive.latest() if show_all or _is_page(archive, c)),
+                      key=lambda c: c.url)
+        if query:
+            caps = [c for c in caps if query in c.url.lower()
+                    or query in (await self._info(archive, c))[0].lower()]
+        shown = caps[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
+        rows = []
+        for cap in shown:
+            title, size = await self._info(archive, cap)
+            rows.append((replay_path(cap.timestamp, cap.url), cap.url, title,
+                         archive.status_and_mime(cap)[0], size))
+        home = archive.key(self.site.start_urls[0]) if self.site.start_urls else None
+        body = (f"<h1>{html.escape(self.site.name)}: archived pages</h1>"
+                f"{_runs_table(self.source.runs(), home)}{_search_form(query, show_all)}"
+                f"<p>{len(caps)} {'URLs' if show_all else 'pages'}; newest capture of each. "
+                f"{_pager(page, len(caps), query, show_all)}</p><table><tr><th>page</th>"
+                f"<th>status</th><th>bytes</th></tr>{page_rows(rows)}</table>")
+        return _ui(200, f"{self.site.name} archive", body)
+
+    async def _info(self, archive: Archive, cap: Capture) -> tuple[str, int]:
+        title, size = await asyncio.to_thread(self.source.page_info, archive, cap)
+        return title or "", size
+
+
+def _is_page(archive: Archive, cap: Capture) -> bool:
+    status, mime = archive.status_and_mime(cap)
+    return mime in HTML_TYPES or (status is not None and 300 <= status < 400)
+
+
+def _path_of(url: str) -> str:
+    return "/" + url.split("://", 1)[-1].partition("/")[2] if "://" in url else ""
+
+
+def _ui(status: int, title: str, body: str) -> web.Response:
+    return web.Response(status=status, body=html_page(title, body), headers={
+        "Content-Type": "text/html; charset=utf-8", "Content-Security-Policy": UI_CSP,
+        "Cache-Control": "no-cache"})
+
+
+def _runs_table(runs: list[Run], home: str | None) -> str:
+    """The runs; each links to the start page as that run found it (its closest capture)."""
+    rows = "".join(
+        f"<tr><td>{_run_link(r, home)}</td><td>{html.escape(r.started_at)}</td>"
+        f"<td>{html.escape(r.finished_at or '')}</td><td>{html.escape(r.state)}</td></tr>"
+        for r in runs)
+    return ("<h2>Runs</h2><table><tr><th>run</th><th>started</th><th>finished</th>"
+            f"<th>state</th></tr>{rows}</table>" if rows else "")
+
+
+def _run_link(run: Run, home: str | None) -> str:
+    stamp = re.sub(r"\D", "", run.started_at)[:14]
+    if home is None or len(stamp) != 14:
+        return str(run.id)
+    return f'<a href="{html.escape(replay_path(stamp, home))}">{run.id}</a>'
+
+
+
+def _search_form(query: str, show_all: bool) -> str:
+    checked = " checked" if show_all else ""
+    return ('<h2>Pages</h2><form method="get" action="/"><input type="search" name="q" '
+            f'value="{html.escape(query)}" placeholder="URL or title"> <label><input '
+            f'type="checkbox" name="all" value="1"{checked}> every URL</label> '
+            "<button>Search</button></form>")
+
+
+def _pager(page: int, total: int, query: str, show_all: bool) -> str:
+    links = []
+    for label, n in (("previous", page - 1), ("next", page + 1)):
+        if 1 <= n <= (total + PAGE_SIZE - 1) // PAGE_SIZE:
+            params = {"q": query, "page": str(n), **({"all": "1"} if show_all else {})}
+            links.append(f'<a href="/?{html.escape(urlencode(params))}">{label}</a>')
+    return " ".join(links)
+
+
+@dataclass(frozen=True)
+class Site:
+    """What replay knows of the site beyond its archive (from its site file)."""
+
+    name: str = "mirror"
+    ignore_query: tuple[str, ...] = DEFAULT_IGNORE_QUERY
+    start_urls: tuple[str, ...] = ()
+
+
+def make_app(folder: Path, site: Site = Site()) -> web.Application:
+    app = web.Application()
+    replay = Replay(Source(folder, site.ignore_query), site)
+    app.router.add_route("*", "/{tail:.*}", replay.handle)
+    return app
+
+
+async def start_replay_server(
+    folder: Path, site: Site = Site(), *, host: str = "127.0.0.1", port: int = 0
+) -> tuple[web.AppRunner, str]:
+    """Start the replay server; returns (runner, base URL ending in '/'). Call cleanup()."""
+    runner = web.AppRunner(make_app(folder, site), access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    bound_host, bound_port = runner.addresses[0][:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    return runner, f"http://{shown}:{bound_port}/"
+
+
+async def serve_forever(folder: Path, site: Site, *, host: str, port: int) -> int:
+    """`mirror serve`: serve until SIGINT or SIGTERM, then stop cleanly (exit 0)."""
+    runner, base = await start_replay_server(folder, site, host=host, port=port)
+    try:
+        print(f"serving {folder} at {base} (Ctrl-C to stop)", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+    return 0

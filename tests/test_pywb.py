@@ -1,0 +1,97 @@
+"""Interop: pywb replays our WARC files through our index.cdxj, revisits included (W6)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import offline_site as site_def
+import pytest
+from aiohttp import ClientError, ClientSession
+
+pytestmark = pytest.mark.interop
+
+ROOT = Path(__file__).resolve().parent.parent
+# pywb pins brotlipy, whose `brotli` module shadows brotli>=1.2 (our br decoder), so it cannot
+# share our venv: .ci/run installs it into .venv-pywb.
+CANDIDATES = [os.environ.get("MIRROR_PYWB", ""), str(ROOT / ".venv-pywb" / "bin" / "wayback"),
+              shutil.which("wayback") or ""]
+
+
+def wayback() -> str:
+    found = next((c for c in CANDIDATES if c and os.access(c, os.X_OK)), None)
+    if found is None:
+        pytest.skip("pywb not installed: it cannot share our venv (its brotlipy shadows brotli"
+                    ">=1.2); .ci/run puts it in .venv-pywb, or set MIRROR_PYWB=/path/to/wayback")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@asynccontextmanager
+async def pywb(collections: dict[str, Path], folder: Path) -> AsyncIterator[str]:
+    """pywb serving each archive folder (its index.cdxj and warc/) as a collection."""
+    exe = wayback()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.yaml").write_text("collections:\n" + "".join(
+        f"  {name}:\n    index_paths: {path / 'index.cdxj'}\n    archive_paths: {path / 'warc'}/\n"
+        for name, path in collections.items()))
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        exe, "-p", str(port), "-b", "127.0.0.1", cwd=folder, start_new_session=True,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}/"
+    try:
+        async with ClientSession() as session:
+            for _ in range(300):  # up to 30 s to start
+                try:
+                    async with session.get(base) as resp:
+                        if resp.status == 200:
+                            break
+                except ClientError:
+                    pass
+                await asyncio.sleep(0.1)
+        yield base
+    finally:
+        if proc.returncode is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except TimeoutError:
+                os.killpg(proc.pid, signal.SIGKILL)
+                await proc.wait()
+
+
+async def test_pywb_replays_start_page_redirect_and_revisits(
+    make_site: Any, crawl: Any, tmp_path: Path
+) -> None:
+    wayback()
+    site, other, done = await site_def.crawl_site(make_site, crawl)
+    site_def.write_history(tmp_path / "hist")
+    collections = {"site": done.archive, "hist": tmp_path / "hist"}
+    async with pywb(collections, tmp_path / "pywb") as base, ClientSession() as session:
+        async with session.get(f"{base}site/2999id_/{site.base}") as resp:
+            assert resp.status == 200
+            assert await resp.read() == site_def.index_html(other.base).encode("iso-8859-1")
+        async with session.get(f"{base}site/2999mp_/{site.base}") as resp:
+            assert resp.status == 200 and "Welcome caf" in await resp.text()
+        async with session.get(f"{base}site/2999id_/{site.base}old",
+                               allow_redirects=False) as resp:
+            assert resp.status == 301
+            assert resp.headers["Location"].endswith("/about")
+        for ts, body in (("20240101000000", site_def.V1), ("20250101000000", site_def.V2),
+                         ("20250601000000", site_def.V2), ("20250701000000", site_def.V2)):
+            async with session.get(f"{base}hist/{ts}id_/{site_def.HISTORY_URL}") as resp:
+                assert (resp.status, await resp.read()) == (200, body), ts
+    assert other.log == []
