@@ -42,20 +42,44 @@ def css_references(text: str) -> Iterator[tuple[str, bool]]:
             value = groups[name]
             if value is not None:
                 quoted = name.endswith(("string", "quoted"))
-                yield _css_unescape(value[1:-1] if quoted else value), name.startswith("import")
+                yield unescape(value[1:-1] if quoted else value), name.startswith("import")
                 break
+
+
+def reference_spans(text: str, offset: int = 0) -> Iterator[tuple[int, int]]:
+    """(start, end) of every url(), image-set() string and @import reference, quotes included:
+    where a rewriter puts the new reference. The same tokens as css_references()."""
+    for match in _CSS_TOKEN.finditer(text):
+        arguments = match.group("image_set")
+        if arguments is not None:
+            start = match.start("image_set")
+            for part in _IMAGE_SET_PART.finditer(arguments):
+                if part.group("string") is not None:
+                    yield offset + start + part.start("string"), offset + start + part.end("string")
+                elif part.group("url") is not None:
+                    yield from reference_spans(part.group("url"), offset + start + part.start())
+            continue
+        name = next((n for n in _REFERENCE_GROUPS if match.group(n) is not None), None)
+        if name is not None:
+            yield offset + match.start(name), offset + match.end(name)
+
+
+def reference_value(raw: str) -> str:
+    """The URL a reference span holds: quotes removed, CSS escapes undone."""
+    return unescape(raw[1:-1] if raw[:1] in ('"', "'") else raw)
 
 
 def _image_set_references(arguments: str) -> Iterator[tuple[str, bool]]:
     # A bare string is an image URL here (but not inside type()); url() reads as usual.
     for match in _IMAGE_SET_PART.finditer(arguments):
         if match.group("string") is not None:
-            yield _css_unescape(match.group("string")[1:-1]), False
+            yield unescape(match.group("string")[1:-1]), False
         elif match.group("url") is not None:
             yield from css_references(match.group("url"))
 
 
-def _css_unescape(value: str) -> str:
+def unescape(value: str) -> str:
+    """CSS escapes (\\41, \\\", escaped newlines) undone."""
     return _CSS_ESCAPE.sub(_css_escape_value, value)
 
 

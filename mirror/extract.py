@@ -12,10 +12,6 @@ from lxml import etree
 from mirror.codings import charset_codec
 
 # rewrite.py tokenizes CSS with these, so that what replay rewrites is what was fetched.
-from mirror.css import _CSS_TOKEN as _CSS_TOKEN
-from mirror.css import _IMAGE_SET_PART as _IMAGE_SET_PART
-from mirror.css import _REFERENCE_GROUPS as _REFERENCE_GROUPS
-from mirror.css import _css_unescape as _css_unescape
 from mirror.css import css_references as css_references
 from mirror.urls import join
 
@@ -279,7 +275,8 @@ def _add_css(out: _Collector, text: str, url_source: str, import_source: str) ->
         out.add(ref, REQUISITE, import_source if is_import else url_source)
 
 
-def _css_charset(body: bytes, content_type: str | None) -> str:
+def css_charset(body: bytes, content_type: str | None) -> str:
+    """The charset of a stylesheet, by the CSS rule (used to read it and to rewrite it)."""
     # CSS Syntax "determine the fallback encoding": BOM > HTTP charset > @charset > UTF-8.
     declared = _CSS_CHARSET.match(body[:_PRESCAN_BYTES])
     codec = charset_codec(declared.group(1)) if declared else None
@@ -290,7 +287,7 @@ def _css_charset(body: bytes, content_type: str | None) -> str:
 
 def extract_css(body: bytes, url: str, content_type: str | None = None) -> Extracted:
     """Every url() and @import of a stylesheet, as requisites."""
-    charset = _css_charset(body, content_type)
+    charset = css_charset(body, content_type)
     out = _Collector(url)
     _add_css(out, _decode(body, charset), "css-url", "css-import")
     return Extracted(out.links(), None, charset, url)
@@ -378,7 +375,7 @@ def _skip(text: str, pos: int, chars: str) -> int:
 # --- HTML ---------------------------------------------------------------------------------
 
 # (attribute, kind, source) read from every element of that name.
-_ATTRIBUTE_RULES: dict[str, tuple[tuple[str, str, str], ...]] = {
+ATTRIBUTE_RULES: dict[str, tuple[tuple[str, str, str], ...]] = {
     "a": (("href", LINK, "a"),),
     "area": (("href", LINK, "area"),),
     "img": (("src", REQUISITE, "img"), ("srcset", REQUISITE, "srcset")),
@@ -407,7 +404,7 @@ _LINK_RELS = (
 )
 # Elements kept until the parse ends (with any element that has a style attribute): those
 # that can hold a reference, and <base>, whose href applies to the references before it too.
-_KEPT = frozenset(_ATTRIBUTE_RULES) | {"link", "input", "meta", "body", "style", "base"}
+_KEPT = frozenset(ATTRIBUTE_RULES) | {"link", "input", "meta", "body", "style", "base"}
 
 # (tag, attributes, text): text is the list of text runs of a <style>, None for the others.
 _Element = tuple[str, Mapping[str, str], list[str] | None]
@@ -506,7 +503,7 @@ def _title(text: list[str] | None) -> str | None:
 def _add_element(
     out: _Collector, tag: str, attrib: Mapping[str, str], text: list[str] | None
 ) -> None:
-    for attr, kind, source in _ATTRIBUTE_RULES.get(tag, ()):
+    for attr, kind, source in ATTRIBUTE_RULES.get(tag, ()):
         value = attrib.get(attr)
         if value is not None:
             _add_value(out, value, kind, source, attr)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,10 +12,10 @@ from lxml import html as lxml_html
 
 # One tokenizer and one attribute table for finding and for rewriting references, so that
 # what the crawler fetched is exactly what replay rewrites.
-from mirror.css import _CSS_TOKEN, _IMAGE_SET_PART, _REFERENCE_GROUPS, _css_unescape
+from mirror.css import reference_spans, reference_value
 from mirror.extract import (
-    _ATTRIBUTE_RULES,
-    _css_charset,
+    ATTRIBUTE_RULES,
+    css_charset,
     refresh_url,
     resolve,
     sniff_charset,
@@ -31,7 +31,7 @@ DATA_PREFIX = "data-mirror-"  # the original of an inert reference is kept in su
 # Attributes that hold one URL (or a srcset), by element: every one link extraction reads,
 # and the navigational ones it has no reason to (forms, table backgrounds, SVG links).
 _URL_ATTRS: dict[str, tuple[str, ...]] = {
-    tag: tuple(attr for attr, _kind, _source in rules) for tag, rules in _ATTRIBUTE_RULES.items()
+    tag: tuple(attr for attr, _kind, _source in rules) for tag, rules in ATTRIBUTE_RULES.items()
 }
 for _tag, _attrs in {
     "a": ("xlink:href",), "link": ("href", "imagesrcset"), "input": ("src", "formaction"),
@@ -64,23 +64,6 @@ def map_reference(base: str, ref: str, mapper: Mapper) -> str | None:
 # --- CSS ----------------------------------------------------------------------------------
 
 
-def _reference_spans(text: str, offset: int = 0) -> Iterator[tuple[int, int]]:
-    """(start, end) of every url(), image-set() string and @import reference, quotes included."""
-    for match in _CSS_TOKEN.finditer(text):
-        arguments = match.group("image_set")
-        if arguments is not None:
-            start = match.start("image_set")
-            for part in _IMAGE_SET_PART.finditer(arguments):
-                if part.group("string") is not None:
-                    yield offset + start + part.start("string"), offset + start + part.end("string")
-                elif part.group("url") is not None:
-                    yield from _reference_spans(part.group("url"), offset + start + part.start())
-            continue
-        name = next((n for n in _REFERENCE_GROUPS if match.group(n) is not None), None)
-        if name is not None:
-            yield offset + match.start(name), offset + match.end(name)
-
-
 def _css_string(value: str) -> str:
     escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\a ")
     return f'"{escaped}"'
@@ -90,9 +73,8 @@ def rewrite_css(text: str, base: str, mapper: Mapper) -> str:
     """Every url(), image-set() and @import reference mapped; not archived -> about:invalid."""
     out: list[str] = []
     pos = 0
-    for start, end in _reference_spans(text):
-        raw = text[start:end]
-        ref = _css_unescape(raw[1:-1] if raw[:1] in ('"', "'") else raw)
+    for start, end in reference_spans(text):
+        ref = reference_value(text[start:end])
         new = map_reference(base, ref, mapper)
         if new != ref:
             out += [text[pos:start], _css_string(INERT_CSS_URL if new is None else new)]
@@ -103,7 +85,7 @@ def rewrite_css(text: str, base: str, mapper: Mapper) -> str:
 
 def rewrite_css_bytes(body: bytes, url: str, content_type: str | None, mapper: Mapper) -> bytes:
     """A stylesheet rewritten and re-encoded as UTF-8 (its @charset rule says so too)."""
-    text = body.decode(_css_charset(body, content_type), "replace").removeprefix("\ufeff")
+    text = body.decode(css_charset(body, content_type), "replace").removeprefix("\ufeff")
     text = _CSS_CHARSET_RULE.sub('@charset "utf-8";', rewrite_css(text, url, mapper))
     return text.encode("utf-8")
 

@@ -7,7 +7,6 @@ import functools
 import html
 import logging
 import re
-import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from mirror.manifest import Manifest, ManifestError, Run
 from mirror.reader import Archive, Capture, ReadError, Record
 from mirror.rewrite import html_title, rewrite_css_bytes, rewrite_html
 from mirror.urls import DEFAULT_IGNORE_QUERY, join
+from mirror.webapp import start_app, until_signalled
 
 log = logging.getLogger(__name__)
 
@@ -321,16 +321,7 @@ async def start_replay_server(
     folder: Path, site: Site = Site(), *, host: str = "127.0.0.1", port: int = 0
 ) -> tuple[web.AppRunner, str]:
     """Start the replay server; returns (runner, base URL ending in '/'). Call cleanup()."""
-    runner = web.AppRunner(make_app(folder, site), access_log=None)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, host, port).start()
-    except BaseException:
-        await runner.cleanup()
-        raise
-    bound_host, bound_port = runner.addresses[0][:2]
-    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-    return runner, f"http://{shown}:{bound_port}/"
+    return await start_app(make_app(folder, site), host, port)
 
 
 async def serve_forever(folder: Path, site: Site, *, host: str, port: int) -> int:
@@ -338,11 +329,7 @@ async def serve_forever(folder: Path, site: Site, *, host: str, port: int) -> in
     runner, base = await start_replay_server(folder, site, host=host, port=port)
     try:
         print(f"serving {folder} at {base} (Ctrl-C to stop)", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        await until_signalled()
     finally:
         await runner.cleanup()
     return 0

@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import mimetypes
 import os
-import signal
 import stat
 import sys
 import time
@@ -16,6 +15,8 @@ from email.utils import formatdate
 from pathlib import Path
 
 from aiohttp import web
+
+from mirror.webapp import start_app, until_signalled
 
 # (monotonic time, method, path_qs) of every request, in arrival order; kept whole on purpose.
 RequestLog = list[tuple[float, str, str]]
@@ -210,17 +211,7 @@ async def start_site_server(
     root: Path, *, host: str = "127.0.0.1", port: int = 0, latency: float = 0.0
 ) -> tuple[web.AppRunner, str]:
     """Start serving root; returns (runner, base URL ending in '/'). Call runner.cleanup()."""
-    runner = web.AppRunner(make_site_app(root, latency=latency), access_log=None)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, host, port)
-        await site.start()
-    except BaseException:
-        await runner.cleanup()
-        raise
-    bound_host, bound_port = runner.addresses[0][:2]
-    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-    return runner, f"http://{shown}:{bound_port}/"
+    return await start_app(make_site_app(root, latency=latency), host, port)
 
 
 async def _serve(args: argparse.Namespace) -> None:
@@ -229,11 +220,7 @@ async def _serve(args: argparse.Namespace) -> None:
     )
     try:
         print(base_url, flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        await until_signalled()
     finally:
         app = runner.app
         await runner.cleanup()

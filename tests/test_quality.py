@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PURE = ("urls", "scope", "extract", "codings", "report")
+PURE = ("urls", "scope", "extract", "css", "codings", "report", "rewrite", "history", "explain",
+        "politeness", "robots")
 
 
 def imported_modules(path: Path) -> set[str]:
