@@ -25,9 +25,8 @@ from mirror.archive import (
     Revisit,
     WarcWriter,
 )
-from mirror.codings import DecodeError, decode_body
 from mirror.config import SiteConfig
-from mirror.extract import Link, extract
+from mirror.discover import Discovery
 from mirror.fetch import FetchError, Limits, fetch, open_session
 from mirror.frontier import Frontier
 from mirror.fsutil import atomic_write_text
@@ -46,21 +45,15 @@ from mirror.politeness import BACKOFF_STATUSES, host_backoff, host_delay, parse_
 from mirror.report import RunData, build_report
 from mirror.robots import ROBOTS_RULE, RobotsRules, robots_url
 from mirror.robotsgate import RobotsGate
-from mirror.scope import PAGE, REQUISITE, Scope
-from mirror.urls import InvalidURL, join, normalize, site_key
+from mirror.scope import PAGE, Scope
+from mirror.urls import normalize, site_key
 
 log = logging.getLogger(__name__)
 
-REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
-PARSED_TYPES = frozenset({"text/html", "application/xhtml+xml", "text/css"})
-#: most decompressed bytes handed to the link extractor (P4)
-MAX_PARSE_BYTES = 20_000_000
 #: exponential backoff between tries: BACKOFF_BASE * 2**(try-1), capped, with jitter
 BACKOFF_BASE = 1.0
 BACKOFF_CAP = 60.0
-#: longest unusable reference (javascript:, data:, ...) kept for the skip report
-MAX_SKIPPED_URL = 2083
 
 
 class ExitCode(IntEnum):
@@ -152,6 +145,7 @@ class Crawler:
         self._host_failures: dict[str, int] = {}
         self._usage: dict[str, tuple[int, int]] = {}  # site -> (URLs, bytes) this run
         self.robots = RobotsGate(self)
+        self.discovery = Discovery(cfg, self.scope)
 
     # -- lifecycle -------------------------------------------------------------------------
     def stop(self) -> None:
@@ -504,7 +498,8 @@ class Crawler:
             row = replace(row, mime=original.mime, etag=row.etag or prev.etag,
                           last_modified=row.last_modified or prev.last_modified)
             ex, headers = self._stored_copy(ex, original)
-        location, found = self._discover(item, ex, headers) if discover else (None, [])
+        location, found = (self.discovery.discover(item, ex.status, ex.body, ex.truncated,
+                                                   headers) if discover else (None, []))
         self.manifest.commit_capture(
             self.run_id, item, replace(row, location=location), found, failed_reason=error,
         )
@@ -525,72 +520,6 @@ class Crawler:
                          body=io.BytesIO(raw.payload), body_length=len(raw.payload),
                          truncated=None)
         return stored, _header_map(stored.response_headers)
-
-    # -- discovery -------------------------------------------------------------------------
-    def _discover(
-        self, item: UrlItem, ex: Exchange, headers: dict[str, str]
-    ) -> tuple[str | None, list[NewUrl]]:
-        """(canonical redirect target or None, URLs found) for one stored response."""
-        if ex.status in REDIRECT_STATUSES and "location" in headers:
-            return self._redirect(item, headers["location"])
-        mime = index.mime_of(headers.get("content-type"))
-        if not (200 <= ex.status < 300) or mime not in PARSED_TYPES or ex.truncated == "time":
-            return None, []
-        ex.body.seek(0)
-        raw = ex.body.read()
-        try:
-            body, cut = decode_body(raw, headers.get("content-encoding"), MAX_PARSE_BYTES)
-        except DecodeError as exc:
-            log.warning("cannot decode %s for links: %s", item.url, exc)
-            return None, []
-        if cut:  # past MAX_PARSE_BYTES, or a compressed stream that ends early
-            log.warning("links of %s taken from a partial body (%d bytes decoded)",
-                        item.url, len(body))
-        found = extract(body, item.url, mime, headers.get("content-type"))
-        # requisites are never crawled further: only their own requisites are followed
-        links = [x for x in found.links if item.mode != REQUISITE or x.kind == "requisite"]
-        kept, dropped = self.scope.cap_outlinks(links, keep_first=_is_requisite)
-        urls = [self._decide(x.url, item.depth + 1, self.cfg.crawl.max_redirects,
-                             x.kind == "requisite", x.kind) for x in kept]
-        if dropped:
-            log.warning("%s has %d links; the last %d were not followed (max_outlinks)",
-                        item.url, len(links), dropped)
-            kept_set = set(kept)
-            urls += [replace(self._decide(x.url, item.depth + 1, 0, False, x.kind),
-                             mode="", skip_reason="max_outlinks")
-                     for x in links if x not in kept_set]
-        return None, urls
-
-    def _redirect(self, item: UrlItem, location: str) -> tuple[str | None, list[NewUrl]]:
-        new = self._decide(join(item.url, location), item.depth, item.redirects_left - 1,
-                           item.mode == REQUISITE, "redirect")
-        if item.redirects_left <= 0 and not new.skip_reason:
-            log.warning("redirect limit reached at %s -> %s", item.url, new.url)
-            new = replace(new, mode="", skip_reason="max_redirects")
-        return new.url, [new]
-
-    def _decide(
-        self, raw: str, depth: int, redirects_left: int, requisite: bool, kind: str
-    ) -> NewUrl:
-        """Normalise and scope one found reference; skipped URLs are kept with their rule."""
-        via = "redirect" if kind == "redirect" else ("requisite" if requisite else "link")
-        try:
-            url = normalize(raw, self.cfg.scope.ignore_query)
-        except InvalidURL as exc:
-            # kept (cut to a sane length) so the report can count it under its rule
-            return NewUrl(raw[:MAX_SKIPPED_URL], "", depth, 0, "", via, kind,
-                          skip_reason=exc.reason)
-        decision = self.scope.decide(url, depth, requisite)
-        if not decision.allowed:
-            url = url[:MAX_SKIPPED_URL]  # an over-long trap URL is counted, not kept whole
-        return NewUrl(
-            url, site_key(url), depth, redirects_left, decision.mode, via, kind,
-            skip_reason=None if decision.allowed else decision.reason,
-        )
-
-
-def _is_requisite(link: Link) -> bool:
-    return link.kind == "requisite"
 
 
 def _plus(usage: tuple[int, int] | None, nbytes: int) -> tuple[int, int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mirror.archive import IDENTICAL, NOT_MODIFIED, Exchange, Revisit
-from mirror.manifest import Original, Previous
+from mirror.model import Original, Previous
 
 GONE_STATUSES = frozenset({404, 410})
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+from mirror.model import CaptureRow, NewUrl, Original, Previous, Run, UrlItem
+
+__all__ = ["CaptureRow", "Manifest", "ManifestError", "ManifestWriteError", "NewUrl",
+           "Original", "Previous", "Run", "UrlItem"]
 
 SCHEMA_VERSION = 2
 
@@ -98,89 +102,6 @@ class ManifestError(Exception):
 
 class ManifestWriteError(ManifestError):
     """A transaction could not be committed (disk full, I/O error); it was rolled back."""
-
-
-@dataclass(frozen=True)
-class Run:
-    id: int
-    started_at: str
-    finished_at: str | None
-    state: str
-    config_digest: str
-    exit_code: int | None
-
-
-@dataclass(frozen=True)
-class UrlItem:
-    """A leased URL with what the crawler needs to fetch it."""
-
-    id: int
-    url: str
-    site: str
-    depth: int
-    redirects_left: int
-    mode: str
-    tries: int
-
-
-@dataclass(frozen=True)
-class NewUrl:
-    """A discovered URL after normalisation and the scope decision."""
-
-    url: str
-    site: str
-    depth: int
-    redirects_left: int
-    mode: str  # page | requisite | "" when skipped
-    via: str
-    kind: str  # link kind from the referrer: link | requisite | redirect
-    skip_reason: str | None = None
-
-
-@dataclass(frozen=True)
-class CaptureRow:
-    warc_date: str
-    record_id: str
-    filename: str
-    offset: int
-    length: int
-    req_offset: int
-    req_length: int
-    status: int
-    mime: str
-    payload_digest: str
-    payload_length: int
-    etag: str | None
-    last_modified: str | None
-    location: str | None
-    truncated: str | None
-    record_type: str = "response"  # response | revisit | not-modified
-    original_id: int | None = None  # for revisits: the capture holding the payload
-
-
-@dataclass(frozen=True)
-class Original:
-    """A capture whose record holds a payload, as a revisit refers to it."""
-
-    id: int
-    url: str
-    warc_date: str
-    record_id: str
-    payload_digest: str
-    filename: str
-    offset: int
-    mime: str
-
-
-@dataclass(frozen=True)
-class Previous:
-    """The latest capture of a URL in an earlier run: validators and where its payload is."""
-
-    status: int
-    etag: str | None
-    last_modified: str | None
-    truncated: str | None
-    original: Original
 
 
 _ORIGINAL = ("o.id, o.url, o.warc_date, o.record_id, o.payload_digest, o.filename, o.offset, "

@@ -12,23 +12,40 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PURE = ("urls", "scope", "extract", "css", "codings", "report", "rewrite", "history", "explain",
-        "politeness", "robots")
+        "discover", "model", "politeness", "robots")
 
 
-def imported_modules(path: Path) -> set[str]:
+def imported_modules(path: Path, full: bool = False) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update(a.name.split(".")[0] for a in node.names)
+            names.update(a.name if full else a.name.split(".")[0] for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module.split(".")[0])
+            names.add(node.module if full else node.module.split(".")[0])
     return names
 
 
+def transitive_imports(module: str) -> set[str]:
+    """Every module `mirror.<module>` loads, through the package's own modules too."""
+    seen, todo, out = set(), [module], set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for imported in imported_modules(ROOT / "mirror" / f"{name}.py", full=True):
+            if imported.startswith("mirror."):
+                todo.append(imported.split(".")[1])
+            elif imported != "mirror":
+                out.add(imported.split(".")[0])
+    return out | {f"mirror.{m}" for m in seen}
+
+
 @pytest.mark.parametrize("module", PURE)
-def test_pure_modules_import_no_io_libraries(module: str) -> None:
-    assert not imported_modules(ROOT / "mirror" / f"{module}.py") & {"aiohttp", "sqlite3"}
+def test_pure_modules_load_no_io_libraries(module: str) -> None:
+    loaded = transitive_imports(module)
+    assert not loaded & {"aiohttp", "sqlite3", "mirror.manifest", "mirror.fetch"}
 
 
 def test_only_fetch_imports_aiohttp_on_the_crawl_side() -> None:
@@ -52,3 +69,8 @@ def test_linters_are_clean(tool: list[str]) -> None:
     cmd = [str(exe) if exe.exists() else tool[0], *tool[1:]]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_import_scan_sees_through_the_package() -> None:
+    """Control for the purity test: the crawler does reach SQL and the network."""
+    assert {"sqlite3", "aiohttp", "mirror.manifest"} <= transitive_imports("crawler")

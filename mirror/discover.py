@@ -1,0 +1,102 @@
+"""Discovery: the URLs a stored response leads to, normalised and scoped (pure: no I/O)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import IO
+
+from mirror import index
+from mirror.codings import DecodeError, decode_body
+from mirror.config import SiteConfig
+from mirror.extract import Link, extract
+from mirror.model import NewUrl, UrlItem
+from mirror.scope import REQUISITE, Scope
+from mirror.urls import InvalidURL, join, normalize, site_key
+
+log = logging.getLogger(__name__)
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+PARSED_TYPES = frozenset({"text/html", "application/xhtml+xml", "text/css"})
+#: most decompressed bytes handed to the link extractor (P4)
+MAX_PARSE_BYTES = 20_000_000
+#: longest skipped reference (javascript:, data:, a trap URL) kept for the skip report
+MAX_SKIPPED_URL = 2083
+
+
+class Discovery:
+    """Turns one response into NewUrl rows: its redirect target, or its links and
+    requisites, each through the one normaliser and the scope rules."""
+
+    def __init__(self, cfg: SiteConfig, scope: Scope) -> None:
+        self.cfg = cfg
+        self.scope = scope
+
+    def discover(
+        self, item: UrlItem, status: int, body: IO[bytes], truncated: str | None,
+        headers: dict[str, str],
+    ) -> tuple[str | None, list[NewUrl]]:
+        """(canonical redirect target or None, URLs found) for one stored response."""
+        if status in REDIRECT_STATUSES and "location" in headers:
+            return self.redirect(item, headers["location"])
+        mime = index.mime_of(headers.get("content-type"))
+        if not (200 <= status < 300) or mime not in PARSED_TYPES or truncated == "time":
+            return None, []
+        body.seek(0)
+        try:
+            text, cut = decode_body(body.read(), headers.get("content-encoding"),
+                                    MAX_PARSE_BYTES)
+        except DecodeError as exc:
+            log.warning("cannot decode %s for links: %s", item.url, exc)
+            return None, []
+        if cut:  # past MAX_PARSE_BYTES, or a compressed stream that ends early
+            log.warning("links of %s taken from a partial body (%d bytes decoded)",
+                        item.url, len(text))
+        found = extract(text, item.url, mime, headers.get("content-type"))
+        return None, self.links(item, found.links)
+
+    def links(self, item: UrlItem, found: tuple[Link, ...]) -> list[NewUrl]:
+        # requisites are never crawled further: only their own requisites are followed
+        links = [x for x in found if item.mode != REQUISITE or x.kind == "requisite"]
+        kept, dropped = self.scope.cap_outlinks(links, keep_first=_is_requisite)
+        urls = [self.decide(x.url, item.depth + 1, self.cfg.crawl.max_redirects,
+                            x.kind == "requisite", x.kind) for x in kept]
+        if dropped:
+            log.warning("%s has %d links; the last %d were not followed (max_outlinks)",
+                        item.url, len(links), dropped)
+            kept_set = set(kept)
+            urls += [replace(self.decide(x.url, item.depth + 1, 0, False, x.kind),
+                             mode="", skip_reason="max_outlinks")
+                     for x in links if x not in kept_set]
+        return urls
+
+    def redirect(self, item: UrlItem, location: str) -> tuple[str | None, list[NewUrl]]:
+        new = self.decide(join(item.url, location), item.depth, item.redirects_left - 1,
+                          item.mode == REQUISITE, "redirect")
+        if item.redirects_left <= 0 and not new.skip_reason:
+            log.warning("redirect limit reached at %s -> %s", item.url, new.url)
+            new = replace(new, mode="", skip_reason="max_redirects")
+        return new.url, [new]
+
+    def decide(
+        self, raw: str, depth: int, redirects_left: int, requisite: bool, kind: str
+    ) -> NewUrl:
+        """Normalise and scope one found reference; skipped URLs are kept with their rule."""
+        via = "redirect" if kind == "redirect" else ("requisite" if requisite else "link")
+        try:
+            url = normalize(raw, self.cfg.scope.ignore_query)
+        except InvalidURL as exc:
+            # kept (cut to a sane length) so the report can count it under its rule
+            return NewUrl(raw[:MAX_SKIPPED_URL], "", depth, 0, "", via, kind,
+                          skip_reason=exc.reason)
+        decision = self.scope.decide(url, depth, requisite)
+        if not decision.allowed:
+            url = url[:MAX_SKIPPED_URL]  # an over-long trap URL is counted, not kept whole
+        return NewUrl(
+            url, site_key(url), depth, redirects_left, decision.mode, via, kind,
+            skip_reason=None if decision.allowed else decision.reason,
+        )
+
+
+def _is_requisite(link: Link) -> bool:
+    return link.kind == "requisite"
