@@ -102,7 +102,7 @@ def check_files(work: Path, toml: Path, warc_dir: Path) -> list[str]:
 
 
 async def run_chaos(work: Path, *, kills: int, pages: int, seed: int,
-                    max_delay: float = 2.0, timeout: float = 300) -> ChaosReport:
+                    max_delay: float = 1.0, timeout: float = 300) -> ChaosReport:
     """The whole experiment in `work`; returns what it found (never raises on a finding)."""
     rng = random.Random(seed)
     report = ChaosReport(seed=seed)
@@ -126,19 +126,21 @@ async def run_chaos(work: Path, *, kills: int, pages: int, seed: int,
                 stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
             try:
                 await asyncio.wait_for(proc.wait(), rng.uniform(0.3, max_delay))
-                break  # finished before this kill
+                report.final_exit = proc.returncode  # the run finished before this kill:
+                break  # another `mirror run` would start a new snapshot, not finish this one
             except TimeoutError:
                 proc.kill()
                 await proc.wait()
             report.kills += 1
             snapshots.append((len(log), committed_urls(archive)))
-        proc = await asyncio.create_subprocess_exec(
-            *cmd, cwd=work, env=env,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-        _, err = await asyncio.wait_for(proc.communicate(), timeout)
-        report.final_exit = proc.returncode
-        if proc.returncode:
-            report.check_failures.append("final run: " + err.decode()[-2000:])
+        if report.final_exit is None:
+            proc = await asyncio.create_subprocess_exec(
+                *cmd, cwd=work, env=env,
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+            _, err = await asyncio.wait_for(proc.communicate(), timeout)
+            report.final_exit = proc.returncode
+            if proc.returncode:
+                report.check_failures.append("final run: " + err.decode()[-2000:])
     finally:
         await runner.cleanup()
     report.refetched = sorted({  # any request, after a kill, for a URL committed before it
@@ -158,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kills", type=int, default=50)
     p.add_argument("--pages", type=int, default=2000)
     p.add_argument("--seed", type=int, default=None, help="replay a failing run")
-    p.add_argument("--max-delay", type=float, default=2.0, help="longest run before a kill (s)")
+    p.add_argument("--max-delay", type=float, default=1.0, help="longest run before a kill (s)")
     p.add_argument("--keep", action="store_true", help="keep the work folder")
     args = p.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)

@@ -21,15 +21,13 @@ from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
 from mirror import __version__
+from mirror.config import REDACTED, SECRET_HEADERS  # values never archived (P9)
 
 log = logging.getLogger(__name__)
 
 WARC_VERSION = "WARC/1.1"
 OPEN_SUFFIX = ".open"
 FILE_RE = re.compile(r"^(?P<name>.+)-(?P<ts>\d{17})-(?P<serial>\d{5,})\.warc\.gz(?:\.open)?$")
-#: request headers whose values never reach the archive (P9)
-SECRET_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
-REDACTED = "<redacted>"
 #: response headers renamed so replay tools do not try to undo framing we already removed
 RENAMED_PREFIX = "X-Mirror-Orig-"
 

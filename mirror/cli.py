@@ -233,12 +233,14 @@ def _robots_rules(cfg: SiteConfig, raw: str, *, offline: bool) -> tuple[Any, str
 async def _fetch_robots(cfg: SiteConfig, target: str) -> Any:
     from mirror.fetch import FetchError, Limits, fetch, open_session
     from mirror.robots import rules_from_response
+    from mirror.scope import Scope
 
     limits = Limits(cfg.crawl.timeout, cfg.crawl.connect_timeout, cfg.crawl.read_timeout,
                     cfg.crawl.max_response_bytes)
-    async with open_session(cfg.crawl.user_agent, cfg.crawl.headers, 1) as session:
+    async with open_session(cfg.crawl.user_agent, 1) as session:
         try:
-            ex = await fetch(session, target, limits)
+            ex = await fetch(session, target, limits,
+                             cfg.headers_for(Scope.from_config(cfg).on_site(target)))
         except FetchError as exc:
             return rules_from_response(None, None, error=str(exc))
         with ex.body:

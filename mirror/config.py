@@ -316,6 +316,12 @@ class SiteConfig:
     crawl: CrawlSection
     archive: ArchiveSection
 
+    def headers_for(self, on_site: bool) -> dict[str, str]:
+        """[crawl] headers for one request: secret ones (Authorization, Cookie,
+        Proxy-Authorization) only for the site's own hosts, never for other origins (P9)."""
+        return {name: value for name, value in self.crawl.headers
+                if on_site or name.lower() not in SECRET_HEADERS}
+
     def effective(self) -> dict[str, dict[str, object]]:
         """Effective settings by section and key, secret header values redacted."""
         return self._settings(redact=True)

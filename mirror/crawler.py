@@ -171,7 +171,7 @@ class Crawler:
         assert frontier is not None
         try:
             async with open_session(
-                self.cfg.crawl.user_agent, self.cfg.crawl.headers, self.cfg.crawl.workers
+                self.cfg.crawl.user_agent, self.cfg.crawl.workers
             ) as session:
                 self._workers = [
                     asyncio.create_task(self._work(session), name=f"worker-{i}")
@@ -377,7 +377,7 @@ class Crawler:
         prev = self.manifest.previous_capture(item.id, self.run_id)
         try:
             ex = await fetch(session, item.url, self.limits,  # type: ignore[arg-type]
-                             history.conditional_headers(prev))
+                             self._request_headers(item.url, prev))
         except FetchError as exc:
             self._retry_or_fail(item, str(exc), exc.retryable)
             return
@@ -392,6 +392,10 @@ class Crawler:
             self._usage[item.site] = _plus(self._usage.get(item.site), ex.body_length)
         finally:
             ex.body.close()
+
+    def _request_headers(self, url: str, prev: Previous | None) -> dict[str, str]:
+        return {**self.cfg.headers_for(self.scope.on_site(url)),
+                **history.conditional_headers(prev)}
 
     async def _permitted(self, session: object, item: UrlItem) -> bool:
         """robots.txt and the per-host budgets, checked just before the fetch."""

@@ -71,8 +71,10 @@ class Discovery:
         return urls
 
     def redirect(self, item: UrlItem, location: str) -> tuple[str | None, list[NewUrl]]:
+        # a requisite that redirects (an on-site image moved to a CDN) is still a requisite
+        requisite = item.mode == REQUISITE or item.via == "requisite"
         new = self.decide(join(item.url, location), item.depth, item.redirects_left - 1,
-                          item.mode == REQUISITE, "redirect")
+                          requisite, "redirect")
         if item.redirects_left <= 0 and not new.skip_reason:
             log.warning("redirect limit reached at %s -> %s", item.url, new.url)
             new = replace(new, mode="", skip_reason="max_redirects")
@@ -82,7 +84,7 @@ class Discovery:
         self, raw: str, depth: int, redirects_left: int, requisite: bool, kind: str
     ) -> NewUrl:
         """Normalise and scope one found reference; skipped URLs are kept with their rule."""
-        via = "redirect" if kind == "redirect" else ("requisite" if requisite else "link")
+        via = "requisite" if requisite else ("redirect" if kind == "redirect" else "link")
         try:
             url = normalize(raw, self.cfg.scope.ignore_query)
         except InvalidURL as exc:

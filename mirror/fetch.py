@@ -42,12 +42,10 @@ class Limits:
     max_bytes: int
 
 
-def open_session(
-    user_agent: str, headers: tuple[tuple[str, str], ...], connections: int
-) -> aiohttp.ClientSession:
-    """A session that never follows redirects, never decompresses and keeps no cookies."""
+def open_session(user_agent: str, connections: int) -> aiohttp.ClientSession:
+    """A session that never follows redirects, never decompresses and keeps no cookies.
+    Headers of the site file go with each request (secret ones only to the site's hosts)."""
     base = {"User-Agent": user_agent, "Accept": ACCEPT, "Accept-Encoding": ACCEPT_ENCODING}
-    base.update(dict(headers))
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=connections, limit_per_host=0),
         headers=base,

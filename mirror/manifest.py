@@ -238,7 +238,7 @@ class Manifest:
     ) -> list[UrlItem]:
         """Mark up to `limit` pending URLs that are due as leased and return them, oldest first."""
         excluded = list(exclude_sites)
-        sql = "SELECT id, url, site, depth, redirects_left, mode, tries FROM urls " \
+        sql = "SELECT id, url, site, depth, redirects_left, mode, tries, via FROM urls " \
               "WHERE state='pending' AND next_try <= ?"
         params: list[object] = [now]
         if excluded:
@@ -302,7 +302,7 @@ class Manifest:
     def item_for(self, run_id: int, url: str) -> UrlItem | None:
         """The URL as a work item if this run still has to fetch it (pending or leased)."""
         row = self.db.execute(
-            "SELECT id, url, site, depth, redirects_left, mode, tries FROM urls "
+            "SELECT id, url, site, depth, redirects_left, mode, tries, via FROM urls "
             "WHERE url=? AND run_id=? AND state IN ('pending', 'leased')", (url, run_id),
         ).fetchone()
         return UrlItem(*row) if row else None
@@ -393,11 +393,11 @@ class Manifest:
                    WHERE urls.run_id < excluded.run_id OR urls.state IN ('pending', 'skipped')""",
                 (url, site, run_id, via))
             row = self.db.execute(
-                "SELECT id, url, site, depth, redirects_left, mode, tries, state, changes() "
+                "SELECT id, url, site, depth, redirects_left, mode, tries, via, state, changes() "
                 "FROM urls WHERE url=?", (url,)).fetchone()
-        if row[7] != "leased" or not row[8]:
+        if row[8] != "leased" or not row[9]:
             return None
-        return UrlItem(*row[:7])
+        return UrlItem(*row[:8])
 
     def capture_in_run(self, run_id: int | None, url: str) -> Original | None:
         """The latest capture of `url` in a run (None: in any run), with its payload's record."""

@@ -26,6 +26,7 @@ class UrlItem:
     redirects_left: int
     mode: str
     tries: int
+    via: str = "link"  # start | link | requisite | redirect: how it was found
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,8 @@ class RobotsGate:
             headers = {k.lower(): v for k, v in raw.headers or ()}
             return raw.status or 0, headers, raw.payload[:READ_LIMIT], False
         try:
-            ex = await fetch(session, url, crawler.limits)  # type: ignore[arg-type]
+            ex = await fetch(session, url, crawler.limits,  # type: ignore[arg-type]
+                             crawler.cfg.headers_for(crawler.scope.on_site(url)))
         except FetchError as exc:
             crawler.manifest.give_up(crawler.run_id, item, str(exc))
             return str(exc)

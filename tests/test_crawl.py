@@ -475,3 +475,30 @@ async def test_every_warc_file_passes_warcio_check_and_gzip_test(make_site, craw
     check = subprocess.run([sys.executable, "-m", "warcio.cli", "check", "-v", *files],
                            capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+async def test_secret_headers_go_to_the_site_only(make_site, crawl):
+    """P9: Authorization and Cookie from the site file never reach another origin, not even
+    through a redirect; other configured headers go everywhere."""
+    site, other = await make_site(), await make_site()
+    seen: dict[str, dict[str, str]] = {}
+
+    def recording(name: str):
+        async def handler(request: web.Request) -> web.StreamResponse:
+            seen[name] = dict(request.headers)
+            return web.Response(body=name.encode(), content_type="image/png")
+        return handler
+
+    site.page("/", f'<img src="{other.base}cdn.png"><img src="/away"><img src="/own.png">')
+    site.redirect("/away", other.base + "moved.png", 302)
+    other.handler("/cdn.png", recording("cdn"))
+    other.handler("/moved.png", recording("moved"))
+    site.handler("/own.png", recording("own"))
+    await crawl([site.base], crawl={"headers": {"Authorization": "Bearer s3cret",
+                                                "Cookie": "id=c00kie",
+                                                "Accept-Language": "fr"}})
+    assert seen["own"]["Authorization"] == "Bearer s3cret"
+    assert seen["own"]["Cookie"] == "id=c00kie"
+    for name in ("cdn", "moved"):
+        assert "Authorization" not in seen[name] and "Cookie" not in seen[name], name
+        assert seen[name]["Accept-Language"] == "fr"
