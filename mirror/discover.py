@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from functools import lru_cache
 from typing import IO
 
 from mirror import index
@@ -12,7 +13,7 @@ from mirror.config import SiteConfig
 from mirror.extract import Link, extract
 from mirror.model import NewUrl, UrlItem
 from mirror.scope import REQUISITE, Scope
-from mirror.urls import InvalidURL, join, normalize, site_key
+from mirror.urls import InvalidURL, canonical_site, join, normalize
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,8 @@ class Discovery:
     def __init__(self, cfg: SiteConfig, scope: Scope) -> None:
         self.cfg = cfg
         self.scope = scope
+        # a decision depends only on its arguments, and pages share most of their links
+        self.decide = lru_cache(maxsize=1 << 15)(self._decide)
 
     def discover(
         self, item: UrlItem, status: int, body: IO[bytes], truncated: str | None,
@@ -80,7 +83,7 @@ class Discovery:
             new = replace(new, mode="", skip_reason="max_redirects")
         return new.url, [new]
 
-    def decide(
+    def _decide(
         self, raw: str, depth: int, redirects_left: int, requisite: bool, kind: str
     ) -> NewUrl:
         """Normalise and scope one found reference; skipped URLs are kept with their rule."""
@@ -95,7 +98,7 @@ class Discovery:
         if not decision.allowed:
             url = url[:MAX_SKIPPED_URL]  # an over-long trap URL is counted, not kept whole
         return NewUrl(
-            url, site_key(url), depth, redirects_left, decision.mode, via, kind,
+            url, canonical_site(url)[0], depth, redirects_left, decision.mode, via, kind,
             skip_reason=None if decision.allowed else decision.reason,
         )
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from mirror.config import SiteConfig
-from mirror.urls import InvalidURL, host_of, site_key
+from mirror.urls import canonical_site, host_of, site_key
 
 PAGE = "page"  # fetched, and its links followed
 REQUISITE = "requisite"  # fetched for a page's display, only its own requisites followed
@@ -132,10 +132,11 @@ class Scope:
         )
 
     def on_site(self, url: str) -> bool:
-        try:
-            return site_key(url) in self.sites or host_of(url) in self.hosts
-        except InvalidURL:
+        """Is a canonical URL on the site's own hosts (start URLs, www. twins, [scope] hosts)?"""
+        if not url.startswith(("http://", "https://")):
             return False
+        site, host = canonical_site(url)
+        return site in self.sites or host in self.hosts
 
     def decide(self, url: str, depth: int, requisite: bool) -> Decision:
         """Decide for a canonical http(s) URL found at `depth` (start URLs are depth 0).

@@ -152,6 +152,16 @@ def host_of(url: str) -> str:
         return ""
 
 
+def canonical_site(url: str) -> tuple[str, str]:
+    """(site_key, host_of) of a URL that normalize() produced, without parsing it again:
+    its authority is already 'host[:port]' in canonical form. The crawler asks this for
+    every link of every page."""
+    site = url.split("/", 3)[2]
+    if site.endswith("]") or ":" not in site:
+        return site, site
+    return site, site.rpartition(":")[0]
+
+
 def site_key(url: str) -> str:
     """'host[:port]' of a normalised URL, the key used for per-host politeness.
 

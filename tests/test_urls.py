@@ -9,7 +9,15 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from mirror.urls import DEFAULT_IGNORE_QUERY, InvalidURL, host_of, join, normalize, site_key
+from mirror.urls import (
+    DEFAULT_IGNORE_QUERY,
+    InvalidURL,
+    canonical_site,
+    host_of,
+    join,
+    normalize,
+    site_key,
+)
 
 # A strict RFC 3986 absolute http(s) URI as normalize() produces it: lower-case host,
 # upper-case %XX, brackets only around an IPv6 host, no userinfo, no fragment.
@@ -415,3 +423,12 @@ def test_join_shortcuts_change_nothing(base: str, ref: str) -> None:
     except ValueError:
         return
     assert join(base, ref) == expected
+
+
+@given(st.sampled_from(["http://Example.COM:80/a", "https://h.test:8443/x?y", "http://[::1]:8080/",
+                        "http://[2001:DB8::1]/", "http://user:pw@h.test./p", "https://127.1/",
+                        "http://xn--bcher-kva.example:81", "http://Bücher.example/"]),
+       st.text(max_size=20))
+def test_canonical_site_agrees_with_the_parsing_functions(url: str, path: str) -> None:
+    canonical = normalize(url + "/" + path.replace("#", ""))
+    assert canonical_site(canonical) == (site_key(canonical), host_of(canonical))
