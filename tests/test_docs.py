@@ -1,0 +1,44 @@
+"""The README stays true: every config key is in its reference table, every command listed."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import fields
+from pathlib import Path
+
+from mirror.cli import COMMANDS
+from mirror.config import SiteConfig, load_config
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def config_keys() -> set[str]:
+    cfg = load_config(ROOT / "config" / "minimal.toml")
+    return {f"[{section.name}] {key.name}"
+            for section in fields(SiteConfig) if section.name != "path"
+            for key in fields(getattr(cfg, section.name))}
+
+
+def test_every_config_key_has_a_row_in_the_readme_table() -> None:
+    rows = set(re.findall(r"^\| `(\[\w+\] \w+)` \|", README, re.M))
+    assert rows == config_keys()
+
+
+def test_every_config_key_is_in_the_example_file() -> None:
+    example = (ROOT / "config" / "example.toml").read_text(encoding="utf-8")
+    for key in config_keys():
+        name = key.split("] ")[1]
+        assert re.search(rf"^#? ?{name} = ", example, re.M), key
+
+
+def test_every_command_is_in_the_readme() -> None:
+    for command in COMMANDS:
+        assert re.search(rf"^mirror {command}\b", README, re.M), command
+
+
+def test_every_exit_code_is_in_the_readme() -> None:
+    from mirror.crawler import ExitCode
+
+    for code in ExitCode:
+        assert re.search(rf"^\| {int(code)} \|", README, re.M), code
