@@ -305,6 +305,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     code = asyncio.run(demo())
     print(f"archive: {folder / 'archive'}")
+    print(f"browse it offline: mirror serve {folder / 'site.toml'}")
     return code
 
 

@@ -149,6 +149,7 @@ async def test_demo_runs_offline(tmp_path: Path):
     assert code == 0, out + err
     assert "demo site served at http://127.0.0.1:" in out
     assert f"archive: {tmp_path / 'd' / 'archive'}" in out
+    assert f"browse it offline: mirror serve {tmp_path / 'd' / 'site.toml'}" in out
     index = (tmp_path / "d" / "archive" / "index.cdxj").read_text().splitlines()
     assert len(index) >= 10
 
