@@ -263,6 +263,8 @@ class WarcWriter:
             warc_headers["WARC-IP-Address"] = ex.peer_ip
         if ex.truncated:
             warc_headers["WARC-Truncated"] = ex.truncated
+        if ex.payload_digest:  # hashed while the body streamed in: spares warcio a pass
+            warc_headers["WARC-Payload-Digest"] = ex.payload_digest
         ex.body.seek(0)
         return self._writer.create_warc_record(
             ex.url,
