@@ -125,6 +125,14 @@ def fix_response_headers(
     return out
 
 
+def header_map(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Lower-cased names; the first value wins (as most clients do for Location)."""
+    out: dict[str, str] = {}
+    for name, value in headers:
+        out.setdefault(name.lower(), value)
+    return out
+
+
 def redact_request_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(n, REDACTED if n.lower() in SECRET_HEADERS else v) for n, v in headers]
 

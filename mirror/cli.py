@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mirror import __version__, index
+from mirror.archive import header_map
 from mirror.config import ConfigError, SiteConfig, load_config
 from mirror.crawler import Crawler, ExitCode, archive_paths
 from mirror.history import compare
@@ -222,7 +223,7 @@ def _robots_rules(cfg: SiteConfig, raw: str, *, offline: bool) -> tuple[Any, str
             manifest.close()
         if stored is not None:
             rec = read_raw(warc_dir / stored.filename, stored.offset)
-            coding = dict((k.lower(), v) for k, v in rec.headers or ()).get("content-encoding")
+            coding = header_map(rec.headers or ()).get("content-encoding")
             return (rules_from_response(rec.status, rec.payload, content_encoding=coding),
                     f"archived {stored.warc_date}")
     if offline:
@@ -244,18 +245,24 @@ async def _fetch_robots(cfg: SiteConfig, target: str) -> Any:
         except FetchError as exc:
             return rules_from_response(None, None, error=str(exc))
         with ex.body:
-            coding = dict((k.lower(), v) for k, v in ex.response_headers).get("content-encoding")
+            coding = header_map(ex.response_headers).get("content-encoding")
             return rules_from_response(ex.status, ex.body.read(), content_encoding=coding,
                                        truncated=bool(ex.truncated))
+
+
+def _existing_warc_dir(cfg: SiteConfig, args: argparse.Namespace) -> Path:
+    warc_dir = archive_paths(cfg)[1]
+    if not warc_dir.is_dir():
+        raise UsageError(f"{warc_dir}: no WARC folder (has `mirror run {args.config}` run yet?)")
+    return warc_dir
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from mirror.verify import check_archive, format_problems
 
     cfg = load_config(args.config)
-    manifest_path, warc_dir, _ = archive_paths(cfg)
-    if not warc_dir.is_dir():
-        raise UsageError(f"{warc_dir}: no WARC folder (has `mirror run {args.config}` run yet?)")
+    manifest_path, _, _ = archive_paths(cfg)
+    _existing_warc_dir(cfg, args)
     with ArchiveLock(cfg.site.output_dir):
         manifest = Manifest(manifest_path, readonly=True) if manifest_path.exists() else None
         try:
@@ -271,9 +278,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_index(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
-    _, warc_dir, index_path = archive_paths(cfg)
-    if not warc_dir.is_dir():
-        raise UsageError(f"{warc_dir}: no WARC folder (has `mirror run {args.config}` run yet?)")
+    _, _, index_path = archive_paths(cfg)
+    warc_dir = _existing_warc_dir(cfg, args)
     with ArchiveLock(cfg.site.output_dir):
         n = index.rebuild_from_warcs(warc_dir, index_path)
     print(f"wrote {index_path} ({n} lines from {len(index.warc_files(warc_dir))} WARC files)")

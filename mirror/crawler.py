@@ -24,6 +24,7 @@ from mirror.archive import (
     Exchange,
     Revisit,
     WarcWriter,
+    header_map,
 )
 from mirror.config import SiteConfig
 from mirror.discover import Discovery
@@ -429,7 +430,7 @@ class Crawler:
             self._host_failures.pop(site, None)
             return 0.0
         failures = self._host_failures[site] = self._host_failures.get(site, 0) + 1
-        retry_after = parse_retry_after(_header_map(ex.response_headers).get("retry-after"),
+        retry_after = parse_retry_after(header_map(ex.response_headers).get("retry-after"),
                                         datetime.now(UTC), self.cfg.crawl.max_retry_after)
         wait = host_backoff(failures, retry_after, self.rng, base=self.backoff_base)
         log.warning("%s answered %d: no requests to it for %.1fs", site, ex.status, wait)
@@ -492,7 +493,7 @@ class Crawler:
                 revisit: Revisit | None = None, original: Original | None = None,
                 prev: Previous | None = None, *, discover: bool = True) -> None:
         """Record a stored capture and what it links to in one manifest transaction."""
-        headers = _header_map(ex.response_headers)
+        headers = header_map(ex.response_headers)
         row = _capture_row(ex, loc, headers, None)
         if revisit is not None and original is not None:
             row = replace(row, original_id=original.id, record_type=(
@@ -523,7 +524,7 @@ class Crawler:
         stored = replace(ex, status=raw.status or 200, response_headers=raw.headers or (),
                          body=io.BytesIO(raw.payload), body_length=len(raw.payload),
                          truncated=None)
-        return stored, _header_map(stored.response_headers)
+        return stored, header_map(stored.response_headers)
 
 
 def _plus(usage: tuple[int, int] | None, nbytes: int) -> tuple[int, int]:
@@ -536,14 +537,6 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except FileNotFoundError:
         return 0
-
-
-def _header_map(headers: tuple[tuple[str, str], ...]) -> dict[str, str]:
-    """Lower-cased names; the first value wins (as most clients do for Location)."""
-    out: dict[str, str] = {}
-    for name, value in headers:
-        out.setdefault(name.lower(), value)
-    return out
 
 
 def _capture_row(

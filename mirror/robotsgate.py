@@ -7,6 +7,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from mirror import reader
+from mirror.archive import header_map
 from mirror.fetch import FetchError, fetch
 from mirror.robots import (
     ROBOTS_MAX_BYTES,
@@ -93,7 +94,7 @@ class RobotsGate:
             if stored is None:
                 return "robots.txt is being fetched by another worker"
             raw = reader.read_raw(crawler.warc_dir / stored.filename, stored.offset)
-            headers = {k.lower(): v for k, v in raw.headers or ()}
+            headers = header_map(raw.headers or ())
             return raw.status or 0, headers, raw.payload[:READ_LIMIT], False
         try:
             ex = await fetch(session, url, crawler.limits,  # type: ignore[arg-type]
@@ -105,7 +106,7 @@ class RobotsGate:
             crawler.store_out_of_band(item, ex)
             ex.body.seek(0)
             body = ex.body.read(READ_LIMIT)
-            headers = {k.lower(): v for k, v in reversed(ex.response_headers)}
+            headers = header_map(ex.response_headers)
             return ex.status, headers, body, bool(ex.truncated) or len(body) < ex.body_length
         finally:
             ex.body.close()
