@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sitegen import STATS_FILE, generate  # noqa: E402
+from sitegen import DEFAULT_PAGE_KB, STATS_FILE, generate  # noqa: E402
 
 SERVER_START_TIMEOUT = 15.0
 SERVER_STOP_TIMEOUT = 10.0
@@ -58,19 +58,22 @@ class Usage:
 # -- the site -------------------------------------------------------------------------------
 
 
-def prepare_site(site: Path, pages: int, seed: int) -> dict[str, int]:
+def prepare_site(
+    site: Path, pages: int, seed: int, page_kb: int = DEFAULT_PAGE_KB
+) -> dict[str, int]:
     """Reuse a site generated earlier with the same parameters, else generate it."""
     marker = site / STATS_FILE
     if marker.is_file():
         saved = json.loads(marker.read_text())
-        if (saved.get("pages"), saved.get("seed")) == (pages, seed):
+        wanted = (pages, seed, page_kb)
+        if (saved.get("pages"), saved.get("seed"), saved.get("page_kb", DEFAULT_PAGE_KB)) == wanted:
             print(f"reusing the site in {site}", file=sys.stderr)
             return dict(saved["stats"])
         raise BenchError(f"{site} holds a site generated with other parameters; remove it first")
     if site.exists() and any(site.iterdir()):
         raise BenchError(f"{site} is not empty and was not written by sitegen.py")
     started = time.perf_counter()
-    stats = generate(site, pages, seed)
+    stats = generate(site, pages, seed, page_kb)
     print(f"generated {pages} pages in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return stats
 

@@ -8,7 +8,7 @@ relative and absolute paths; some carry ?sort=asc (a new URL for the crawler, sa
 and use url() images; pages use images with src and srcset and a favicon. Some links go to
 redirect sources (written to _redirects, with a few chains) and some to missing pages (404).
 
-Usage: python bench/sitegen.py DIR --pages 2000 --seed 0
+Usage: python bench/sitegen.py DIR --pages 2000 --seed 0 [--page-kb 20]
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ SECTIONS = ("docs", "guides", "blog", "news", "support", "products")
 FANOUT = 4  # children per page in the spanning tree; depth ~ log4(pages)
 PAGE_LINKS = 10  # links from one page to other pages, tree links included
 STATS_FILE = "_sitegen.json"
+DEFAULT_PAGE_KB = 20  # pages of 10-30 KB; smaller for big sites (bench/bigsite.py)
 
 WORDS = """
 the of and to in is that it for as with was on be by this are from at or an have not
@@ -138,7 +139,15 @@ def sentence_pool(rng: random.Random, n: int = 4000) -> list[str]:
     return pool
 
 
-def render_page(plan: Plan, i: int, rng: random.Random, pool: list[str]) -> str:
+def sentence_range(page_kb: int) -> tuple[int, int]:
+    """Sentences per paragraph: (3, 7) for the default page size, fewer for smaller pages."""
+    low = max(1, round(3 * page_kb / DEFAULT_PAGE_KB))
+    return low, max(low, round(7 * page_kb / DEFAULT_PAGE_KB))
+
+
+def render_page(
+    plan: Plan, i: int, rng: random.Random, pool: list[str], page_kb: int = DEFAULT_PAGE_KB
+) -> str:
     path = plan.paths[i]
     up = "../" * path.count("/")
     section = SECTIONS[i % len(SECTIONS)]
@@ -152,11 +161,12 @@ def render_page(plan: Plan, i: int, rng: random.Random, pool: list[str]) -> str:
         f"<h1>{escape(plan.titles[i])}</h1>\n",
     ]
     links = list(plan.links[i])
-    target_size = rng.randint(10_000, 30_000)
+    target_size = rng.randint(page_kb * 500, page_kb * 1500)  # 10-30 KB by default
+    sentences = sentence_range(page_kb)
     size = sum(map(len, out))
     n = 0
     while size < target_size or links:
-        part = paragraph(plan, rng, pool, links, up, n)
+        part = paragraph(plan, rng, pool, links, up, n, sentences)
         out.append(part)
         size += len(part)
         n += 1
@@ -167,7 +177,13 @@ def render_page(plan: Plan, i: int, rng: random.Random, pool: list[str]) -> str:
 
 
 def paragraph(
-    plan: Plan, rng: random.Random, pool: list[str], links: list[str], up: str, n: int
+    plan: Plan,
+    rng: random.Random,
+    pool: list[str],
+    links: list[str],
+    up: str,
+    n: int,
+    sentences_per: tuple[int, int] = (3, 7),
 ) -> str:
     parts = []
     if n % 4 == 0:
@@ -175,7 +191,7 @@ def paragraph(
         parts.append(f'<h2 id="{caption.lower()}">{caption}</h2>\n')
     if n % 3 == 1:
         parts.append(figure(plan, rng, up))
-    sentences = rng.sample(pool, rng.randint(3, 7))
+    sentences = rng.sample(pool, rng.randint(*sentences_per))
     if links and rng.random() < 0.7:
         words = rng.choice(pool).split()[:4]
         sentences.insert(1, f'See <a href="{escape(links.pop(0))}">{" ".join(words)}</a>.')
@@ -253,26 +269,33 @@ def write_redirects(root: Path, plan: Plan) -> None:
     (root / "_redirects").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def generate(root: Path, pages: int, seed: int = 0) -> dict[str, int]:
-    """Write the site under root (created if needed; files are overwritten); return its stats."""
-    if pages < 1:
-        raise ValueError("pages must be >= 1")
+def generate(
+    root: Path, pages: int, seed: int = 0, page_kb: int = DEFAULT_PAGE_KB
+) -> dict[str, int]:
+    """Write the site under root (created if needed; files are overwritten); return its stats.
+
+    page_kb is the mean page size: pages hold page_kb/2 to 3*page_kb/2 KB of text, but never
+    less than their links need (about 3 KB for page_kb 2).
+    """
+    if pages < 1 or page_kb < 1:
+        raise ValueError("pages and page_kb must be >= 1")
     rng = random.Random(seed)
     plan = plan_site(pages, rng)
     pool = sentence_pool(rng)
     root.mkdir(parents=True, exist_ok=True)
     html_bytes = 0
     for i, path in enumerate(plan.paths):
-        text = render_page(plan, i, rng, pool)
+        text = render_page(plan, i, rng, pool, page_kb)
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text, encoding="utf-8")
         html_bytes += len(text)
     assets = write_assets(root, plan, rng)
     write_redirects(root, plan)
     stats = count(plan, len(assets), html_bytes)
-    (root / STATS_FILE).write_text(
-        json.dumps({"pages": pages, "seed": seed, "stats": stats}, indent=2) + "\n"
-    )
+    saved: dict[str, object] = {"pages": pages, "seed": seed, "stats": stats}
+    if page_kb != DEFAULT_PAGE_KB:  # the default leaves the file as it always was
+        saved = {"pages": pages, "seed": seed, "page_kb": page_kb, "stats": stats}
+    (root / STATS_FILE).write_text(json.dumps(saved, indent=2) + "\n")
     return stats
 
 
@@ -311,9 +334,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("dir", type=Path, help="folder to write the site into")
     parser.add_argument("--pages", type=int, default=2000, help="number of HTML pages (2000)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (0)")
+    parser.add_argument(
+        "--page-kb",
+        type=int,
+        default=DEFAULT_PAGE_KB,
+        help=f"mean page size in KB ({DEFAULT_PAGE_KB}); 2 makes 100,000 pages about 0.3 GB",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    stats = generate(args.dir, args.pages, args.seed)
+    stats = generate(args.dir, args.pages, args.seed, args.page_kb)
     elapsed = time.perf_counter() - started
     print(json.dumps(stats, indent=2))
     print(f"generated {args.dir} in {elapsed:.1f} s", file=sys.stderr)

@@ -33,7 +33,7 @@ class Discovery:
         self.cfg = cfg
         self.scope = scope
         # a decision depends only on its arguments, and pages share most of their links
-        self.decide = lru_cache(maxsize=1 << 15)(self._decide)
+        self.decide = lru_cache(maxsize=1 << 12)(self._decide)  # bounded: a few MB
 
     def discover(
         self, item: UrlItem, status: int, body: IO[bytes], truncated: str | None,
