@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import re
+import tempfile
 from collections.abc import Iterable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -98,11 +101,43 @@ def warc_files(warc_dir: Path) -> list[Path]:
     return sorted(warc_dir / n for n in os.listdir(warc_dir) if n.endswith(".warc.gz"))
 
 
-def write_index(path: Path, lines: Iterable[str]) -> int:
-    """Sort bytewise (what pywb's binary search needs) and replace the index atomically."""
-    ordered = sorted(lines, key=lambda s: s.encode("utf-8"))
-    atomic_write_lines(path, ordered)
-    return len(ordered)
+#: index lines sorted in memory at once; more are sorted in runs on disk and merged
+SORT_CHUNK = 50_000
+
+
+def _bytewise(line: str) -> bytes:
+    return line.encode("utf-8")
+
+
+def write_index(path: Path, lines: Iterable[str], chunk: int = SORT_CHUNK) -> int:
+    """Sort bytewise (what pywb's binary search needs) and replace the index atomically.
+
+    An external merge sort: memory stays bounded by `chunk` lines however large the
+    archive (a 1,000,000-capture index would otherwise take about 750 MB to sort)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".index-", dir=path.parent) as tmp:
+        runs: list[Path] = []
+        count = 0
+        for batch in _batches(lines, chunk):
+            run = Path(tmp) / f"{len(runs)}.run"
+            run.write_text("".join(sorted(batch, key=_bytewise)), encoding="utf-8")
+            runs.append(run)
+            count += len(batch)
+        with ExitStack() as stack:
+            files = [stack.enter_context(open(r, encoding="utf-8", newline="\n")) for r in runs]
+            atomic_write_lines(path, heapq.merge(*files, key=_bytewise))
+    return count
+
+
+def _batches(lines: Iterable[str], size: int) -> Iterator[list[str]]:
+    batch: list[str] = []
+    for line in lines:
+        batch.append(line)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def rebuild_from_warcs(warc_dir: Path, index_path: Path) -> int:

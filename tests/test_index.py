@@ -63,6 +63,16 @@ def test_mime_of_matches_cdxj_indexer_rule() -> None:
     assert index.mime_of("") is None
 
 
+def test_write_index_merges_sorted_runs(tmp_path: Path) -> None:
+    import random
+
+    lines = [f"k{random.Random(i).random():.12f} {i} {{}}\n" for i in range(1000)]
+    path = tmp_path / "index.cdxj"
+    assert index.write_index(path, lines, chunk=64) == 1000  # 16 runs on disk, merged
+    assert path.read_text().splitlines(keepends=True) == sorted(lines, key=str.encode)
+    assert [p.name for p in tmp_path.iterdir()] == ["index.cdxj"]
+
+
 def test_write_index_is_atomic_and_sorted(tmp_path: Path) -> None:
     path = tmp_path / "index.cdxj"
     path.write_text("old\n")
