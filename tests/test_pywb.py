@@ -95,3 +95,31 @@ async def test_pywb_replays_start_page_redirect_and_revisits(
             async with session.get(f"{base}hist/{ts}id_/{site_def.HISTORY_URL}") as resp:
                 assert (resp.status, await resp.read()) == (200, body), ts
     assert other.log == []
+
+
+async def test_pywb_replays_each_run_of_an_incremental_crawl(aiohttp_server: Any, crawl: Any,
+                                                             tmp_path: Path) -> None:
+    """I2/W6 with pywb: the bytes of run 1 at run 1's time, of run 2 at run 2's, for every
+    URL, through our index and our revisit records (304 and same-payload ones)."""
+    wayback()  # skip early when pywb is missing
+    from test_incremental import VersionedSite, index_lines, start
+
+    site = VersionedSite()
+    for p in ("/v/1", "/v/2", "/s/1", "/s/2"):
+        site.pages[p] = f"first version of {p}"
+    site.linked = list(site.pages)
+    base = await start(aiohttp_server, site)
+    await crawl([base])
+    v1 = {p: site.body(p) for p in site.pages}
+    site.pages["/v/2"] = "second version of /v/2"
+    site.pages["/s/2"] = "second version of /s/2"
+    await asyncio.sleep(1.1)
+    second = await crawl([base])
+    ts1, ts2 = sorted({t for ts in index_lines(second.archive).values() for t in ts})
+    async with pywb({"site": second.archive}, tmp_path / "pywb") as replay, \
+            ClientSession() as session:
+        for stamp, versions in ((ts1, v1), (ts2, {p: site.body(p) for p in site.pages})):
+            for path, body in versions.items():
+                async with session.get(f"{replay}site/{stamp}id_/{base}{path[1:]}") as resp:
+                    assert resp.status == 200, (stamp, path)
+                    assert await resp.read() == body, (stamp, path)
