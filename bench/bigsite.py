@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
@@ -28,6 +26,7 @@ from run_mirror import (  # noqa: E402
     Server,
     choose_server,
     count_lines,
+    in_work_folder,
     mirror_command,
     prepare_site,
     start_nginx,
@@ -147,17 +146,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="mirror-bigsite-"))
-    try:
-        return bigsite(args, work)
-    except BenchError as exc:
-        print(f"bigsite: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        if args.keep:
-            print(f"kept {work}", file=sys.stderr)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+    return in_work_folder("bigsite", args.keep, lambda work: bigsite(args, work))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from run_mirror import (  # noqa: E402
     BenchError,
     Server,
     choose_server,
+    in_work_folder,
     mirror_command,
     prepare_site,
     process_cpu,
@@ -349,19 +349,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="mirror-compare-"))
-    try:
+
+    def body(work: Path) -> int:
         runs = compare(args, work)
-    except BenchError as exc:
-        print(f"compare: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        if args.keep:
-            print(f"kept {work}", file=sys.stderr)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
-    failed = [v for run in runs for v in run.verdicts if "FAILED" in v]
-    return 1 if failed else 0
+        return 1 if any("FAILED" in v for run in runs for v in run.verdicts) else 0
+
+    return in_work_folder("compare", args.keep, body)
 
 
 if __name__ == "__main__":

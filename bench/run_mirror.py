@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -393,18 +394,28 @@ def bench(args: argparse.Namespace, work: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="mirror-bench-"))
-    try:
+
+    def body(work: Path) -> int:
         bench(args, work)
+        return 0
+
+    return in_work_folder("run_mirror", args.keep, body)
+
+
+def in_work_folder(name: str, keep: bool, body: Callable[[Path], int]) -> int:
+    """Run `body` in a new temporary folder, removed afterwards unless `keep`; a BenchError
+    becomes its message and exit status 1. Shared by the bench scripts."""
+    work = Path(tempfile.mkdtemp(prefix=f"mirror-{name}-"))
+    try:
+        return body(work)
     except BenchError as exc:
-        print(f"run_mirror: {exc}", file=sys.stderr)
+        print(f"{name}: {exc}", file=sys.stderr)
         return 1
     finally:
-        if args.keep:
+        if keep:
             print(f"kept {work}", file=sys.stderr)
         else:
             shutil.rmtree(work, ignore_errors=True)
-    return 0
 
 
 if __name__ == "__main__":
