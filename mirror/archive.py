@@ -177,13 +177,8 @@ class WarcWriter:
         self._file: IO[bytes] | None = None
         self._filename = ""
         self._warcinfo_id = ""
-        self.closed_files: list[str] = []
 
     # -- file lifecycle -------------------------------------------------------------
-    @property
-    def current_filename(self) -> str:
-        return self._filename
-
     def _open_new(self) -> None:
         self.warc_dir.mkdir(parents=True, exist_ok=True)
         self._filename = warc_filename(self.name, self.clock(), next_serial(self.warc_dir))
@@ -222,7 +217,6 @@ class WarcWriter:
         open_path = self.warc_dir / (self._filename + OPEN_SUFFIX)
         os.replace(open_path, self.warc_dir / self._filename)
         _fsync_dir(self.warc_dir)
-        self.closed_files.append(self._filename)
         log.info("closed %s", self._filename)
 
     # -- writing --------------------------------------------------------------------

@@ -516,12 +516,6 @@ class Manifest:
             (run_id, limit),
         ).fetchall()
 
-    def referrers(self, url_id: int) -> list[str]:
-        return [r[0] for r in self.db.execute(
-            "SELECT s.url FROM links l JOIN urls s ON s.id=l.src WHERE l.dst=? ORDER BY s.url",
-            (url_id,),
-        )]
-
     def capture_stats(self, run_id: int) -> dict[str, object]:
         status = dict(self.db.execute(
             "SELECT (status / 100) || 'xx', COUNT(*) FROM captures WHERE run_id=? GROUP BY 1",
