@@ -55,6 +55,7 @@ class Run:
     stored: int  # files written, or response + revisit records for mirror
     server_cpu: float
     requests: int = 0  # filled in from the server log once the server has stopped
+    span: float = 0.0  # seconds from the run's first request to its last, in the server log
     breakdown: str = ""
     verdicts: list[str] = field(default_factory=list)
 
@@ -163,19 +164,19 @@ def mark(server: Server, n: int) -> None:
         pass
 
 
-def request_target(line: str) -> str:
-    """METHOD and path of one log line: nginx's `... "GET /p HTTP/1.1" 200 ...` or sitesrv's
-    `TIME GET /p`."""
+def request_target(line: str) -> tuple[float, str]:
+    """Arrival time, METHOD and path of one log line: nginx's
+    `MSEC "GET /p HTTP/1.1" 200` or sitesrv's `TIME GET /p`."""
     if '"' in line:
         method, target = line.split('"')[1].split()[:2]
     else:
         method, target = line.split()[1:3]
-    return f"{method} {target}"
+    return float(line.split()[0]), f"{method} {target}"
 
 
-def requests_per_run(log: Path, runs: int) -> list[list[str]]:
+def requests_per_run(log: Path, runs: int) -> list[list[tuple[float, str]]]:
     """Split the server's request log at the marks: each run's requests, in order."""
-    requests: list[list[str]] = [[]]
+    requests: list[list[tuple[float, str]]] = [[]]
     with open(log, encoding="utf-8", errors="replace") as f:
         for line in f:
             if MARK in line:
@@ -248,9 +249,10 @@ def compare(args: argparse.Namespace, work: Path) -> list[Run]:
                     shutil.rmtree(work / f"{tool}-{rep}", ignore_errors=True)
     finally:
         stop_server(server)
-    for run, requests in zip(runs, requests_per_run(server.log, len(runs)), strict=True):
-        run.requests = len(requests)
-        run.breakdown = breakdown(requests)
+    for run, timed in zip(runs, requests_per_run(server.log, len(runs)), strict=True):
+        run.requests = len(timed)
+        run.span = timed[-1][0] - timed[0][0] if timed else 0.0
+        run.breakdown = breakdown([target for _, target in timed])
     report(args, stats, server, tools, runs, notes)
     return runs
 
@@ -267,6 +269,9 @@ def row(tool: str, runs: list[Run]) -> dict[str, float]:
         "cpu": median([r.measured.cpu for r in runs]),
         "ms_req": median([1000 * r.measured.cpu / max(r.requests, 1) for r in runs]),
         "req_s": median([r.requests / r.measured.wall for r in runs]),
+        # the crawl itself, start-up and the end-of-run index left out: what the latency
+        # target is about (a crawler that keeps all its workers busy)
+        "crawl_req_s": median([(r.requests - 1) / r.span if r.span else 0.0 for r in runs]),
         "rss": median([r.measured.max_rss_kb / 1024 for r in runs]),
         "requests": median([r.requests for r in runs]),
         "pages": median([r.pages for r in runs]),
@@ -281,13 +286,14 @@ def report(args: argparse.Namespace, stats: dict[str, int], server: Server, tool
           f" fetches for mirror's defaults), {server.kind}, latency {args.latency:g} s,"
           f" mirror workers = per_host = {args.workers}, median of {args.repeat};"
           f" {os.cpu_count()} CPUs, load average now {os.getloadavg()[0]:.2f}\n")
-    print("| tool | wall s | CPU s | CPU ms/request | requests/s | peak RSS MB"
-          " | requests served | pages stored | files/records | server CPU s |")
-    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    print("| tool | wall s | CPU s | CPU ms/request | requests/s | crawl requests/s"
+          " | peak RSS MB | requests served | pages stored | files/records | server CPU s |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     rows = {tool: row(tool, [r for r in runs if r.tool == tool]) for tool in tools}
     for tool, r in rows.items():
         print(f"| {tool} | {r['wall']:.2f} | {r['cpu']:.2f} | {r['ms_req']:.2f} | {r['req_s']:.0f}"
-              f" | {r['rss']:.0f} | {r['requests']:.0f} | {r['pages']:.0f} | {r['stored']:.0f}"
+              f" | {r['crawl_req_s']:.0f} | {r['rss']:.0f} | {r['requests']:.0f}"
+              f" | {r['pages']:.0f} | {r['stored']:.0f}"
               f" | {r['server_cpu']:.2f} |")
     print("\nrequests (first run of each tool):")
     for run in runs[: len(tools)]:
@@ -311,8 +317,10 @@ def targets(args: argparse.Namespace, rows: dict[str, dict[str, float]]) -> list
                          f" {'PASS' if ratio <= 2 else 'FAIL'}")
     if mirror and args.latency:
         goal = 0.9 * args.workers / args.latency
-        lines.append(f"target: mirror requests/s >= 90% of workers/latency = {goal:.0f}:"
-                     f" {mirror['req_s']:.0f} {'PASS' if mirror['req_s'] >= goal else 'FAIL'}")
+        for key, name in (("crawl_req_s", "first to last request"), ("req_s", "whole run")):
+            verdict = "PASS" if mirror[key] >= goal else "FAIL"
+            lines.append(f"target: mirror requests/s ({name}) >= 90% of workers/latency ="
+                         f" {goal:.0f}: {mirror[key]:.0f} {verdict}")
         for other in (o for o in (wget, warc) if o):
             speedup = other["wall"] / mirror["wall"]
             name = "wget" if other is wget else "wget-warc"

@@ -104,7 +104,8 @@ pid {work}/nginx.pid;
 error_log {work}/nginx-error.log warn;
 events {{ worker_connections 1024; }}
 http {{
-    access_log {work}/access.log;
+    log_format timed '$msec "$request" $status';
+    access_log {work}/access.log timed;
     client_body_temp_path {work}/tmp-body;
     proxy_temp_path {work}/tmp-proxy;
     fastcgi_temp_path {work}/tmp-fastcgi;
