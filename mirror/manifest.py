@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from mirror.model import CaptureRow, NewUrl, Original, Previous, Run, UrlItem
@@ -12,6 +12,20 @@ __all__ = ["CaptureRow", "Manifest", "ManifestError", "ManifestWriteError", "New
            "Original", "Previous", "Run", "UrlItem"]
 
 SCHEMA_VERSION = 2
+#: URLs remembered as already in this run (see Manifest._add_urls): about 10 MB at most
+KNOWN_URLS = 50_000
+
+_UPSERT_URL = """INSERT INTO urls (url, site, run_id, state, mode, depth, redirects_left,
+                                   referrer, via, reason)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT(url) DO UPDATE SET
+      run_id=excluded.run_id, state=excluded.state, mode=excluded.mode,
+      depth=excluded.depth, redirects_left=excluded.redirects_left,
+      referrer=excluded.referrer, via=excluded.via, reason=excluded.reason,
+      tries=0, next_try=0, status=NULL
+    WHERE urls.run_id < excluded.run_id
+       OR (urls.state='skipped' AND excluded.state='pending')
+    RETURNING id"""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -113,6 +127,9 @@ class Manifest:
 
     def __init__(self, path: Path, *, durable: bool = False, readonly: bool = False) -> None:
         self.path = path
+        self._known: dict[str, int] = {}  # url -> id, committed in run self._known_run
+        self._staged: dict[str, int] = {}  # the same, from the open transaction
+        self._known_run = 0
         if readonly:  # `mirror status` beside a running crawl: WAL lets it read, never write
             if not path.exists():
                 raise ManifestError(f"{path}: no manifest (has `mirror run` run yet?)")
@@ -165,7 +182,7 @@ class Manifest:
         return "; ".join(" ".join(str(r[0]).split()) for r in rows[:5])
 
     def _tx(self) -> _Tx:
-        return _Tx(self.db)
+        return _Tx(self.db, self._settle)
 
     # -- runs --------------------------------------------------------------------------
     def last_run(self) -> Run | None:
@@ -211,26 +228,45 @@ class Manifest:
     def _add_urls(self, run_id: int, referrer: int | None, found: Sequence[NewUrl]) -> None:
         # Insert, or re-discover a URL known from an earlier run; a URL that was only
         # skipped so far is upgraded when it is now allowed (an off-site <a> then <img>).
-        self.db.executemany(
-                """INSERT INTO urls (url, site, run_id, state, mode, depth, redirects_left,
-                                     referrer, via, reason)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                   ON CONFLICT(url) DO UPDATE SET
-                     run_id=excluded.run_id, state=excluded.state, mode=excluded.mode,
-                     depth=excluded.depth, redirects_left=excluded.redirects_left,
-                     referrer=excluded.referrer, via=excluded.via, reason=excluded.reason,
-                     tries=0, next_try=0, status=NULL
-                   WHERE urls.run_id < excluded.run_id
-                      OR (urls.state='skipped' AND excluded.state='pending')""",
-            [(f.url, f.site, run_id, "skipped" if f.skip_reason else "pending", f.mode,
-              f.depth, f.redirects_left, referrer, f.via, f.skip_reason) for f in found],
-        )
+        # Most links of a page were seen on other pages: a URL this run already holds in a
+        # state no insert can change is in self._known, and needs only its link row.
+        if run_id != self._known_run:
+            self._known.clear()
+            self._known_run = run_id
+        known, staged = self._known, self._staged
+        for f in found:
+            if f.url in known or f.url in staged:
+                continue
+            row = self.db.execute(
+                _UPSERT_URL,
+                (f.url, f.site, run_id, "skipped" if f.skip_reason else "pending", f.mode,
+                 f.depth, f.redirects_left, referrer, f.via, f.skip_reason),
+            ).fetchone()
+            if row is None:  # already in the manifest: look at what it holds
+                row = self.db.execute("SELECT id FROM urls WHERE url=? AND run_id=? "
+                                      "AND state != 'skipped'", (f.url, run_id)).fetchone()
+            elif f.skip_reason:
+                row = None  # a later link may still upgrade it
+            if row is not None:
+                staged[f.url] = row[0]
         if referrer is not None:
+            ids = [(referrer, known.get(f.url) or staged.get(f.url), f.kind, f.url)
+                   for f in found]
+            self.db.executemany("INSERT OR IGNORE INTO links (src, dst, kind) VALUES (?,?,?)",
+                                [(src, dst, kind) for src, dst, kind, _ in ids if dst])
             self.db.executemany(
                 """INSERT OR IGNORE INTO links (src, dst, kind)
                    SELECT ?, id, ? FROM urls WHERE url=?""",
-                [(referrer, f.kind, f.url) for f in found],
+                [(src, kind, url) for src, dst, kind, url in ids if not dst],
             )
+
+    def _settle(self, committed: bool) -> None:
+        """After a transaction: what it staged becomes known, or is forgotten."""
+        if committed:
+            self._known.update(self._staged)
+            while len(self._known) > KNOWN_URLS:
+                del self._known[next(iter(self._known))]  # the oldest first
+        self._staged.clear()
 
     # -- frontier ------------------------------------------------------------------------
     def lease(
@@ -377,6 +413,7 @@ class Manifest:
     # -- politeness ------------------------------------------------------------------------
     def skip(self, run_id: int, item: UrlItem, rule: str) -> None:
         """A leased URL that must not be fetched after all (robots.txt, a host budget)."""
+        self._known.pop(item.url, None)  # skipped: a later link may upgrade it again
         with self._tx():
             self.db.execute("UPDATE urls SET state='skipped', reason=? WHERE id=?",
                             (rule, item.id))
@@ -535,8 +572,9 @@ class Manifest:
 class _Tx:
     """BEGIN IMMEDIATE ... COMMIT, ROLLBACK on error (autocommit connection)."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection, settle: Callable[[bool], None]) -> None:
         self.db = db
+        self.settle = settle  # told whether the transaction committed
 
     def __enter__(self) -> None:
         self.db.execute("BEGIN IMMEDIATE")
@@ -547,6 +585,8 @@ class _Tx:
         except sqlite3.Error as end_exc:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
+            self.settle(False)
             raise ManifestWriteError(f"manifest write failed: {end_exc}") from end_exc
+        self.settle(not exc_type)
         if isinstance(exc, sqlite3.Error):
             raise ManifestWriteError(f"manifest write failed: {exc}") from exc

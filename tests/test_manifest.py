@@ -1,0 +1,106 @@
+"""The manifest's seen-check: URLs it remembers as already in the run, and what must
+still reach the database (rolled-back inserts, skipped URLs that become allowed, new runs)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from mirror.manifest import Manifest, ManifestWriteError
+from mirror.model import CaptureRow, NewUrl, UrlItem
+
+A, B, C = "http://h.test/a", "http://h.test/b", "http://h.test/c"
+
+
+def new(url: str, skip: str | None = None) -> NewUrl:
+    return NewUrl(url, "h.test", 1, 10, "" if skip else "page", "link", "link", skip)
+
+
+def capture(n: int) -> CaptureRow:
+    return CaptureRow("2026-01-01T00:00:00Z", f"<urn:uuid:{n}>", "f.warc.gz", n * 100, 50,
+                      n * 100 + 50, 50, 200, "text/html", f"sha1:{n}", 10, None, None, None,
+                      None)
+
+
+@pytest.fixture
+def manifest(tmp_path: Path) -> Manifest:
+    m = Manifest(tmp_path / "manifest.sqlite3")
+    yield m
+    m.close()
+
+
+def rows(m: Manifest) -> dict[str, tuple[int, str]]:
+    return {url: (run, state) for url, run, state in
+            m.db.execute("SELECT url, run_id, state FROM urls")}
+
+
+def links(m: Manifest) -> set[tuple[str, str]]:
+    return set(m.db.execute(
+        "SELECT s.url, d.url FROM links JOIN urls s ON s.id=src JOIN urls d ON d.id=dst"))
+
+
+def item(m: Manifest, run: int, url: str) -> UrlItem:
+    found = m.item_for(run, url)
+    assert found is not None
+    return found
+
+
+def test_each_page_records_its_links_to_urls_already_seen(manifest: Manifest) -> None:
+    run = manifest.start_run("t", "d")
+    manifest.add_urls(run, None, [new(A)])
+    manifest.commit_capture(run, item(manifest, run, A), capture(1), [new(B), new(C)])
+    manifest.commit_capture(run, item(manifest, run, B), capture(2), [new(A), new(C)])
+    manifest.commit_capture(run, item(manifest, run, C), capture(3), [new(A), new(B)])
+    assert links(manifest) == {(A, B), (A, C), (B, A), (B, C), (C, A), (C, B)}
+    assert rows(manifest) == {A: (run, "done"), B: (run, "done"), C: (run, "done")}
+
+
+def test_urls_of_a_rolled_back_commit_are_inserted_when_found_again(
+        manifest: Manifest) -> None:
+    run = manifest.start_run("t", "d")
+    manifest.add_urls(run, None, [new(A)])
+    page = item(manifest, run, A)
+    manifest.db.execute("CREATE TRIGGER fail BEFORE INSERT ON links "
+                        "BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    with pytest.raises((ManifestWriteError, sqlite3.Error)):
+        manifest.commit_capture(run, page, capture(1), [new(B)])
+    assert B not in rows(manifest)
+    manifest.db.execute("DROP TRIGGER fail")
+    manifest.add_urls(run, None, [new(B)])
+    assert rows(manifest)[B] == (run, "pending")
+
+
+def test_a_skipped_url_found_again_as_allowed_becomes_pending(manifest: Manifest) -> None:
+    run = manifest.start_run("t", "d")
+    manifest.add_urls(run, None, [new(A, skip="max_depth")])
+    assert rows(manifest)[A] == (run, "skipped")
+    manifest.add_urls(run, None, [new(A)])
+    assert rows(manifest)[A] == (run, "pending")
+    # skipped at fetch time (robots.txt), then linked again: allowed once more
+    manifest.skip(run, item(manifest, run, A), "robots")
+    assert rows(manifest)[A] == (run, "skipped")
+    manifest.add_urls(run, None, [new(A)])
+    assert rows(manifest)[A] == (run, "pending")
+
+
+def test_the_next_run_discovers_every_url_again(manifest: Manifest) -> None:
+    first = manifest.start_run("t", "d")
+    manifest.add_urls(first, None, [new(A), new(B)])
+    manifest.finish_run(first, "t", "complete", 0)
+    second = manifest.start_run("t2", "d")
+    manifest.add_urls(second, None, [new(A), new(B)])
+    assert rows(manifest) == {A: (second, "pending"), B: (second, "pending")}
+
+
+def test_a_reopened_manifest_still_records_links_to_known_urls(tmp_path: Path) -> None:
+    m = Manifest(tmp_path / "manifest.sqlite3")
+    run = m.start_run("t", "d")
+    m.add_urls(run, None, [new(A), new(B)])
+    m.close()
+    m = Manifest(tmp_path / "manifest.sqlite3")  # a resumed run remembers nothing yet
+    m.commit_capture(run, item(m, run, A), capture(1), [new(B), new(C)])
+    assert links(m) == {(A, B), (A, C)}
+    assert rows(m)[B] == (run, "pending") and rows(m)[C] == (run, "pending")
+    m.close()
