@@ -42,6 +42,7 @@ from mirror.manifest import (
     Previous,
     UrlItem,
 )
+from mirror.parsepool import Links, Page, ParserPool
 from mirror.politeness import BACKOFF_STATUSES, host_backoff, host_delay, parse_retry_after
 from mirror.report import RunData, build_report
 from mirror.robots import ROBOTS_RULE, RobotsRules, robots_url
@@ -147,6 +148,7 @@ class Crawler:
         self._usage: dict[str, tuple[int, int]] = {}  # site -> (URLs, bytes) this run
         self.robots = RobotsGate(self)
         self.discovery = Discovery(cfg, self.scope)
+        self.parsers = ParserPool(cfg, self.discovery, cfg.crawl.parse_processes)
 
     # -- lifecycle -------------------------------------------------------------------------
     def stop(self) -> None:
@@ -171,6 +173,7 @@ class Crawler:
         frontier = self.frontier
         assert frontier is not None
         try:
+            await self.parsers.start()
             async with open_session(
                 self.cfg.crawl.user_agent, self.cfg.crawl.workers
             ) as session:
@@ -187,6 +190,7 @@ class Crawler:
                     if not task.cancelled() and task.exception():
                         raise task.exception()  # type: ignore[misc]
         finally:
+            await self.parsers.close()
             frontier.close()
             self._end_files()
         code, state = self._outcome()
@@ -272,7 +276,9 @@ class Crawler:
         for f in found:
             item = self.manifest.item_for(self.run_id, f.exchange.url)
             if item is not None:
-                self._commit(item, f.exchange, f.location, self._http_error(f.exchange))
+                links = self.parsers.here(item, self._page(f.exchange, None))
+                self._commit(item, f.exchange, f.location, self._http_error(f.exchange),
+                             links=links)
                 adopted += 1
             f.exchange.body.close()
         if good_end == 0:
@@ -389,7 +395,11 @@ class Crawler:
             if error and not last_try:
                 self._retry_or_fail(item, error, True, wait)
                 return
-            self._store(item, ex, error, prev)
+            # links first: from here to the manifest commit there is no await (see _store)
+            page = self._page(ex, prev)
+            links = (await self.parsers.discover(item, page) if page.body is not None
+                     else self.parsers.here(item, page))
+            self._store(item, ex, error, prev, links)
             self._usage[item.site] = _plus(self._usage.get(item.site), ex.body_length)
         finally:
             ex.body.close()
@@ -463,7 +473,7 @@ class Crawler:
 
     def store_out_of_band(self, item: UrlItem, ex: Exchange) -> None:
         """Archive a fetch made outside the frontier (robots.txt): no links followed."""
-        self._store(item, ex, None, None, discover=False)
+        self._store(item, ex, None, None, (None, []))
 
     def _fail_run(self, message: str) -> None:
         if self._fatal is None:
@@ -472,7 +482,7 @@ class Crawler:
             self.stop()
 
     def _store(self, item: UrlItem, ex: Exchange, error: str | None,
-               prev: Previous | None, *, discover: bool = True) -> None:
+               prev: Previous | None, links: Links) -> None:
         """Durability order: WARC records appended and flushed, then one manifest commit.
         A payload already archived (304, or the same digest anywhere) becomes a revisit."""
         assert self.writer is not None
@@ -484,30 +494,25 @@ class Crawler:
         except OSError as exc:
             raise StorageError(f"cannot write to the archive: {exc.strerror or exc}") from exc
         try:
-            self._commit(item, ex, loc, error, revisit, original, prev, discover=discover)
+            self._commit(item, ex, loc, error, revisit, original, prev, links=links)
         except ManifestWriteError as exc:
             self.writer.undo(loc)  # the manifest must never miss a record the WARC has
             raise StorageError(f"cannot update the manifest: {exc}") from exc
 
     def _commit(self, item: UrlItem, ex: Exchange, loc: CaptureLocation, error: str | None,
                 revisit: Revisit | None = None, original: Original | None = None,
-                prev: Previous | None = None, *, discover: bool = True) -> None:
+                prev: Previous | None = None, *, links: Links) -> None:
         """Record a stored capture and what it links to in one manifest transaction."""
+        location, found = links
         headers = header_map(ex.response_headers)
-        row = _capture_row(ex, loc, headers, None)
+        row = _capture_row(ex, loc, headers, location)
         if revisit is not None and original is not None:
             row = replace(row, original_id=original.id, record_type=(
                 "not-modified" if revisit.profile == NOT_MODIFIED else "revisit"))
         if row.record_type == "not-modified" and original is not None and prev is not None:
-            # links come from the stored copy, so discovery goes on through unchanged pages
             row = replace(row, mime=original.mime, etag=row.etag or prev.etag,
                           last_modified=row.last_modified or prev.last_modified)
-            ex, headers = self._stored_copy(ex, original)
-        location, found = (self.discovery.discover(item, ex.status, ex.body, ex.truncated,
-                                                   headers) if discover else (None, []))
-        self.manifest.commit_capture(
-            self.run_id, item, replace(row, location=location), found, failed_reason=error,
-        )
+        self.manifest.commit_capture(self.run_id, item, row, found, failed_reason=error)
         log.info("%d %s (%d bytes)", ex.status, item.url, ex.body_length)
         if found and self.frontier is not None:
             self.frontier.notify()
@@ -518,13 +523,21 @@ class Crawler:
             self.counters.done += 1
         self.counters.bytes += ex.body_length
 
-    def _stored_copy(self, ex: Exchange, original: Original) -> tuple[Exchange, dict[str, str]]:
-        """The exchange as the original record has it, for link extraction."""
-        raw = reader.read_raw(self.warc_dir / original.filename, original.offset)
-        stored = replace(ex, status=raw.status or 200, response_headers=raw.headers or (),
+    def _page(self, ex: Exchange, prev: Previous | None) -> Page:
+        """What link discovery reads: the response, or for a 304 that confirms an earlier
+        capture, the copy stored then (so discovery goes on through unchanged pages)."""
+        confirmed = history.not_modified(ex, prev)
+        if confirmed is not None:
+            raw = reader.read_raw(self.warc_dir / confirmed.filename, confirmed.offset)
+            ex = replace(ex, status=raw.status or 200, response_headers=raw.headers or (),
                          body=io.BytesIO(raw.payload), body_length=len(raw.payload),
                          truncated=None)
-        return stored, header_map(stored.response_headers)
+        headers = header_map(ex.response_headers)
+        body = None
+        if self.discovery.wants_body(ex.status, headers, ex.truncated):
+            ex.body.seek(0)
+            body = ex.body.read()
+        return Page(ex.status, headers, body, ex.truncated)
 
 
 def _plus(usage: tuple[int, int] | None, nbytes: int) -> tuple[int, int]:

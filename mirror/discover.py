@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from functools import lru_cache
-from typing import IO
 
 from mirror import index
 from mirror.codings import DecodeError, decode_body
@@ -35,20 +34,25 @@ class Discovery:
         # a decision depends only on its arguments, and pages share most of their links
         self.decide = lru_cache(maxsize=1 << 12)(self._decide)  # bounded: a few MB
 
+    @staticmethod
+    def wants_body(status: int, headers: dict[str, str], truncated: str | None) -> bool:
+        """Whether `discover` reads links from this response's body (else it needs none)."""
+        mime = index.mime_of(headers.get("content-type"))
+        return 200 <= status < 300 and mime in PARSED_TYPES and truncated != "time"
+
     def discover(
-        self, item: UrlItem, status: int, body: IO[bytes], truncated: str | None,
+        self, item: UrlItem, status: int, body: bytes | None, truncated: str | None,
         headers: dict[str, str],
     ) -> tuple[str | None, list[NewUrl]]:
-        """(canonical redirect target or None, URLs found) for one stored response."""
+        """(canonical redirect target or None, URLs found) for one stored response.
+        `body` is the raw body (at most MAX_PARSE_BYTES of it) when `wants_body` says so."""
         if status in REDIRECT_STATUSES and "location" in headers:
             return self.redirect(item, headers["location"])
         mime = index.mime_of(headers.get("content-type"))
-        if not (200 <= status < 300) or mime not in PARSED_TYPES or truncated == "time":
+        if body is None or mime is None or not self.wants_body(status, headers, truncated):
             return None, []
-        body.seek(0)
         try:
-            text, cut = decode_body(body.read(), headers.get("content-encoding"),
-                                    MAX_PARSE_BYTES)
+            text, cut = decode_body(body, headers.get("content-encoding"), MAX_PARSE_BYTES)
         except DecodeError as exc:
             log.warning("cannot decode %s for links: %s", item.url, exc)
             return None, []

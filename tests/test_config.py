@@ -140,8 +140,8 @@ HTTP_URL = "an absolute http(s) URL such as 'https://example.com/'"
 FIELD = "a string without CR, LF or NUL"
 UA = "a non-empty string without CR, LF or NUL"
 CRAWL_KEYS = (
-    "workers, per_host, delay, max_crawl_delay, max_retry_after, max_redirects, max_tries, "
-    "timeout, connect_timeout, "
+    "workers, per_host, parse_processes, delay, max_crawl_delay, max_retry_after, "
+    "max_redirects, max_tries, timeout, connect_timeout, "
     "read_timeout, max_response_bytes, user_agent, headers, stop_grace"
 )
 

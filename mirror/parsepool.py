@@ -1,0 +1,293 @@
+"""Link discovery in helper processes, so that parsing uses the cores the event loop leaves.
+
+Finding a page's links (decode, lxml parse, normalise, scope) is pure and costs about as much
+CPU as the rest of a fetch together; in one process it caps the crawl at one core. Each
+helper is `python -m mirror.parsepool`, fed through its stdin and answering on its stdout
+with length-prefixed pickles (both ends are this module, so pickle is safe here). The pipes
+are event-loop streams: no threads, so nothing waits on the GIL to hand a result over.
+
+Failures never lose a page: until a helper says it is ready, and for good once helpers
+have died `MAX_RESTARTS` times, pages are parsed in the crawler's own process. A request
+in flight when its helper dies is sent once more to a new helper; if that one dies too, the
+page is stored without its links and a warning says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import pickle
+import signal
+import struct
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from mirror.config import SiteConfig
+from mirror.discover import Discovery
+from mirror.model import NewUrl, UrlItem
+
+log = logging.getLogger(__name__)
+
+_LENGTH = struct.Struct("!Q")
+#: helper deaths tolerated in one run before parsing stays in the crawler's process
+MAX_RESTARTS = 5
+STOP_TIMEOUT = 5.0
+
+Links = tuple[str | None, list[NewUrl]]
+
+
+@dataclass(frozen=True)
+class Page:
+    """A response as link discovery sees it: what a helper process is sent."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes | None  # None when Discovery.wants_body says the links are not in it
+    truncated: str | None
+
+
+class HelperDied(Exception):
+    """The helper process exited or broke the protocol with requests still unanswered."""
+
+
+class ParserPool:
+    """Sends pages to `processes` helpers (0: parse in this process), least busy first."""
+
+    def __init__(self, cfg: SiteConfig, discovery: Discovery, processes: int) -> None:
+        self.cfg = cfg
+        self.discovery = discovery  # this process's own, for parsing here
+        self.processes = processes
+        self._helpers: list[_Helper] = []
+        self._restarts = 0
+        self._ids = itertools.count()
+
+    async def start(self) -> None:
+        for _ in range(self.processes):
+            await self._spawn()
+
+    async def _spawn(self) -> None:
+        try:
+            helper = await _Helper.start(self.cfg, self._ids)
+        except OSError as exc:
+            log.warning("cannot start a link-extraction process (%s); parsing here", exc)
+            self._restarts = MAX_RESTARTS
+            return
+        self._helpers.append(helper)
+
+    async def discover(self, item: UrlItem, page: Page) -> Links:
+        """The page's redirect target and links, from a helper when one is ready."""
+        for attempt in (1, 2):
+            for dead in [h for h in self._helpers if h.died is not None]:
+                await self._replace(dead, dead.died)  # it died between two pages
+            ready = [h for h in self._helpers if h.ready and h.died is None]
+            if not ready:
+                return self.here(item, page)
+            helper = min(ready, key=lambda h: len(h.pending))
+            try:
+                return await helper.discover(item, page)
+            except HelperDied as exc:
+                await self._replace(helper, exc)
+                if attempt == 2:
+                    log.warning("links of %s not extracted: the link-extraction process "
+                                "died twice while parsing it", item.url)
+        return None, []
+
+    def here(self, item: UrlItem, page: Page) -> Links:
+        """Discovery in this process. A bug it hits costs the page its links, not its
+        capture (as in a helper)."""
+        try:
+            return self.discovery.discover(item, page.status, page.body, page.truncated,
+                                           page.headers)
+        except Exception:
+            log.exception("link extraction failed on %s", item.url)
+            return None, []
+
+    async def _replace(self, helper: _Helper, exc: HelperDied | None) -> None:
+        if helper not in self._helpers:
+            return  # another request on the same helper replaced it already
+        self._helpers.remove(helper)
+        await helper.stop()
+        self._restarts += 1
+        if self._restarts > MAX_RESTARTS:
+            log.warning("link-extraction process died (%s); %d deaths this run, so pages "
+                        "are parsed in the crawler's own process from now on", exc,
+                        self._restarts)
+            return
+        log.warning("link-extraction process died (%s); starting another", exc)
+        await self._spawn()
+
+    async def close(self) -> None:
+        helpers, self._helpers = self._helpers, []
+        await asyncio.gather(*(h.stop() for h in helpers))
+
+
+class _Helper:
+    """One helper process and the requests it has not answered yet."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, ids: itertools.count[int]) -> None:
+        self.proc = proc
+        self.ids = ids
+        self.pending: dict[int, asyncio.Future[Links]] = {}
+        self.ready = False
+        self.died: HelperDied | None = None
+        self._reader = asyncio.create_task(self._read(), name=f"parser-{proc.pid}")
+
+    @classmethod
+    async def start(cls, cfg: SiteConfig, ids: itertools.count[int]) -> _Helper:
+        here = str(Path(__file__).resolve().parent.parent)  # mirror importable from a checkout
+        path = os.environ.get("PYTHONPATH")
+        env = {**os.environ, "PYTHONPATH": here + (os.pathsep + path if path else "")}
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "mirror.parsepool", stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, env=env, limit=1 << 20)
+        helper = cls(proc, ids)
+        helper._send(cfg)
+        return helper
+
+    def _send(self, message: object) -> None:
+        assert self.proc.stdin is not None
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        self.proc.stdin.write(_LENGTH.pack(len(data)) + data)
+
+    async def discover(self, item: UrlItem, page: Page) -> Links:
+        request_id = next(self.ids)
+        future: asyncio.Future[Links] = asyncio.get_running_loop().create_future()
+        self.pending[request_id] = future
+        try:
+            self._send((request_id, item, page))
+            assert self.proc.stdin is not None
+            await self.proc.stdin.drain()
+        except (ConnectionError, RuntimeError) as exc:
+            self._fail(HelperDied(f"cannot write to it: {exc}"))
+        try:
+            return await future
+        finally:
+            self.pending.pop(request_id, None)
+
+    async def _read(self) -> None:
+        assert self.proc.stdout is not None
+        try:
+            while True:
+                message = await _read_message(self.proc.stdout)
+                if message == "ready":
+                    self.ready = True
+                    continue
+                request_id, ok, result, records = message
+                for level, name, text in records:
+                    logging.getLogger(name).log(level, "%s", text)
+                future = self.pending.get(request_id)
+                if future is None or future.done():
+                    continue
+                if ok:
+                    location, found = result
+                    future.set_result((location, found))
+                else:  # a bug in discovery: the page is kept, without links
+                    log.error("link extraction failed on request %d: %s", request_id, result)
+                    future.set_result((None, []))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # end of output, or a message that makes no sense
+            code = self.proc.returncode
+            reason = f"exit code {code}" if code is not None else type(exc).__name__
+            self._fail(HelperDied(reason if not str(exc) else f"{reason}: {exc}"))
+
+    def _fail(self, exc: HelperDied) -> None:
+        if self.died is None:
+            self.died = exc
+        for future in self.pending.values():
+            if not future.done():
+                future.set_exception(exc)
+
+    async def stop(self) -> None:
+        """Close its stdin (it exits at end of input); kill it if it does not."""
+        if self.proc.stdin is not None and not self.proc.stdin.is_closing():
+            self.proc.stdin.close()
+        try:
+            await asyncio.wait_for(self.proc.wait(), STOP_TIMEOUT)
+        except TimeoutError:
+            self.proc.kill()
+            await self.proc.wait()
+        self._reader.cancel()
+        await asyncio.gather(self._reader, return_exceptions=True)
+        self._fail(HelperDied("stopped"))
+
+
+async def _read_message(stream: asyncio.StreamReader) -> Any:
+    head = await stream.readexactly(_LENGTH.size)
+    return pickle.loads(await stream.readexactly(_LENGTH.unpack(head)[0]))
+
+
+# -- the helper process ---------------------------------------------------------------------
+
+
+class _Collect(logging.Handler):
+    """Keeps log records for the crawler, which writes them where its own go."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[tuple[int, str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append((record.levelno, record.name, record.getMessage()))
+
+    def take(self) -> list[tuple[int, str, str]]:
+        records, self.records = self.records, []
+        return records
+
+
+def serve(stdin: IO[bytes], stdout: IO[bytes],
+          make: Callable[[SiteConfig], Discovery] | None = None) -> int:
+    """The helper's loop: a config, then (id, item, page) requests until end of input."""
+    def read() -> Any:
+        head = stdin.read(_LENGTH.size)
+        if len(head) < _LENGTH.size:
+            return None
+        return pickle.loads(stdin.read(_LENGTH.unpack(head)[0]))
+
+    def write(message: object) -> None:
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        stdout.write(_LENGTH.pack(len(data)) + data)
+        stdout.flush()
+
+    cfg = read()
+    if cfg is None:
+        return 0
+    collect = _Collect()
+    root = logging.getLogger()
+    root.addHandler(collect)
+    root.setLevel(logging.INFO)
+    discovery = (make or _discovery)(cfg)
+    write("ready")
+    while (request := read()) is not None:
+        request_id, item, page = request
+        try:
+            result: object = discovery.discover(item, page.status, page.body, page.truncated,
+                                                page.headers)
+            ok = True
+        except Exception as exc:  # report it: the crawler keeps the page, without links
+            logging.getLogger(__name__).exception("link extraction failed on %s", item.url)
+            result, ok = f"{type(exc).__name__}: {exc}", False
+        write((request_id, ok, result, collect.take()))
+    return 0
+
+
+def _discovery(cfg: SiteConfig) -> Discovery:
+    from mirror.scope import Scope
+
+    return Discovery(cfg, Scope.from_config(cfg))
+
+
+def main() -> int:
+    # Ctrl-C reaches the whole process group: the crawler stops gracefully and still needs
+    # its helpers for the pages in flight; they exit when the crawler closes their input.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return serve(sys.stdin.buffer, sys.stdout.buffer)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,162 @@
+"""Link discovery in helper processes (mirror.parsepool): the same links as in-process
+parsing, log records carried back, and a helper that dies loses no page and no link."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import pickle
+import signal
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from mirror import parsepool
+from mirror.config import load_config
+from mirror.discover import Discovery
+from mirror.model import UrlItem
+from mirror.parsepool import Page
+from tests.conftest import write_config
+
+LENGTH = struct.Struct("!Q")
+
+
+def links(*paths: str) -> str:
+    return "".join(f'<a href="{p}">{p}</a>' for p in paths)
+
+
+def frame(message: object) -> bytes:
+    data = pickle.dumps(message)
+    return LENGTH.pack(len(data)) + data
+
+
+def frames(data: bytes) -> list[object]:
+    out, stream = [], io.BytesIO(data)
+    while head := stream.read(LENGTH.size):
+        out.append(pickle.loads(stream.read(LENGTH.unpack(head)[0])))
+    return out
+
+
+def html_page(body: str) -> Page:
+    return Page(200, {"content-type": "text/html"}, body.encode(), None)
+
+
+def test_helper_answers_each_request_in_order_with_its_log_records(tmp_path: Path) -> None:
+    cfg = load_config(write_config(tmp_path, ["http://h.test/"],
+                                   scope={"max_outlinks": 2}))
+    item = UrlItem(1, "http://h.test/", "h.test", 0, 10, "page", 0, "start")
+    stdin = io.BytesIO(frame(cfg) + frame((7, item, html_page(links("/a", "/b", "/c"))))
+                       + frame((8, item, Page(301, {"location": "/moved"}, None, None))))
+    stdout = io.BytesIO()
+    assert parsepool.serve(stdin, stdout) == 0
+    ready, first, second = frames(stdout.getvalue())
+    assert ready == "ready"
+    request_id, ok, (location, found), records = first
+    assert (request_id, ok, location) == (7, True, None)
+    assert [(f.url, f.skip_reason) for f in found] == [
+        ("http://h.test/a", None), ("http://h.test/b", None),
+        ("http://h.test/c", "max_outlinks")]
+    assert [(level, text) for level, _, text in records] == [
+        (logging.WARNING, "http://h.test/ has 3 links; the last 1 were not followed "
+                          "(max_outlinks)")]
+    assert second[:2] == (8, True)
+    assert second[2][0] == "http://h.test/moved"
+
+
+def test_helper_reports_a_failing_page_and_goes_on(tmp_path: Path) -> None:
+    cfg = load_config(write_config(tmp_path, ["http://h.test/"]))
+
+    class Broken(Discovery):
+        def discover(self, item, status, body, truncated, headers):  # type: ignore[override]
+            if body == b"boom":
+                raise ValueError("parser bug")
+            return super().discover(item, status, body, truncated, headers)
+
+    def make(cfg):  # type: ignore[no-untyped-def]
+        from mirror.scope import Scope
+        return Broken(cfg, Scope.from_config(cfg))
+
+    item = UrlItem(1, "http://h.test/", "h.test", 0, 10, "page", 0, "start")
+    stdin = io.BytesIO(frame(cfg) + frame((1, item, html_page("boom")))
+                       + frame((2, item, html_page(links("/a")))))
+    stdout = io.BytesIO()
+    parsepool.serve(stdin, stdout, make)
+    _, failed, fine = frames(stdout.getvalue())
+    assert failed[:3] == (1, False, "ValueError: parser bug")
+    assert failed[3][0][0] == logging.ERROR  # the traceback goes to the crawler's log
+    assert fine[1] is True and [f.url for f in fine[2][1]] == ["http://h.test/a"]
+
+
+def _site_graph(c) -> tuple[dict[str, str], set[tuple[str, str, str]]]:  # type: ignore[no-untyped-def]
+    with c.db() as db:
+        states = dict(db.execute("SELECT url, state FROM urls"))
+        graph = set(db.execute("SELECT s.url, d.url, kind FROM links "
+                               "JOIN urls s ON s.id=src JOIN urls d ON d.id=dst"))
+    return states, graph
+
+
+async def test_helpers_find_the_same_links_as_the_crawler_itself(make_site, crawl, tmp_path):
+    site = await make_site()
+    site.page("/", links("/a", "/b", "/r") + '<img src="/i.png"><link rel=stylesheet href=/s.css>')
+    site.page("/a", links("/", "/b?x=1") + '<img srcset="/i.png 1x, /j.png 2x">')
+    site.page("/b", links("/deep/c"))
+    site.page("/s.css", "body { background: url(/bg.png) }", content_type="text/css")
+    site.redirect("/r", "/a")
+    results = []
+    for processes in (0, 2):
+        c = await crawl([site.base], crawl={"parse_processes": processes, "workers": 4})
+        results.append(_site_graph(c))
+        c.assert_verifies()
+        os.rename(c.archive, tmp_path / f"archive-{processes}")
+    assert results[0] == results[1]
+    states, graph = results[1]
+    assert (site.base + "s.css", site.base + "bg.png", "requisite") in graph
+    assert (site.base + "r", site.base + "a", "redirect") in graph
+    assert states[site.base + "deep/c"] == "done"  # a 404, stored
+
+
+def _helpers_of(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+            if b"mirror.parsepool" in cmdline:
+                found.append(int(child))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+async def test_a_helper_killed_mid_crawl_loses_no_page_and_no_link(make_site, crawl, caplog):
+    site = await make_site()
+    pages = [f"/p{i}" for i in range(40)]
+    site.page("/", links(*pages))
+    killed: list[int] = []
+
+    def page(i: int):  # type: ignore[no-untyped-def]
+        async def handler(request: web.Request) -> web.StreamResponse:
+            if i in (5, 25):  # twice: the second kill hits the replacement
+                for pid in _helpers_of(os.getpid()):
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+            return web.Response(text=links(f"/leaf{i}"), content_type="text/html")
+        return handler
+
+    for i, path in enumerate(pages):
+        site.handler(path, page(i))
+    for i in range(40):
+        site.page(f"/leaf{i}", "leaf")
+    with caplog.at_level(logging.WARNING, logger="mirror.parsepool"):
+        c = await crawl([site.base], crawl={"workers": 4, "parse_processes": 1})
+    assert len(killed) >= 2
+    assert "link-extraction process died" in caplog.text
+    states, graph = _site_graph(c)
+    for i in range(40):
+        assert states[site.base + f"p{i}"] == "done"
+        assert states[site.base + f"leaf{i}"] == "done"
+        assert (site.base + f"p{i}", site.base + f"leaf{i}", "link") in graph
+        assert site.count(f"/leaf{i}") == 1
+    c.assert_verifies()
