@@ -8,6 +8,7 @@ median over its runs. Each mirror archive is then checked with `mirror verify` a
 `warcio check`, and the verdicts are printed with the table.
 
 Usage: python bench/compare.py [--pages 2000] [--latency 0.05] [--workers 16] [--repeat 3]
+                               [--parse-processes 0]
                                [--tools mirror,wget-warc,wget,scrapy] [--scrapy-python PY]
 """
 
@@ -66,7 +67,7 @@ class Run:
 def tool_command(tool: str, args: argparse.Namespace, base: str, run_dir: Path) -> list[str]:
     start = base + "index.html"
     if tool == "mirror":
-        toml = write_site_toml(run_dir, base, args.workers, args.workers)
+        toml = write_site_toml(run_dir, base, args.workers, args.workers, args.parse_processes)
         return mirror_command() + ["run", str(toml), "--quiet"]
     if tool in ("wget", "wget-warc"):
         cmd = [args.wget, "--mirror", "-p", "--no-verbose", "-P", str(run_dir / "out")]
@@ -284,7 +285,8 @@ def report(args: argparse.Namespace, stats: dict[str, int], server: Server, tool
            runs: list[Run], notes: list[str]) -> None:
     print(f"\n{stats['pages']} pages (seed {args.seed}, {stats['expected_fetches']} expected"
           f" fetches for mirror's defaults), {server.kind}, latency {args.latency:g} s,"
-          f" mirror workers = per_host = {args.workers}, median of {args.repeat};"
+          f" mirror workers = per_host = {args.workers}, parse_processes ="
+          f" {args.parse_processes}, median of {args.repeat};"
           f" {os.cpu_count()} CPUs, load average now {os.getloadavg()[0]:.2f}\n")
     print("| tool | wall s | CPU s | CPU ms/request | requests/s | crawl requests/s"
           " | peak RSS MB | requests served | pages stored | files/records | server CPU s |")
@@ -339,6 +341,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--latency", type=float, default=0.0,
                         help="seconds added to every response (uses sitesrv)")
     parser.add_argument("--workers", type=int, default=16, help="mirror workers and per_host (16)")
+    parser.add_argument("--parse-processes", type=int, default=0,
+                        help="mirror's [crawl] parse_processes (0)")
     parser.add_argument("--tools", default=",".join(TOOLS), help=f"({','.join(TOOLS)})")
     parser.add_argument("--repeat", type=int, default=1, help="runs per tool; medians shown (1)")
     parser.add_argument("--server", choices=("auto", "nginx", "sitesrv"), default="auto")

@@ -218,7 +218,8 @@ def mirror_command() -> list[str]:
     return [found]
 
 
-def write_site_toml(work: Path, base_url: str, workers: int, per_host: int) -> Path:
+def write_site_toml(work: Path, base_url: str, workers: int, per_host: int,
+                    parse_processes: int = 0) -> Path:
     toml = work / "site.toml"
     toml.write_text(
         "[site]\n"
@@ -227,7 +228,8 @@ def write_site_toml(work: Path, base_url: str, workers: int, per_host: int) -> P
         f"output_dir = {json.dumps(str(work / 'archive'))}\n"
         "\n[crawl]\n"
         f"workers = {workers}\n"
-        f"per_host = {per_host}\n",
+        f"per_host = {per_host}\n"
+        f"parse_processes = {parse_processes}\n",
         encoding="utf-8",
     )
     return toml
