@@ -144,6 +144,7 @@ class Crawler:
         self._workers: list[asyncio.Task[None]] = []
         self._warc_opener = warc_opener  # fault injection in tests (ENOSPC)
         self._force_new_run = new_run
+        self._history = False  # an earlier run stored captures: look for previous ones
         self._host_failures: dict[str, int] = {}
         self._usage: dict[str, tuple[int, int]] = {}  # site -> (URLs, bytes) this run
         self.robots = RobotsGate(self)
@@ -234,6 +235,7 @@ class Crawler:
             opener=self._warc_opener,
         )
         self._usage = self.manifest.host_usage(self.run_id)
+        self._history = self.manifest.has_captures_before(self.run_id)
         self.frontier = Frontier(
             self.manifest,
             per_host=self.cfg.crawl.per_host,
@@ -381,7 +383,8 @@ class Crawler:
     async def _process(self, session: object, item: UrlItem) -> None:
         if not await self._permitted(session, item):
             return
-        prev = self.manifest.previous_capture(item.id, self.run_id)
+        prev = (self.manifest.previous_capture(item.id, self.run_id) if self._history
+                else None)
         try:
             ex = await fetch(session, item.url, self.limits,  # type: ignore[arg-type]
                              self._request_headers(item.url, prev))

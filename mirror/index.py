@@ -12,7 +12,6 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-import surt
 from warcio.archiveiterator import ArchiveIterator
 from warcio.timeutils import iso_date_to_timestamp
 
@@ -31,6 +30,8 @@ def mime_of(content_type: str | None) -> str | None:
 
 
 def url_key(url: str) -> str:
+    import surt  # here, not at the top: it pulls in requests and tldextract (~150 ms)
+
     try:
         return str(surt.surt(url))
     except Exception:  # noqa: BLE001 - surt raises assorted errors on odd URLs; pywb falls back too

@@ -384,6 +384,11 @@ class Manifest:
         ).fetchone()
         return Original(*row) if row else None
 
+    def has_captures_before(self, run_id: int) -> bool:
+        """Whether an earlier run stored anything (else no URL has a previous capture)."""
+        return self.db.execute("SELECT 1 FROM captures WHERE run_id<? LIMIT 1",
+                               (run_id,)).fetchone() is not None
+
     def previous_capture(self, url_id: int, run_id: int) -> Previous | None:
         """The URL's latest capture from an earlier run, with the record holding its payload."""
         row = self.db.execute(
