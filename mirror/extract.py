@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlparse
@@ -419,6 +420,9 @@ class _PageEvents:
     """
 
     def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
         self.elements: list[_Element] = []
         self.title: list[str] | None = None  # text runs of the first <title> outside SVG
         self._svg_depth = 0
@@ -451,8 +455,34 @@ class _PageEvents:
         if self._text is not None:
             self._text.append(text)
 
-    def close(self) -> None:
-        pass
+    def close(self) -> _Page:
+        """What the parse found; the target is then ready for the next document."""
+        page = _Page(self.elements, self.title)
+        self._reset()
+        return page
+
+
+@dataclass(frozen=True)
+class _Page:
+    elements: list[_Element]
+    title: list[str] | None
+
+
+class _Parsers(threading.local):
+    """One libxml2 HTML parser and its target per thread, used for page after page: making
+    a target parser costs more than parsing a small page (lxml inspects the target's
+    methods each time)."""
+
+    def __init__(self) -> None:
+        self.parser: etree.HTMLParser | None = None
+
+    def get(self) -> etree.HTMLParser:
+        if self.parser is None:
+            self.parser = etree.HTMLParser(target=_PageEvents(), recover=True)
+        return self.parser
+
+
+_parsers = _Parsers()
 
 
 def extract_html(body: bytes, url: str, content_type: str | None = None) -> Extracted:
@@ -467,7 +497,7 @@ def extract_html(body: bytes, url: str, content_type: str | None = None) -> Extr
     return Extracted(out.links(), _title(page.title), charset, out.base)
 
 
-def _parse(text: str) -> _PageEvents | None:
+def _parse(text: str) -> _Page | None:
     """The elements of text, read by libxml2's HTML parser; None if it has no markup.
 
     text goes in as str: lxml gives it to libxml2 as UTF-8 and says so, so a <meta charset>
@@ -476,13 +506,13 @@ def _parse(text: str) -> _PageEvents | None:
     """
     if "<" not in text:
         return None
-    page = _PageEvents()
-    parser = etree.HTMLParser(target=page, recover=True)
+    parser = _parsers.get()
     try:
         # A second BOM goes too, as it did with BeautifulSoup (libxml2 skips a third).
         parser.feed(text.removeprefix("\ufeff"))
-        parser.close()
+        page: _Page = parser.close()
     except (etree.LxmlError, UnicodeError, LookupError):
+        _parsers.parser = None  # its state is unknown: the next page gets a new one
         return None
     return page
 

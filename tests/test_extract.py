@@ -551,3 +551,11 @@ def test_extractors_never_raise(body: bytes, content_type: str | None) -> None:
     check_urls(extract_html(body, PAGE, content_type))
     check_urls(extract_css(body, PAGE, content_type))
     assert isinstance(sniff_charset(body, content_type), str)
+
+
+def test_one_page_leaves_nothing_behind_for_the_next() -> None:
+    # the parser and its target are reused page after page (per thread)
+    extract_html(b"<title>first<style>a { background: url(one.png) }<svg>", D)
+    page = extract_html(b"<title>second</title><a href=two.html>", D)
+    assert page.title == "second"
+    assert [(link.url, link.source) for link in page.links] == [(D + "two.html", "a")]
