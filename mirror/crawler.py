@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import json
 import logging
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import IntEnum
@@ -142,6 +144,9 @@ class Crawler:
         self._interrupted = False
         self._fatal: str | None = None
         self._workers: list[asyncio.Task[None]] = []
+        self._finishing: set[asyncio.Task[None]] = set()  # responses being stored
+        # responses fetched and waiting to be stored, at most one per worker
+        self._backlog = asyncio.Semaphore(cfg.crawl.workers)
         self._warc_opener = warc_opener  # fault injection in tests (ENOSPC)
         self._force_new_run = new_run
         self._history = False  # an earlier run stored captures: look for previous ones
@@ -166,7 +171,7 @@ class Crawler:
     def abort(self) -> None:
         """Cancel in-flight fetches. Records are written without an await, so a cancelled
         fetch never leaves a partial record; its URL goes back to pending."""
-        for task in self._workers:
+        for task in [*self._workers, *self._finishing]:
             task.cancel()
 
     async def run(self) -> RunResult:
@@ -184,9 +189,12 @@ class Crawler:
                 ]
                 try:
                     await asyncio.wait(self._workers)
+                    while self._finishing:  # responses still being stored
+                        await asyncio.wait(set(self._finishing))
                 finally:
                     self.abort()
-                    await asyncio.gather(*self._workers, return_exceptions=True)
+                    await asyncio.gather(*self._workers, *self._finishing,
+                                         return_exceptions=True)
                 for task in self._workers:
                     if not task.cancelled() and task.exception():
                         raise task.exception()  # type: ignore[misc]
@@ -364,25 +372,38 @@ class Crawler:
         frontier = self.frontier
         assert frontier is not None
         while (item := await frontier.take()) is not None:
+            handed_off = False
             try:
-                await self._process(session, item)
-            except (StorageError, asyncio.CancelledError) as exc:
-                self.manifest.unlease([item.id])  # not done: fetched again on resume
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
-                self._fail_run(str(exc))
-            except Exception as exc:  # a bad page never stops the crawl
-                log.exception("internal error on %s", item.url)
-                self.manifest.give_up(self.run_id, item, f"internal: {type(exc).__name__}")
-                self.counters.failed += 1
+                with self._guarded(item):
+                    handed_off = await self._process(session, item)
             finally:
-                frontier.release(item)
-                if self.on_progress:
-                    self.on_progress(self)
+                if not handed_off:
+                    frontier.release(item)
+                    if self.on_progress:
+                        self.on_progress(self)
 
-    async def _process(self, session: object, item: UrlItem) -> None:
+    @contextmanager
+    def _guarded(self, item: UrlItem) -> Iterator[None]:
+        """What happens to `item` when its fetch or storing fails."""
+        try:
+            yield
+        except (StorageError, asyncio.CancelledError) as exc:
+            self.manifest.unlease([item.id])  # not done: fetched again on resume
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            self._fail_run(str(exc))
+        except Exception as exc:  # a bad page never stops the crawl
+            log.exception("internal error on %s", item.url)
+            self.manifest.give_up(self.run_id, item, f"internal: {type(exc).__name__}")
+            self.counters.failed += 1
+
+    async def _process(self, session: object, item: UrlItem) -> bool:
+        """Fetch `item`. A response to keep goes to a finishing task, and the worker moves
+        on to its next request at once: the CPU work (links, WARC records, manifest) of up
+        to `workers` responses waits its turn while `workers` requests are in flight.
+        Returns whether it was handed off (the finishing task then releases `item`)."""
         if not await self._permitted(session, item):
-            return
+            return False
         prev = (self.manifest.previous_capture(item.id, self.run_id) if self._history
                 else None)
         try:
@@ -390,22 +411,48 @@ class Crawler:
                              self._request_headers(item.url, prev))
         except FetchError as exc:
             self._retry_or_fail(item, str(exc), exc.retryable)
-            return
+            return False
+        handed_off = False
         try:
             last_try = item.tries + 1 >= self.cfg.crawl.max_tries
             error = self._http_error(ex)
             wait = self._host_feedback(item.site, ex)
             if error and not last_try:
                 self._retry_or_fail(item, error, True, wait)
-                return
-            # links first: from here to the manifest commit there is no await (see _store)
+                return False
+            await self._backlog.acquire()
+            assert self.frontier is not None
+            self.frontier.fetched(item)
+            task = asyncio.create_task(self._finish(item, ex, error, prev))
+            self._finishing.add(task)
+            task.add_done_callback(functools.partial(self._finished, item, ex))
+            handed_off = True
+            return True
+        finally:
+            if not handed_off:
+                ex.body.close()
+
+    async def _finish(self, item: UrlItem, ex: Exchange, error: str | None,
+                      prev: Previous | None) -> None:
+        """Links first, then the records and the manifest commit with no await between."""
+        with self._guarded(item):
             page = self._page(ex, prev)
             links = (await self.parsers.discover(item, page) if page.body is not None
                      else self.parsers.here(item, page))
             self._store(item, ex, error, prev, links)
             self._usage[item.site] = _plus(self._usage.get(item.site), ex.body_length)
-        finally:
-            ex.body.close()
+
+    def _finished(self, item: UrlItem, ex: Exchange, task: asyncio.Task[None]) -> None:
+        """After `_finish`, however it ended: also when it was cancelled before it began."""
+        self._finishing.discard(task)
+        ex.body.close()
+        self._backlog.release()
+        if task.cancelled():
+            self.manifest.unlease([item.id])  # not stored: fetched again on resume
+        assert self.frontier is not None
+        self.frontier.release(item, slot_held=False)
+        if self.on_progress:
+            self.on_progress(self)
 
     def _request_headers(self, url: str, prev: Previous | None) -> dict[str, str]:
         return {**self.cfg.headers_for(self.scope.on_site(url)),

@@ -76,9 +76,16 @@ class Frontier:
             await self._wait(self._next_wakeup())
         return None
 
-    def release(self, item: UrlItem) -> None:
-        """A worker is done with `item` (whatever the outcome): free its host slot."""
+    def fetched(self, item: UrlItem) -> None:
+        """The response to `item` is in: its host slot is free for the next request, while
+        the URL stays in flight until `release(item, slot_held=False)`."""
         self._active[item.site] -= 1
+        self._notify()
+
+    def release(self, item: UrlItem, *, slot_held: bool = True) -> None:
+        """A worker is done with `item` (whatever the outcome): free its host slot."""
+        if slot_held:
+            self._active[item.site] -= 1
         self.in_flight -= 1
         self._notify()
 

@@ -137,6 +137,44 @@ async def test_worker_bound_is_respected(make_site, crawl):
     assert len(c.responses()) == 9
 
 
+async def test_next_request_goes_out_while_a_response_waits_to_be_stored(
+        make_site, crawl, monkeypatch):
+    # One worker: once /a's response is in, its links and records are a finishing task's
+    # job, and the worker asks for /b at once. Link discovery of /a is held until /b is
+    # requested (at most 5 s): a worker that stored /a itself would never get there.
+    from mirror.parsepool import ParserPool
+
+    site = await make_site()
+    site.page("/", links("/a", "/b"))
+    site.page("/a", links("/c"))
+    site.page("/c", "")
+    b_requested = asyncio.Event()
+
+    async def b(request: web.Request) -> web.StreamResponse:
+        b_requested.set()
+        return web.Response(text="b", content_type="text/html")
+
+    site.handler("/b", b)
+    seen: list[str] = []
+    discover = ParserPool.discover
+
+    async def held(self, item, page):  # type: ignore[no-untyped-def]
+        if item.url == site.base + "a":
+            try:
+                await asyncio.wait_for(b_requested.wait(), 5)
+                seen.append("/b requested before /a was stored")
+            except TimeoutError:
+                seen.append("/b not requested")
+        return await discover(self, item, page)
+
+    monkeypatch.setattr(ParserPool, "discover", held)
+    c = await crawl([site.base], crawl={"workers": 1, "per_host": 1})
+    assert seen == ["/b requested before /a was stored"]
+    assert site.log == ["/", "/a", "/b", "/c"]
+    assert c.states()[site.base + "c"] == "done"  # /a's links still followed
+    c.assert_verifies()
+
+
 async def test_network_failure_is_retried_then_succeeds(make_site, crawl, caplog):
     site = await make_site()
     tries = 0
