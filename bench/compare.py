@@ -8,7 +8,7 @@ median over its runs. Each mirror archive is then checked with `mirror verify` a
 `warcio check`, and the verdicts are printed with the table.
 
 Usage: python bench/compare.py [--pages 2000] [--latency 0.05] [--workers 16] [--repeat 3]
-                               [--parse-processes 0]
+                               [--parse-processes 1]
                                [--tools mirror,wget-warc,wget,scrapy] [--scrapy-python PY]
 """
 
@@ -341,8 +341,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--latency", type=float, default=0.0,
                         help="seconds added to every response (uses sitesrv)")
     parser.add_argument("--workers", type=int, default=16, help="mirror workers and per_host (16)")
-    parser.add_argument("--parse-processes", type=int, default=0,
-                        help="mirror's [crawl] parse_processes (0)")
+    parser.add_argument("--parse-processes", type=int, default=1,
+                        help="mirror's [crawl] parse_processes (1)")
     parser.add_argument("--tools", default=",".join(TOOLS), help=f"({','.join(TOOLS)})")
     parser.add_argument("--repeat", type=int, default=1, help="runs per tool; medians shown (1)")
     parser.add_argument("--server", choices=("auto", "nginx", "sitesrv"), default="auto")

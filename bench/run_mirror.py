@@ -219,7 +219,7 @@ def mirror_command() -> list[str]:
 
 
 def write_site_toml(work: Path, base_url: str, workers: int, per_host: int,
-                    parse_processes: int = 0) -> Path:
+                    parse_processes: int = 1) -> Path:
     toml = work / "site.toml"
     toml.write_text(
         "[site]\n"

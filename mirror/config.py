@@ -282,7 +282,7 @@ class CrawlSection:
     workers: int = _key(_integer(1), 16)
     per_host: int = _key(_integer(1), 4)
     # helper processes that find the links of pages (mirror.parsepool); 0: in this process
-    parse_processes: int = _key(_integer(0), 0)
+    parse_processes: int = _key(_integer(0), 1)
     delay: float = _key(_number(0, inclusive=True), 0.0)
     max_crawl_delay: float = _key(_number(0, inclusive=True), 30.0)  # cap on robots Crawl-delay
     max_retry_after: float = _key(_number(0, inclusive=True), 600.0)  # cap on Retry-After
