@@ -283,9 +283,11 @@ def _discovery(cfg: SiteConfig) -> Discovery:
 
 
 def main() -> int:
-    # Ctrl-C reaches the whole process group: the crawler stops gracefully and still needs
-    # its helpers for the pages in flight; they exit when the crawler closes their input.
+    # Ctrl-C reaches the whole process group, and systemd's stop the whole cgroup: the
+    # crawler stops gracefully and still needs its helpers for the pages in flight. They
+    # exit when the crawler closes their input, or dies (end of input too).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     return serve(sys.stdin.buffer, sys.stdout.buffer)
 
 
