@@ -8,8 +8,9 @@ are event-loop streams: no threads, so nothing waits on the GIL to hand a result
 
 Failures never lose a page: until a helper says it is ready, and for good once helpers
 have died `MAX_RESTARTS` times, pages are parsed in the crawler's own process. A request
-in flight when its helper dies is sent once more to a new helper; if that one dies too, the
-page is stored without its links and a warning says so.
+in flight when its helper dies is sent once more, to a new helper (never parsed in the
+crawler's process: it may be what killed the helper); if that one dies too, the page is
+stored without its links and a warning says so.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pickle
 import signal
 import struct
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -37,6 +38,10 @@ _LENGTH = struct.Struct("!Q")
 #: helper deaths tolerated in one run before parsing stays in the crawler's process
 MAX_RESTARTS = 5
 STOP_TIMEOUT = 5.0
+#: the helper's command line
+HELPER = (sys.executable, "-m", "mirror.parsepool")
+#: longest wait for a new helper to come up, for a page whose helper died
+READY_TIMEOUT = 30.0
 
 Links = tuple[str | None, list[NewUrl]]
 
@@ -58,10 +63,12 @@ class HelperDied(Exception):
 class ParserPool:
     """Sends pages to `processes` helpers (0: parse in this process), least busy first."""
 
-    def __init__(self, cfg: SiteConfig, discovery: Discovery, processes: int) -> None:
+    def __init__(self, cfg: SiteConfig, discovery: Discovery, processes: int,
+                 command: Sequence[str] = HELPER) -> None:
         self.cfg = cfg
         self.discovery = discovery  # this process's own, for parsing here
         self.processes = processes
+        self.command = command
         self._helpers: list[_Helper] = []
         self._restarts = 0
         self._ids = itertools.count()
@@ -72,7 +79,7 @@ class ParserPool:
 
     async def _spawn(self) -> None:
         try:
-            helper = await _Helper.start(self.cfg, self._ids)
+            helper = await _Helper.start(self.command, self.cfg, self._ids)
         except OSError as exc:
             log.warning("cannot start a link-extraction process (%s); parsing here", exc)
             self._restarts = MAX_RESTARTS
@@ -80,22 +87,46 @@ class ParserPool:
         self._helpers.append(helper)
 
     async def discover(self, item: UrlItem, page: Page) -> Links:
-        """The page's redirect target and links, from a helper when one is ready."""
-        for attempt in (1, 2):
-            for dead in [h for h in self._helpers if h.died is not None]:
-                await self._replace(dead, dead.died)  # it died between two pages
-            ready = [h for h in self._helpers if h.ready and h.died is None]
-            if not ready:
-                return self.here(item, page)
-            helper = min(ready, key=lambda h: len(h.pending))
+        """The page's redirect target and links, from a helper when one is ready.
+
+        A page whose helper died is never parsed here (it may be what killed it): it goes
+        to the replacement once that is ready, and loses its links if that dies too."""
+        for dead in [h for h in self._helpers if h.died is not None]:
+            await self._replace(dead, dead.died)  # it died between two pages
+        helper = self._ready()
+        if helper is None:
+            return self.here(item, page)
+        try:
+            return await helper.discover(item, page)
+        except HelperDied as exc:
+            await self._replace(helper, exc)
+        helper = await self._ready_soon()
+        if helper is not None:
             try:
                 return await helper.discover(item, page)
             except HelperDied as exc:
                 await self._replace(helper, exc)
-                if attempt == 2:
-                    log.warning("links of %s not extracted: the link-extraction process "
-                                "died twice while parsing it", item.url)
+        log.warning("links of %s not extracted: the link-extraction process died while "
+                    "parsing it", item.url)
         return None, []
+
+    def _ready(self) -> _Helper | None:
+        ready = [h for h in self._helpers if h.ready.is_set() and h.died is None]
+        return min(ready, key=lambda h: len(h.pending)) if ready else None
+
+    async def _ready_soon(self) -> _Helper | None:
+        """A helper, once one of those starting is ready (None if none comes up)."""
+        starting = [h for h in self._helpers if h.died is None]
+        if not starting:
+            return None
+        waits = [asyncio.ensure_future(h.ready.wait()) for h in starting]
+        try:
+            await asyncio.wait(waits, timeout=READY_TIMEOUT,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        return self._ready()
 
     def here(self, item: UrlItem, page: Page) -> Links:
         """Discovery in this process. A bug it hits costs the page its links, not its
@@ -133,17 +164,18 @@ class _Helper:
         self.proc = proc
         self.ids = ids
         self.pending: dict[int, asyncio.Future[Links]] = {}
-        self.ready = False
+        self.ready = asyncio.Event()  # it said so: its imports are done
         self.died: HelperDied | None = None
         self._reader = asyncio.create_task(self._read(), name=f"parser-{proc.pid}")
 
     @classmethod
-    async def start(cls, cfg: SiteConfig, ids: itertools.count[int]) -> _Helper:
+    async def start(cls, command: Sequence[str], cfg: SiteConfig,
+                    ids: itertools.count[int]) -> _Helper:
         here = str(Path(__file__).resolve().parent.parent)  # mirror importable from a checkout
         path = os.environ.get("PYTHONPATH")
         env = {**os.environ, "PYTHONPATH": here + (os.pathsep + path if path else "")}
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "mirror.parsepool", stdin=asyncio.subprocess.PIPE,
+            *command, stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, env=env, limit=1 << 20)
         helper = cls(proc, ids)
         helper._send(cfg)
@@ -175,7 +207,7 @@ class _Helper:
             while True:
                 message = await _read_message(self.proc.stdout)
                 if message == "ready":
-                    self.ready = True
+                    self.ready.set()
                     continue
                 request_id, ok, result, records = message
                 for level, name, text in records:
@@ -192,13 +224,16 @@ class _Helper:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # end of output, or a message that makes no sense
-            code = self.proc.returncode
-            reason = f"exit code {code}" if code is not None else type(exc).__name__
-            self._fail(HelperDied(reason if not str(exc) else f"{reason}: {exc}"))
+            try:  # it is usually exiting: say how
+                code = await asyncio.wait_for(self.proc.wait(), 1.0)
+            except TimeoutError:
+                code = None
+            self._fail(HelperDied(_exit_reason(code, exc)))
 
     def _fail(self, exc: HelperDied) -> None:
         if self.died is None:
             self.died = exc
+        self.ready.set()  # nobody waits for a dead helper to come up
         for future in self.pending.values():
             if not future.done():
                 future.set_exception(exc)
@@ -215,6 +250,14 @@ class _Helper:
         self._reader.cancel()
         await asyncio.gather(self._reader, return_exceptions=True)
         self._fail(HelperDied("stopped"))
+
+
+def _exit_reason(code: int | None, exc: Exception) -> str:
+    if code is not None and code < 0:
+        return f"killed by {signal.Signals(-code).name}"
+    if code is not None:
+        return f"exit code {code}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 async def _read_message(stream: asyncio.StreamReader) -> Any:

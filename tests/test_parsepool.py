@@ -152,7 +152,7 @@ async def test_a_helper_killed_mid_crawl_loses_no_page_and_no_link(make_site, cr
     with caplog.at_level(logging.WARNING, logger="mirror.parsepool"):
         c = await crawl([site.base], crawl={"workers": 4, "parse_processes": 1})
     assert len(killed) >= 2
-    assert "link-extraction process died" in caplog.text
+    assert "link-extraction process died (killed by SIGKILL)" in caplog.text
     states, graph = _site_graph(c)
     for i in range(40):
         assert states[site.base + f"p{i}"] == "done"
@@ -160,3 +160,45 @@ async def test_a_helper_killed_mid_crawl_loses_no_page_and_no_link(make_site, cr
         assert (site.base + f"p{i}", site.base + f"leaf{i}", "link") in graph
         assert site.count(f"/leaf{i}") == 1
     c.assert_verifies()
+
+
+CRASHING_HELPER = """
+import os, sys
+from mirror.parsepool import _discovery, serve
+
+def make(cfg):
+    discovery = _discovery(cfg)
+    real = discovery.discover
+    def discover(item, status, body, truncated, headers):
+        if body and b"boom" in body:
+            os._exit(3)  # as a crash in libxml2 would end it
+        return real(item, status, body, truncated, headers)
+    discovery.discover = discover
+    return discovery
+
+serve(sys.stdin.buffer, sys.stdout.buffer, make)
+"""
+
+
+async def test_a_page_that_kills_its_helper_twice_loses_only_its_links(tmp_path, caplog):
+    cfg = load_config(write_config(tmp_path, ["http://h.test/"]))
+    from mirror.scope import Scope
+
+    pool = parsepool.ParserPool(cfg, Discovery(cfg, Scope.from_config(cfg)), 1,
+                                command=(sys.executable, "-c", CRASHING_HELPER))
+    item = UrlItem(1, "http://h.test/", "h.test", 0, 10, "page", 0, "start")
+    await pool.start()
+    try:
+        assert await pool._ready_soon() is not None
+        with caplog.at_level(logging.WARNING, logger="mirror.parsepool"):
+            # parsed in this process, the page would give its link: it must not be
+            lost = await pool.discover(item, html_page(links("/boom-link")))
+        assert lost == (None, [])
+        assert caplog.text.count("link-extraction process died (exit code 3); starting"
+                                 " another") == 2
+        assert "links of http://h.test/ not extracted" in caplog.text
+        fine = await pool.discover(item, html_page(links("/next")))
+        assert [f.url for f in fine[1]] == ["http://h.test/next"]
+        assert pool._restarts == 2
+    finally:
+        await pool.close()
