@@ -15,7 +15,6 @@ import argparse
 import os
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -49,7 +48,7 @@ def disk_mb(folder: Path) -> float:
 
 
 def last_request_at(server: Server) -> float | None:
-    """Wall-clock time of the server's last logged request (nginx logs whole seconds)."""
+    """Wall-clock time of the server's last logged request."""
     if not server.log.is_file():
         return None
     with open(server.log, "rb") as f:
@@ -57,9 +56,8 @@ def last_request_at(server: Server) -> float | None:
         lines = f.read().decode(errors="replace").splitlines()
     if not lines:
         return None
-    if server.kind == "nginx":  # ... [21/Nov/2026:22:40:18 +0000] "GET ...
-        stamp = lines[-1].split("[", 1)[1].split("]", 1)[0]
-        return datetime.strptime(stamp, "%d/%b/%Y:%H:%M:%S %z").timestamp()
+    if server.kind == "nginx":  # 1763771234.567 "GET ... (NGINX_CONF's log_format)
+        return float(lines[-1].split()[0])
     return time.time() - (time.monotonic() - float(lines[-1].split()[0]))  # sitesrv: monotonic
 
 
@@ -105,7 +103,7 @@ def bigsite(args: argparse.Namespace, work: Path) -> int:
                          f"  {tail(output)}")
     requests = count_lines(server.log) or 0
     last = last_request_at(server)
-    fetching = None if last is None else min(measured.wall, last + 1 - started_at)
+    fetching = None if last is None else min(measured.wall, last - started_at)
     pages, records = count_mirror(work / "archive")
     print(f"\nmirror run, {server.kind}, latency {args.latency:g} s, workers = per_host ="
           f" {args.workers}")
