@@ -369,9 +369,9 @@ class _GzipMember:
     """One gzip member per record. warcio's own wrapper uses zlib at level 9; compressing
     was the largest single cost of a crawl (bench/compress_speed.py compares the codecs)."""
 
-    def __init__(self, out: IO[bytes], level: int = GZIP_LEVEL) -> None:
+    def __init__(self, out: IO[bytes]) -> None:
         self.out = out
-        self.compressor = _deflate.compressobj(level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        self.compressor = _deflate.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
 
     def write(self, data: bytes) -> None:
         self.out.write(self.compressor.compress(data))

@@ -113,6 +113,24 @@ def test_warcio_check_and_gzip_test_pass(tmp_path: Path) -> None:
     assert len(members(path)) == 7
 
 
+@pytest.mark.parametrize("codec", ["default", "zlib"])
+def test_records_are_plain_gzip_members_with_either_codec(tmp_path: Path, monkeypatch,
+                                                          codec: str) -> None:
+    # ISA-L where its wheel installs, else the standard library's zlib
+    if codec == "zlib":
+        monkeypatch.setattr(archive, "_deflate", zlib)
+        monkeypatch.setattr(archive, "GZIP_LEVEL", 6)
+    w = writer(tmp_path)
+    body = b"<p>some page</p>" * 2000
+    loc = w.write_capture(exchange(body=body))
+    w.close()
+    [path] = tmp_path.iterdir()
+    subprocess.run(["gzip", "-t", str(path)], check=True)
+    info, response, request = members(path)
+    assert response.split(b"\r\n\r\n", 2)[2].startswith(body)
+    assert loc.response.length < len(body) // 10  # compressed, whichever codec
+
+
 def test_rotation_starts_new_file_with_new_serial(tmp_path: Path) -> None:
     w = writer(tmp_path, max_bytes=100)
     w.write_capture(exchange())
