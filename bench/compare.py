@@ -31,6 +31,7 @@ from measure import Measured, ToolTimeout, run_measured, tail  # noqa: E402
 from run_mirror import (  # noqa: E402
     BenchError,
     Server,
+    add_site_arguments,
     choose_server,
     in_work_folder,
     mirror_command,
@@ -335,11 +336,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--pages", type=int, default=2000, help="pages to generate (2000)")
-    parser.add_argument("--seed", type=int, default=0, help="generator seed (0)")
-    parser.add_argument("--site", type=Path, help="generate into (or reuse) this folder")
-    parser.add_argument("--latency", type=float, default=0.0,
-                        help="seconds added to every response (uses sitesrv)")
+    add_site_arguments(parser)
     parser.add_argument("--workers", type=int, default=16, help="mirror workers and per_host (16)")
     parser.add_argument("--parse-processes", type=int, default=1,
                         help="mirror's [crawl] parse_processes (1)")

@@ -339,16 +339,20 @@ def report(
         print(f"  {name:<{width}}  {value}")
 
 
+def add_site_arguments(parser: argparse.ArgumentParser) -> None:
+    """--pages, --seed, --site and --latency: the generated site and how it is served."""
+    parser.add_argument("--pages", type=int, default=2000, help="pages to generate (2000)")
+    parser.add_argument("--seed", type=int, default=0, help="generator seed (0)")
+    parser.add_argument("--site", type=Path, help="generate into (or reuse) this folder")
+    parser.add_argument("--latency", type=float, default=0.0,
+                        help="seconds added to every response (uses sitesrv)")
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--pages", type=int, default=2000, help="pages to generate (2000)")
-    parser.add_argument("--seed", type=int, default=0, help="generator seed (0)")
-    parser.add_argument("--site", type=Path, help="generate into (or reuse) this folder")
-    parser.add_argument(
-        "--latency", type=float, default=0.0, help="seconds per response (uses sitesrv)"
-    )
+    add_site_arguments(parser)
     parser.add_argument("--workers", type=int, default=16, help="[crawl] workers (16)")
     parser.add_argument("--per-host", type=int, help="[crawl] per_host (default: --workers)")
     parser.add_argument(

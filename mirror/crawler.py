@@ -437,8 +437,7 @@ class Crawler:
         """Links first, then the records and the manifest commit with no await between."""
         with self._guarded(item):
             page = self._page(ex, prev)
-            links = (await self.parsers.discover(item, page) if page.body is not None
-                     else self.parsers.here(item, page))
+            links = await self.parsers.discover(item, page)
             self._store(item, ex, error, prev, links)
             self._usage[item.site] = _plus(self._usage.get(item.site), ex.body_length)
 

@@ -37,19 +37,18 @@ class Discovery:
     @staticmethod
     def wants_body(status: int, headers: dict[str, str], truncated: str | None) -> bool:
         """Whether `discover` reads links from this response's body (else it needs none)."""
-        mime = index.mime_of(headers.get("content-type"))
-        return 200 <= status < 300 and mime in PARSED_TYPES and truncated != "time"
+        return _parses(status, index.mime_of(headers.get("content-type")), truncated)
 
     def discover(
         self, item: UrlItem, status: int, body: bytes | None, truncated: str | None,
         headers: dict[str, str],
     ) -> tuple[str | None, list[NewUrl]]:
         """(canonical redirect target or None, URLs found) for one stored response.
-        `body` is the raw body (at most MAX_PARSE_BYTES of it) when `wants_body` says so."""
+        `body` is the raw body as received when `wants_body` says so, else None."""
         if status in REDIRECT_STATUSES and "location" in headers:
             return self.redirect(item, headers["location"])
         mime = index.mime_of(headers.get("content-type"))
-        if body is None or mime is None or not self.wants_body(status, headers, truncated):
+        if body is None or mime is None or not _parses(status, mime, truncated):
             return None, []
         try:
             text, cut = decode_body(body, headers.get("content-encoding"), MAX_PARSE_BYTES)
@@ -105,6 +104,11 @@ class Discovery:
             url, canonical_site(url)[0], depth, redirects_left, decision.mode, via, kind,
             skip_reason=None if decision.allowed else decision.reason,
         )
+
+
+def _parses(status: int, mime: str | None, truncated: str | None) -> bool:
+    """A complete-enough 2xx HTML, XHTML or CSS body: one links are read from."""
+    return 200 <= status < 300 and mime in PARSED_TYPES and truncated != "time"
 
 
 def _is_requisite(link: Link) -> bool:

@@ -90,7 +90,11 @@ class ParserPool:
         """The page's redirect target and links, from a helper when one is ready.
 
         A page whose helper died is never parsed here (it may be what killed it): it goes
-        to the replacement once that is ready, and loses its links if that dies too."""
+        to the replacement once that is ready, and loses its links if that dies too. A page
+        without a body to parse (a redirect) is answered here: a helper would add only the
+        round trip."""
+        if page.body is None:
+            return self.here(item, page)
         for dead in [h for h in self._helpers if h.died is not None]:
             await self._replace(dead, dead.died)  # it died between two pages
         helper = self._ready()
@@ -183,8 +187,7 @@ class _Helper:
 
     def _send(self, message: object) -> None:
         assert self.proc.stdin is not None
-        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-        self.proc.stdin.write(_LENGTH.pack(len(data)) + data)
+        self.proc.stdin.write(_frame(message))
 
     async def discover(self, item: UrlItem, page: Page) -> Links:
         request_id = next(self.ids)
@@ -260,6 +263,12 @@ def _exit_reason(code: int | None, exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _frame(message: object) -> bytes:
+    """One message on a pipe: its length, then its pickle."""
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return _LENGTH.pack(len(data)) + data
+
+
 async def _read_message(stream: asyncio.StreamReader) -> Any:
     head = await stream.readexactly(_LENGTH.size)
     return pickle.loads(await stream.readexactly(_LENGTH.unpack(head)[0]))
@@ -293,8 +302,7 @@ def serve(stdin: IO[bytes], stdout: IO[bytes],
         return pickle.loads(stdin.read(_LENGTH.unpack(head)[0]))
 
     def write(message: object) -> None:
-        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-        stdout.write(_LENGTH.pack(len(data)) + data)
+        stdout.write(_frame(message))
         stdout.flush()
 
     cfg = read()
