@@ -115,11 +115,15 @@ async def test_pywb_replays_each_run_of_an_incremental_crawl(aiohttp_server: Any
     site.pages["/s/2"] = "second version of /s/2"
     await asyncio.sleep(1.1)
     second = await crawl([base])
-    ts1, ts2 = sorted({t for ts in index_lines(second.archive).values() for t in ts})
+    # each URL's capture time in run 1 and in run 2 (a run may straddle a second boundary)
+    stamps = index_lines(second.archive)
+    v2 = {p: site.body(p) for p in site.pages}
     async with pywb({"site": second.archive}, tmp_path / "pywb") as replay, \
             ClientSession() as session:
-        for stamp, versions in ((ts1, v1), (ts2, {p: site.body(p) for p in site.pages})):
-            for path, body in versions.items():
+        for path in site.pages:
+            ts1, ts2 = stamps[base + path[1:]]
+            assert ts1 < ts2, path
+            for stamp, body in ((ts1, v1[path]), (ts2, v2[path])):
                 async with session.get(f"{replay}site/{stamp}id_/{base}{path[1:]}") as resp:
                     assert resp.status == 200, (stamp, path)
                     assert await resp.read() == body, (stamp, path)
