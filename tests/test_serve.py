@@ -16,19 +16,24 @@ import pytest
 from aiohttp import ClientSession
 from bs4 import BeautifulSoup
 
+from mirror.reader import Archive
 from mirror.serve import REPLAY_CSP, Site, make_app, parse_target
-
-TS = re.compile(r"/(\d{14})/")
 
 
 @pytest.fixture
 async def served(make_site: Any, crawl: Any, aiohttp_client: Any) -> Any:
+    """(site, other, client, ts, stamp): ts is the home page's capture time and stamp(url)
+    any URL's; the crawl may cross a second boundary, so each capture has its own."""
     site, other, done = await site_def.crawl_site(make_site, crawl)
     client = await aiohttp_client(make_app(done.archive, Site("test", start_urls=(site.base,))))
-    landing = await (await client.get("/")).text()
-    ts = TS.search(landing)
-    assert ts is not None
-    return site, other, client, ts.group(1)
+    archive = Archive.load(done.archive)
+
+    def stamp(url: str) -> str:
+        cap = archive.closest(url, "99991231235959")
+        assert cap is not None, url
+        return cap.timestamp
+
+    return site, other, client, stamp(site.base), stamp
 
 
 @pytest.mark.parametrize("path, expected", [
@@ -45,12 +50,13 @@ def test_parse_target(path: str, expected: tuple[str, str, str] | None) -> None:
 
 
 async def test_landing_page_lists_runs_and_pages_and_searches(served: Any) -> None:
-    site, _other, client, ts = served
+    site, _other, client, _ts, stamp = served
     resp = await client.get("/")
     assert resp.headers["Content-Security-Policy"].startswith("default-src 'none'")
     text = await resp.text()
     assert re.search(rf'<a href="/\d{{14}}/{site.base}">1</a>', text)  # browse run 1
-    for expected in ("Home page", "About us", "Headers", "complete", f"/{ts}/{site.base}about"):
+    for expected in ("Home page", "About us", "Headers", "complete",
+                     f"/{stamp(site.base + 'about')}/{site.base}about"):  # at its own time
         assert expected in text
     assert "main.css" not in text  # a stylesheet is not a page (but ?all=1 lists it)
     assert "main.css" in await (await client.get("/?all=1")).text()
@@ -59,7 +65,7 @@ async def test_landing_page_lists_runs_and_pages_and_searches(served: Any) -> No
 
 
 async def test_page_links_stay_inside_the_server(served: Any) -> None:
-    site, other, client, ts = served
+    site, other, client, ts, stamp = served
     resp = await client.get(f"/{ts}/{site.base}")
     assert resp.status == 200
     assert resp.headers["Content-Type"] == "text/html; charset=utf-8"
@@ -76,8 +82,9 @@ async def test_page_links_stay_inside_the_server(served: Any) -> None:
     assert "integrity" not in soup.find("link").attrs
     assert f'url("/{ts}/{site.base}img/hero.png")' in soup.style.string
     css = await (await client.get(f"/{ts}/{site.base}css/main.css")).text()
-    assert f'@import "/{ts}/{site.base}css/type.css"' in css
-    assert f'url("/{ts}/{site.base}img/bg.png")' in css
+    css_ts = stamp(f"{site.base}css/main.css")  # links in a capture carry its own time
+    assert f'@import "/{css_ts}/{site.base}css/type.css"' in css
+    assert f'url("/{css_ts}/{site.base}img/bg.png")' in css
     image = await client.get(f"/{ts}/{site.base}img/a2.png")
     assert (image.status, image.content_type) == (200, "image/png")
     assert await image.read() == site_def.png(*site_def.IMAGES["a2.png"])
@@ -85,7 +92,7 @@ async def test_page_links_stay_inside_the_server(served: Any) -> None:
 
 
 async def test_archived_redirect_replays_as_redirect(served: Any) -> None:
-    site, _other, client, ts = served
+    site, _other, client, ts, _stamp = served
     resp = await client.get(f"/{ts}/{site.base}old", allow_redirects=False)
     assert resp.status == 302
     assert re.fullmatch(rf"/\d{{14}}/{site.base}about", resp.headers["Location"])
@@ -95,7 +102,7 @@ async def test_archived_redirect_replays_as_redirect(served: Any) -> None:
 
 
 async def test_what_was_not_archived_is_a_404_page_never_a_live_fetch(served: Any) -> None:
-    site, other, client, ts = served
+    site, other, client, ts, _stamp = served
     before = list(site.log)
     for url in (f"{other.base}page", f"{site.base}never-linked", "http://example.invalid/"):
         resp = await client.get(f"/{ts}/{url}")
@@ -105,7 +112,7 @@ async def test_what_was_not_archived_is_a_404_page_never_a_live_fetch(served: An
 
 
 async def test_archived_headers_are_not_passed_on_and_bodies_are_decoded(served: Any) -> None:
-    site, _other, client, ts = served
+    site, _other, client, ts, _stamp = served
     resp = await client.get(f"/{ts}/{site.base}headers?x=1", auto_decompress=False)
     assert resp.status == 200
     for name in site_def.DROPPED_HEADERS:
@@ -118,7 +125,7 @@ async def test_archived_headers_are_not_passed_on_and_bodies_are_decoded(served:
 
 
 async def test_a_page_that_cannot_be_decoded_is_not_served_with_live_links(served: Any) -> None:
-    site, _other, client, ts = served
+    site, _other, client, ts, _stamp = served
     resp = await client.get(f"/{ts}/{site.base}corrupt")
     assert resp.status == 502 and "cannot be decoded" in await resp.text()
     raw = await client.get(f"/{ts}id_/{site.base}corrupt", auto_decompress=False)
@@ -127,7 +134,7 @@ async def test_a_page_that_cannot_be_decoded_is_not_served_with_live_links(serve
 
 
 async def test_service_workers_and_root_relative_requests(served: Any) -> None:
-    site, _other, client, ts = served
+    site, _other, client, ts, _stamp = served
     refused = await client.get(f"/{ts}/{site.base}css/main.css",
                                headers={"Service-Worker": "script"})
     assert refused.status == 403
