@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from mirror import __version__, index
 from mirror.archive import header_map
@@ -292,14 +293,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
     folder = Path(args.dir).resolve()
     folder.mkdir(parents=True, exist_ok=True)
 
+    site = folder / "site.toml"
+    port = _demo_port(site)
+
     async def demo() -> int:
         with resources.as_file(resources.files("mirror") / "demo_site") as root:
-            runner, base = await start_site_server(Path(root))
+            try:  # the last demo's port, so that a second demo is an incremental run
+                runner, base = await start_site_server(Path(root), port=port)
+            except OSError:
+                runner, base = await start_site_server(Path(root))
+                print(f"port {port} is taken: the demo site moves, so every URL is new")
             try:
                 print(f"demo site served at {base}")
-                site = folder / "site.toml"
                 site.write_text(
-                    "# written by `mirror demo`; the port changes on every demo run\n"
+                    "# written by `mirror demo`, which serves the demo site on this port again\n"
                     f'[site]\nname = "demo"\nstart_urls = ["{base}"]\noutput_dir = "archive"\n'
                     "\n[crawl]\nworkers = 4\n",
                     encoding="utf-8",
@@ -313,6 +320,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"archive: {folder / 'archive'}")
     print(f"browse it offline: mirror serve {folder / 'site.toml'}")
     return code
+
+
+def _demo_port(site: Path) -> int:
+    """The port an earlier `mirror demo` wrote into site.toml, or 0 (any)."""
+    try:
+        start = load_config(site).site.start_urls
+    except ConfigError:  # no demo yet, or a file the user changed past reading
+        return 0
+    parts = [urlsplit(u) for u in start]
+    return next((p.port for p in parts if p.hostname == "127.0.0.1" and p.port), 0)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

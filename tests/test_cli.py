@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
+import socket
 import sqlite3
 import sys
 from pathlib import Path
@@ -152,6 +154,25 @@ async def test_demo_runs_offline(tmp_path: Path):
     assert f"browse it offline: mirror serve {tmp_path / 'd' / 'site.toml'}" in out
     index = (tmp_path / "d" / "archive" / "index.cdxj").read_text().splitlines()
     assert len(index) >= 10
+    first_site = (tmp_path / "d" / "site.toml").read_text()
+
+    # again: the demo site comes back on its port, so run 2 is an incremental backup
+    code, out, err = await mirror("demo", str(tmp_path / "d"), "-q", cwd=tmp_path, timeout=120)
+    assert code == 0, out + err
+    assert (tmp_path / "d" / "site.toml").read_text() == first_site
+    assert re.search(r"run 2 complete \(exit 0\): \d+ captures, 0 failed, 0 new, 0 changed, "
+                     r"[1-9]\d* unchanged, 0 gone", out), out
+
+    # its port taken by another program: the demo says so and still runs
+    port = int(re.search(r"127\.0\.0\.1:(\d+)", first_site).group(1))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port))
+        taken.listen()
+        code, out, err = await mirror("demo", str(tmp_path / "d"), "-q", cwd=tmp_path,
+                                      timeout=120)
+    assert code == 0, out + err
+    assert f"port {port} is taken: the demo site moves, so every URL is new" in out
+    assert "run 3 complete (exit 0)" in out
 
 
 async def test_second_run_on_a_locked_archive_exits_75(make_site, tmp_path: Path):
