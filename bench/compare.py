@@ -1,20 +1,25 @@
 """Compare mirror, wget (with and without WARC) and Scrapy on one generated site; one table.
 
 One server (nginx when installed and no --latency is asked for, else mirror.sitesrv) serves
-the site for the whole comparison. Runs are interleaved (mirror, wget-warc, wget, scrapy,
-then again for --repeat); after each one the script requests /_bench/mark-N, so the server's
-request log splits into exactly the requests of each run. Every figure of a tool is the
-median over its runs. Each mirror archive is then checked with `mirror verify` and
+the site for the whole comparison. Runs are interleaved (mirror, fetch-only, wget-warc, wget,
+scrapy, then again for --repeat); after each one the script requests /_bench/mark-N, so the
+server's request log splits into exactly the requests of each run. Every figure of a tool is
+the median over its runs. Each mirror archive is then checked with `mirror verify` and
 `warcio check`, and the verdicts are printed with the table.
 
+"fetch-only" (bench/fetch_only.py) fetches the URLs that mirror requested in the same round,
+`--workers` at a time, and does nothing else: the ceiling any asyncio crawler can reach on
+this machine and server, for reading the latency target against.
+
 Usage: python bench/compare.py [--pages 2000] [--latency 0.05] [--workers 16] [--repeat 3]
-                               [--parse-processes 1]
-                               [--tools mirror,wget-warc,wget,scrapy] [--scrapy-python PY]
+                               [--parse-processes 1] [--scrapy-python PY]
+                               [--tools mirror,fetch-only,wget-warc,wget,scrapy]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -43,7 +48,8 @@ from run_mirror import (  # noqa: E402
     write_site_toml,
 )
 
-TOOLS = ("mirror", "wget-warc", "wget", "scrapy")
+TOOLS = ("mirror", "fetch-only", "wget-warc", "wget", "scrapy")
+URLS = "mirror-urls.txt"  # in the work folder: what mirror fetched in the latest round
 MARK = "/_bench/mark-"
 WGET_OK = (0, 8)  # 8: "server issued an error response", i.e. the site's 404s
 CHECK_TIMEOUT = 1800.0
@@ -70,6 +76,10 @@ def tool_command(tool: str, args: argparse.Namespace, base: str, run_dir: Path) 
     if tool == "mirror":
         toml = write_site_toml(run_dir, base, args.workers, args.workers, args.parse_processes)
         return mirror_command() + ["run", str(toml), "--quiet"]
+    if tool == "fetch-only":
+        urls = run_dir.parent / URLS
+        return [sys.executable, str(BENCH / "fetch_only.py"), str(urls),
+                "--workers", str(args.workers)]
     if tool in ("wget", "wget-warc"):
         cmd = [args.wget, "--mirror", "-p", "--no-verbose", "-P", str(run_dir / "out")]
         if tool == "wget-warc":
@@ -151,11 +161,21 @@ def run_tool(tool: str, args: argparse.Namespace, server: Server, run_dir: Path)
         pages, stored = count_mirror(run_dir / "archive")
         run = Run(tool, measured, pages, stored, server_cpu)
         run.verdicts = check_mirror(run_dir)
+        save_urls(run_dir / "archive" / "index.cdxj", run_dir.parent / URLS)
+    elif tool == "fetch-only":
+        run = Run(tool, measured, 0, 0, server_cpu)
     else:
         run = Run(tool, measured, *count_files(run_dir / "out"), server_cpu)
         if tool == "wget-warc":
             run.verdicts = [warcio_check(sorted(run_dir.glob("wget*.warc.gz")))]
     return run
+
+
+def save_urls(index: Path, out: Path) -> None:
+    """The URLs of a mirror run's index (every request it made), for fetch-only."""
+    urls = [json.loads(line.split(" ", 2)[2])["url"]
+            for line in index.read_text(encoding="utf-8").splitlines()]
+    out.write_text("\n".join(urls) + "\n", encoding="utf-8")
 
 
 def mark(server: Server, n: int) -> None:
@@ -213,6 +233,8 @@ def available_tools(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     for tool in args.tools:
         if tool.startswith("wget") and not shutil.which(args.wget):
             notes.append(f"{tool}: skipped, no {args.wget!r} on PATH")
+        elif tool == "fetch-only" and "mirror" not in args.tools[: args.tools.index(tool)]:
+            notes.append("fetch-only: skipped, it fetches what mirror did: list mirror first")
         elif tool == "scrapy" and not scrapy_version(args.scrapy_python):
             notes.append(f"scrapy: skipped, `import scrapy` fails in {args.scrapy_python}"
                          " (install it there, or pass --scrapy-python)")
@@ -312,6 +334,7 @@ def report(args: argparse.Namespace, stats: dict[str, int], server: Server, tool
 def targets(args: argparse.Namespace, rows: dict[str, dict[str, float]]) -> list[str]:
     """The issue's targets that this comparison can show."""
     mirror, warc, wget = rows.get("mirror"), rows.get("wget-warc"), rows.get("wget")
+    ceiling = rows.get("fetch-only")
     lines = []
     if mirror and warc and not args.latency:
         for key, name in (("ms_req", "CPU per request"), ("wall", "wall time")):
@@ -324,6 +347,11 @@ def targets(args: argparse.Namespace, rows: dict[str, dict[str, float]]) -> list
             verdict = "PASS" if mirror[key] >= goal else "FAIL"
             lines.append(f"target: mirror requests/s ({name}) >= 90% of workers/latency ="
                          f" {goal:.0f}: {mirror[key]:.0f} {verdict}")
+        if ceiling and ceiling["crawl_req_s"]:
+            top = ceiling["crawl_req_s"]
+            lines.append(f"note: a client that only fetches (fetch-only) reached {top:.0f}"
+                         f" requests/s here, {top / goal:.0%} of the target; mirror reached"
+                         f" {mirror['crawl_req_s'] / top:.0%} of it")
         for other in (o for o in (wget, warc) if o):
             speedup = other["wall"] / mirror["wall"]
             name = "wget" if other is wget else "wget-warc"
