@@ -301,6 +301,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             try:  # the last demo's port, so that a second demo is an incremental run
                 runner, base = await start_site_server(Path(root), port=port)
             except OSError:
+                if not port:
+                    raise
                 runner, base = await start_site_server(Path(root))
                 print(f"port {port} is taken: the demo site moves, so every URL is new")
             try:
