@@ -28,6 +28,7 @@ from run_mirror import (  # noqa: E402
     in_work_folder,
     mirror_command,
     prepare_site,
+    request_target,
     start_nginx,
     start_sitesrv,
     stop_server,
@@ -56,9 +57,8 @@ def last_request_at(server: Server) -> float | None:
         lines = f.read().decode(errors="replace").splitlines()
     if not lines:
         return None
-    if server.kind == "nginx":  # 1763771234.567 "GET ... (NGINX_CONF's log_format)
-        return float(lines[-1].split()[0])
-    return time.time() - (time.monotonic() - float(lines[-1].split()[0]))  # sitesrv: monotonic
+    at, _ = request_target(lines[-1])
+    return at if server.kind == "nginx" else time.time() - (time.monotonic() - at)
 
 
 def rss_profile(measured: Measured, fetching: float | None) -> list[str]:

@@ -19,7 +19,6 @@ Usage: python bench/compare.py [--pages 2000] [--latency 0.05] [--workers 16] [-
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -42,6 +41,7 @@ from run_mirror import (  # noqa: E402
     mirror_command,
     prepare_site,
     process_cpu,
+    request_target,
     start_nginx,
     start_sitesrv,
     stop_server,
@@ -173,8 +173,10 @@ def run_tool(tool: str, args: argparse.Namespace, server: Server, run_dir: Path)
 
 def save_urls(index: Path, out: Path) -> None:
     """The URLs of a mirror run's index (every request it made), for fetch-only."""
-    urls = [json.loads(line.split(" ", 2)[2])["url"]
-            for line in index.read_text(encoding="utf-8").splitlines()]
+    from mirror.reader import parse_cdxj
+
+    captures = map(parse_cdxj, index.read_text(encoding="utf-8").splitlines())
+    urls = [c.url for c in captures if c is not None]
     out.write_text("\n".join(urls) + "\n", encoding="utf-8")
 
 
@@ -184,16 +186,6 @@ def mark(server: Server, n: int) -> None:
         urllib.request.urlopen(f"{server.base_url.rstrip('/')}{MARK}{n}", timeout=60).close()
     except urllib.error.HTTPError:
         pass
-
-
-def request_target(line: str) -> tuple[float, str]:
-    """Arrival time, METHOD and path of one log line: nginx's
-    `MSEC "GET /p HTTP/1.1" 200` or sitesrv's `TIME GET /p`."""
-    if '"' in line:
-        method, target = line.split('"')[1].split()[:2]
-    else:
-        method, target = line.split()[1:3]
-    return float(line.split()[0]), f"{method} {target}"
 
 
 def requests_per_run(log: Path, runs: int) -> list[list[tuple[float, str]]]:

@@ -181,6 +181,16 @@ def start_sitesrv(site: Path, work: Path, latency: float) -> Server:
     return server
 
 
+def request_target(line: str) -> tuple[float, str]:
+    """Time, METHOD and path of one request log line: nginx's `MSEC "GET /p HTTP/1.1" 200`
+    (NGINX_CONF's log_format, wall-clock time) or sitesrv's `TIME GET /p` (monotonic)."""
+    if '"' in line:
+        method, target = line.split('"')[1].split()[:2]
+    else:
+        method, target = line.split()[1:3]
+    return float(line.split()[0]), f"{method} {target}"
+
+
 def stop_server(server: Server) -> None:
     """SIGTERM (the server then writes its request log), SIGKILL if it does not exit in time."""
     if server.proc.poll() is None:

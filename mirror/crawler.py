@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import io
 import json
 import logging
 import os
@@ -578,9 +577,9 @@ class Crawler:
         confirmed = history.not_modified(ex, prev)
         if confirmed is not None:
             raw = reader.read_raw(self.warc_dir / confirmed.filename, confirmed.offset)
-            ex = replace(ex, status=raw.status or 200, response_headers=raw.headers or (),
-                         body=io.BytesIO(raw.payload), body_length=len(raw.payload),
-                         truncated=None)
+            status, headers = raw.status or 200, header_map(raw.headers or ())
+            wanted = self.discovery.wants_body(status, headers, None)
+            return Page(status, headers, raw.payload if wanted else None, None)
         headers = header_map(ex.response_headers)
         body = None
         if self.discovery.wants_body(ex.status, headers, ex.truncated):
