@@ -774,37 +774,99 @@ class _Row(Protocol):
     def __getitem__(self, key: str) -> Any: ...
 
 
-def _check_row(row: _Row, seeker: _Seeker) -> Iterator[str]:
-    """What is wrong with one manifest capture row, checked against the records it names."""
+def _check_row(row: _Row, seeker: _Seeker, originals: _OriginalIds) -> Iterator[tuple[str, str]]:
+    """(check, detail) for what is wrong with one manifest capture row, against its records."""
     name = row["filename"]
     head = seeker.head(name, row["offset"], row["length"])
     if isinstance(head, str):
-        yield f"response record: {head}"
+        yield "manifest-record", f"response record: {head}"
     else:
         seeker.tables[name].record(row["offset"])
-        if head.get("WARC-Type") not in CAPTURE_TYPES:
-            yield f"the record at {name}@{row['offset']} is a {head.get('WARC-Type')} record"
-        for header, column in (("WARC-Target-URI", "url"), ("WARC-Record-ID", "record_id"),
-                               ("WARC-Date", "warc_date"),
-                               ("WARC-Payload-Digest", "payload_digest")):
-            if head.get(header) != row[column]:
-                yield f"{header} is {head.get(header)}, the manifest says {row[column]}"
+        yield from (("manifest-record", why) for why in _record_fields(row, head))
+        if head.get("WARC-Type") in CAPTURE_TYPES:
+            yield from (("manifest-record-type", why) for why in _record_type(row, head, originals))
     req = seeker.head(name, row["req_offset"], row["req_length"])
     if isinstance(req, str):
-        yield f"request record: {req}"
+        yield "manifest-record", f"request record: {req}"
     elif req.get("WARC-Type") != "request" or row["record_id"] not in \
             req.get_all("WARC-Concurrent-To"):
-        yield f"{name}@{row['req_offset']} is not the request of this capture"
+        yield "manifest-record", f"{name}@{row['req_offset']} is not the request of this capture"
+
+
+def _record_fields(row: _Row, head: _Head) -> Iterator[str]:
+    """Where the row's URL, record id, date or payload digest differ from the record's."""
+    if head.get("WARC-Type") not in CAPTURE_TYPES:
+        yield f"the record at {row['filename']}@{row['offset']} is a {head.get('WARC-Type')} record"
+    for header, column in (("WARC-Target-URI", "url"), ("WARC-Record-ID", "record_id"),
+                           ("WARC-Date", "warc_date"), ("WARC-Payload-Digest", "payload_digest")):
+        if head.get(header) != row[column]:
+            yield f"{header} is {head.get(header)}, the manifest says {row[column]}"
+
+
+#: the record each manifest record_type stands for, as _kind() describes records
+KINDS = {"response": "response", "revisit": "revisit (identical-payload-digest)",
+         "not-modified": "revisit (server-not-modified)"}
+
+
+def _kind(head: _Head) -> str:
+    """A response or revisit record's type, with the last part of a revisit's profile."""
+    if head.get("WARC-Type") != "revisit":
+        return head.get("WARC-Type") or ""
+    profile = head.get("WARC-Profile")
+    return f"revisit ({profile.rstrip('/').rsplit('/', 1)[-1] if profile else 'no WARC-Profile'})"
+
+
+def _record_type(row: _Row, head: _Head, originals: _OriginalIds) -> Iterator[str]:
+    """The row's record_type and original_id against the record's type, profile and target."""
+    rtype, original = row["record_type"], row["original_id"]
+    if KINDS.get(rtype) != (kind := _kind(head)):
+        yield f"the manifest says {rtype}, the record is a {kind}"
+    elif rtype == "response" and original is not None:
+        yield f"the manifest says response with original_id {original}; only revisits have one"
+    elif rtype != "response":
+        refers_to = head.get("WARC-Refers-To")
+        if original is None:
+            yield f"the manifest says {rtype} with no original_id; WARC-Refers-To is {refers_to}"
+        elif (record_id := originals.record_id(row["id"])) is None:
+            yield f"original_id {original} names no capture in the manifest"
+        elif record_id != refers_to:
+            yield f"original_id {original} is the capture of {record_id}, but WARC-Refers-To " \
+                f"is {refers_to}"
+
+
+class _OriginalIds:
+    """The record id of each revisit row's original, read in id order beside the captures."""
+
+    def __init__(self, manifest: Manifest) -> None:
+        self.cursor = manifest.db.execute(
+            "SELECT c.id, o.record_id FROM captures c LEFT JOIN captures o ON o.id = "
+            "c.original_id WHERE c.original_id IS NOT NULL ORDER BY c.id")
+        self.row: tuple[int, str | None] | None = self.cursor.fetchone()
+
+    def record_id(self, capture_id: int) -> str | None:
+        """Capture `capture_id`'s original's record id; None if original_id names no capture.
+
+        Asked in rising capture_id order, as manifest.captures() gives them."""
+        while self.row is not None and self.row[0] < capture_id:
+            self.row = self.cursor.fetchone()
+        return self.row[1] if self.row is not None and self.row[0] == capture_id else None
+
+    def close(self) -> None:
+        self.cursor.close()
 
 
 def _check_manifest(manifest: Manifest, seeker: _Seeker) -> Iterator[Problem]:
     missing: Counter[str] = Counter()
-    for row in manifest.captures():
-        if row["filename"] not in seeker.tables:
-            missing[row["filename"]] += 1
-            continue
-        for why in _check_row(row, seeker):
-            yield Problem(f"manifest: capture {row['id']}", "manifest-record", why)
+    originals = _OriginalIds(manifest)
+    try:
+        for row in manifest.captures():
+            if row["filename"] not in seeker.tables:
+                missing[row["filename"]] += 1
+                continue
+            for check, why in _check_row(row, seeker, originals):
+                yield Problem(f"manifest: capture {row['id']}", check, why)
+    finally:
+        originals.close()
     for name, n in sorted(missing.items()):
         yield Problem(f"warc/{name}", "manifest-missing-file",
                       f"{n} manifest captures point into this file, which does not exist")

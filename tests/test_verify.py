@@ -6,7 +6,9 @@ import contextlib
 import io
 import os
 import shutil
+import sqlite3
 import zlib
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -308,3 +310,106 @@ TAMPERING = [
     (append_a_copied_capture, {"duplicate-record-id", "manifest-unrecorded",
                                "index-mismatch"}),
 ]
+
+
+# -- the manifest's record_type and original_id against the records ----------------------------
+async def conditional(request: web.Request) -> web.StreamResponse:
+    """/n: 304 when the crawler sends back its ETag, so a second run stores a not-modified."""
+    if request.headers.get("If-None-Match") == '"n1"':
+        return web.Response(status=304, headers={"ETag": '"n1"'})
+    return web.Response(text="<p>n</p>", content_type="text/html", headers={"ETag": '"n1"'})
+
+
+async def two_runs(make_site, crawl) -> Path:  # type: ignore[no-untyped-def]
+    """An archive of two runs of the same site: the second stores revisits and a not-modified."""
+    site = await make_site()
+    site.page("/", '<a href="/n">n</a><img src="/i.png">')
+    site.handler("/n", conditional)
+    site.page("/i.png", b"\x89PNG" + bytes(range(256)) * 8, content_type="image/png")
+    for _ in range(2):
+        c = await crawl([site.base])
+    return c.archive
+
+
+def capture_rows(archive: Path) -> list[sqlite3.Row]:
+    with contextlib.closing(sqlite3.connect(archive / "manifest.sqlite3")) as db:
+        db.row_factory = sqlite3.Row
+        return db.execute("SELECT * FROM captures ORDER BY id").fetchall()
+
+
+def set_row(archive: Path, capture_id: int, **values: object) -> None:
+    columns = ", ".join(f"{name} = ?" for name in values)
+    with contextlib.closing(sqlite3.connect(archive / "manifest.sqlite3")) as db, db:
+        db.execute(f"UPDATE captures SET {columns} WHERE id = ?",  # noqa: S608 - test names
+                   (*values.values(), capture_id))
+
+
+def one_of(rows: list[sqlite3.Row], record_type: str) -> sqlite3.Row:
+    return next(r for r in rows if r["record_type"] == record_type)
+
+
+async def test_two_runs_verify(make_site, crawl) -> None:  # type: ignore[no-untyped-def]
+    archive = await two_runs(make_site, crawl)
+    kinds = Counter(r["record_type"] for r in capture_rows(archive))
+    assert kinds == {"response": 3, "revisit": 2, "not-modified": 1}
+    verdict = verify(archive)
+    assert verdict.problems == (), format_problems(verdict.problems)
+
+
+async def test_adopted_revisit_recorded_as_response(  # type: ignore[no-untyped-def]
+        make_site, crawl) -> None:
+    """What crash recovery's adoption once wrote: a revisit record as a response row."""
+    archive = await two_runs(make_site, crawl)
+    row = one_of(capture_rows(archive), "revisit")
+    set_row(archive, row["id"], record_type="response", original_id=None)
+    assert verify(archive).problems == (Problem(
+        f"manifest: capture {row['id']}", "manifest-record-type",
+        "the manifest says response, the record is a revisit (identical-payload-digest)"),)
+
+
+async def test_record_type_and_original_id_mismatches(  # type: ignore[no-untyped-def]
+        make_site, crawl) -> None:
+    archive = await two_runs(make_site, crawl)
+    pristine = archive.parent / "pristine"
+    shutil.copytree(archive, pristine)
+    rows = capture_rows(archive)
+    response, revisit = one_of(rows, "response"), one_of(rows, "revisit")
+    other = next(r for r in rows if r["record_type"] == "response"
+                 and r["id"] != revisit["original_id"])
+    not_modified = one_of(rows, "not-modified")
+    refers_to = next(r["record_id"] for r in rows if r["id"] == revisit["original_id"])
+    cases = [
+        (response, {"record_type": "not-modified", "original_id": other["id"]},
+         "the manifest says not-modified, the record is a response"),
+        (not_modified, {"record_type": "revisit"},
+         "the manifest says revisit, the record is a revisit (server-not-modified)"),
+        (revisit, {"original_id": other["id"]},
+         f"original_id {other['id']} is the capture of {other['record_id']}, but WARC-Refers-To "
+         f"is {refers_to}"),
+        (revisit, {"original_id": None},
+         f"the manifest says revisit with no original_id; WARC-Refers-To is {refers_to}"),
+        (not_modified, {"original_id": 999}, "original_id 999 names no capture in the manifest"),
+        (response, {"original_id": other["id"]},
+         f"the manifest says response with original_id {other['id']}; only revisits have one"),
+    ]
+    for row, values, detail in cases:
+        shutil.rmtree(archive)
+        shutil.copytree(pristine, archive)
+        set_row(archive, row["id"], **values)
+        problems = verify(archive).problems
+        assert problems == (Problem(f"manifest: capture {row['id']}", "manifest-record-type",
+                                    detail),), format_problems(problems)
+
+
+async def test_record_type_next_to_other_field_mismatches(  # type: ignore[no-untyped-def]
+        make_site, crawl) -> None:
+    """A row that names another capture's record: each disagreement under its own check."""
+    archive = await two_runs(make_site, crawl)
+    rows = capture_rows(archive)
+    response, revisit = one_of(rows, "response"), one_of(rows, "revisit")
+    set_row(archive, response["id"], filename=revisit["filename"], offset=revisit["offset"],
+            length=revisit["length"])
+    problems = verify(archive).problems
+    assert checks(problems) == {"manifest-record", "manifest-record-type", "manifest-unrecorded"}
+    assert [p.detail for p in problems if p.check == "manifest-record-type"] == [
+        "the manifest says response, the record is a revisit (identical-payload-digest)"]
