@@ -20,7 +20,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
-from mirror import __version__
+from mirror import __version__, crashpoints
 from mirror.config import REDACTED, SECRET_HEADERS  # values never archived (P9)
 
 try:  # ISA-L's deflate: about 10x zlib's speed on web pages, output about 5% larger
@@ -207,6 +207,7 @@ class WarcWriter:
         )
         try:
             self._append(record)
+            crashpoints.reached("open:unflushed", "warcinfo")
             self._flush()
         except BaseException:  # e.g. ENOSPC: leave no file with a torn warcinfo behind
             self._file.close()
@@ -223,7 +224,9 @@ class WarcWriter:
         self._file.close()
         self._file = None
         open_path = self.warc_dir / (self._filename + OPEN_SUFFIX)
+        crashpoints.reached("rotate:before-rename", "file")
         os.replace(open_path, self.warc_dir / self._filename)
+        crashpoints.reached("rotate:after-rename", "file")
         _fsync_dir(self.warc_dir)
         log.info("closed %s", self._filename)
 
@@ -248,8 +251,11 @@ class WarcWriter:
         request = self._request_record(ex, date, req_id, resp_id)
         start = self._file.tell()
         try:
+            crashpoints.reached("append:before")
             resp_loc = self._append(response)
+            crashpoints.reached("append:between")
             req_loc = self._append(request)
+            crashpoints.reached("append:unflushed")
             self._flush()
         except BaseException:
             self._rollback(start)

@@ -408,7 +408,7 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
         try:
             with _signals(crawler), (display or _nothing()):
                 result = await crawler.run()
-            data, report_path = crawler.write_report(result)
+            data, report_path = crawler.write_report(result.run_id)
         finally:
             crawler.close()
     if quiet:

@@ -17,7 +17,7 @@ from enum import IntEnum
 from pathlib import Path
 from typing import IO
 
-from mirror import archive, history, index, reader, recovery
+from mirror import archive, crashpoints, history, index, reader, recovery
 from mirror.archive import (
     NOT_MODIFIED,
     OPEN_SUFFIX,
@@ -121,6 +121,7 @@ class Crawler:
         seed: int | None = None,
         warc_opener: Callable[[Path], IO[bytes]] | None = None,
         new_run: bool = False,
+        clock: Callable[[], datetime] = archive.utc_now,
     ) -> None:
         self.cfg = cfg
         self.scope = Scope.from_config(cfg)
@@ -147,8 +148,11 @@ class Crawler:
         # responses fetched and waiting to be stored, at most one per worker
         self._backlog = asyncio.Semaphore(cfg.crawl.workers)
         self._warc_opener = warc_opener  # fault injection in tests (ENOSPC)
+        self._clock = clock  # WARC-Date of each record (tests pin it to tell runs apart)
         self._force_new_run = new_run
         self._history = False  # an earlier run stored captures: look for previous ones
+        self._session: int | None = None  # this process's row in the manifest's sessions
+        self._alive = 0.0  # when this session was last recorded as working (monotonic)
         self._host_failures: dict[str, int] = {}
         self._usage: dict[str, tuple[int, int]] = {}  # site -> (URLs, bytes) this run
         self.robots = RobotsGate(self)
@@ -202,14 +206,17 @@ class Crawler:
             frontier.close()
             self._end_files()
         code, state = self._outcome()
+        self._heartbeat(force=True)
         self.manifest.finish_run(self.run_id, now_iso(), state, code)
         return RunResult(self.run_id, code, state, resumed,
-                         time.monotonic() - self.counters.started, self._fatal)
+                         self.manifest.run_time(self.run_id)[0], self._fatal)
 
     def _begin(self) -> bool:
         """Resume an unfinished run, or start a new one seeded with the start URLs."""
         last = self.manifest.last_run()
         resumed = last is not None and last.state in ("running", "interrupted")
+        if last is not None and not resumed and not self._report_path(last.id).exists():
+            self.write_report(last.id)  # the process that finished it died writing it
         if last is not None and last.state == "running":  # the last run died: check first
             damage = self.manifest.quick_check()
             if damage != "ok":
@@ -232,6 +239,8 @@ class Crawler:
         else:
             self.run_id = self.manifest.start_run(now_iso(), self.cfg.digest())
             self.manifest.add_urls(self.run_id, None, self._seeds())
+        self._session = self.manifest.begin_session(self.run_id, time.time())
+        self._alive = time.monotonic()
         self._recover_run(self.run_id)
         self.writer = WarcWriter(
             self.warc_dir,
@@ -240,9 +249,9 @@ class Crawler:
             archive.default_info(self.cfg.digest(), f"{self.cfg.site.name}/run-{self.run_id}"),
             fsync=self.durable,
             opener=self._warc_opener,
+            clock=self._clock,
         )
         self._usage = self.manifest.host_usage(self.run_id)
-        self._history = self.manifest.has_captures_before(self.run_id)
         self.frontier = Frontier(
             self.manifest,
             per_host=self.cfg.crawl.per_host,
@@ -255,11 +264,13 @@ class Crawler:
     def _recover_run(self, run_id: int) -> None:
         """Recover with captures adopted into `run_id` (the run that wrote them)."""
         self.run_id = run_id
+        self._history = self.manifest.has_captures_before(run_id)
         self._recover()
 
     def _recover(self) -> None:
         """Repair what a crash left: torn tails cut, captures the manifest lost (a file cut
         short by power loss) re-queued, captures it never recorded adopted, .open renamed."""
+        recovery.remove_temporaries(self.cfg.site.output_dir)
         open_paths = recovery.open_files(self.warc_dir)
         for path in open_paths:
             recovery.cut_torn_tail(path)
@@ -274,28 +285,57 @@ class Crawler:
             self._adopt_tail(path, ends.get(path.name[: -len(OPEN_SUFFIX)], 0))
 
     def _adopt_tail(self, path: Path, committed_end: int) -> None:
+        """Commit the complete capture groups past the last commit, each exactly as the
+        normal path would have; cut the file after the last one adopted, then close it."""
         final = path.name[: -len(OPEN_SUFFIX)]
         size = _size(path)
         found, good_end = recovery.scan_groups(path, min(committed_end, size), final)
+        adopted = 0
+        try:
+            for f in found:
+                if not self._adopt(f):  # then neither it nor what follows is kept
+                    good_end = f.location.response.offset
+                    break
+                adopted += 1
+        finally:
+            for f in found:
+                f.exchange.body.close()
         if good_end < size:
             log.warning("cut %s back to its last complete capture (%d -> %d bytes)",
                         final, size, good_end)
             recovery.truncate(path, good_end)
-        adopted = 0
-        for f in found:
-            item = self.manifest.item_for(self.run_id, f.exchange.url)
-            if item is not None:
-                links = self.parsers.here(item, self._page(f.exchange, None))
-                self._commit(item, f.exchange, f.location, self._http_error(f.exchange),
-                             links=links)
-                adopted += 1
-            f.exchange.body.close()
+        crashpoints.reached("recover:before-close", "file")
         if good_end == 0:
             path.unlink()
             return
         os.replace(path, self.warc_dir / final)
         log.warning("closed %s left open by an earlier run (%d captures adopted)",
                     final, adopted)
+
+    def _adopt(self, f: recovery.Found) -> bool:
+        """Commit a capture group the manifest never recorded, with the row, links and
+        outcome `_store` would have committed. False when that cannot be done exactly (its
+        URL is not waiting in this run, or the record its revisit refers to is unknown)."""
+        ex, revisit = f.exchange, f.revisit
+        item = self.manifest.item_for(self.run_id, ex.url)
+        original = (self.manifest.original_by_record(revisit.refers_to, revisit.payload_digest)
+                    if item is not None and revisit is not None else None)
+        if item is None or (revisit is not None and original is None):
+            log.warning("cannot adopt the capture of %s at %s@%d; it will be fetched again",
+                        ex.url, f.location.response.filename, f.location.response.offset)
+            return False
+        if crashpoints.hook is not None:
+            crashpoints.label = "adopted " + history.capture_kind(ex, revisit, original,
+                                                                  item.via, self.run_id)
+        if item.via == "robots":  # stored out of band: no previous capture, no links
+            self._commit(item, ex, f.location, None, revisit, original, links=(None, []))
+            return True
+        prev = self.manifest.previous_capture(item.id, self.run_id) if self._history else None
+        stored = original if revisit is not None and revisit.profile != NOT_MODIFIED else None
+        links = self.parsers.here(item, self._page(ex, prev, stored))
+        self._commit(item, ex, f.location, self._http_error(ex), revisit, original, prev,
+                     links=links)
+        return True
 
     def _seeds(self) -> list[NewUrl]:
         seeds = []
@@ -311,6 +351,7 @@ class Crawler:
         lines = (index.capture_line(row) for row in self.manifest.captures())
         n = index.write_index(self.index_path, lines)
         log.info("wrote %s (%d lines)", self.index_path, n)
+        crashpoints.reached("run:before-finish", "run")
 
     def _outcome(self) -> tuple[int, str]:
         assert self.frontier is not None
@@ -333,20 +374,27 @@ class Crawler:
         before = self.manifest.run_contents(earlier[-1]) if earlier else {}
         return history.compare(before, self.manifest.run_contents(run_id))
 
-    def write_report(self, result: RunResult) -> tuple[RunData, Path]:
-        """Gather the run's numbers from the manifest and write reports/<run-id>.json."""
-        m, run = self.manifest, result.run_id
+    def _report_path(self, run_id: int) -> Path:
+        return self.cfg.site.output_dir / "reports" / f"{run_id}.json"
+
+    def write_report(self, run_id: int) -> tuple[RunData, Path]:
+        """Gather the run's numbers from the manifest (all of them: a report can be written
+        again by a later process) and write reports/<run-id>.json."""
+        m, run = self.manifest, run_id
         stats = m.capture_stats(run)
         info = next(r for r in m.runs() if r.id == run)
+        seconds, sessions = m.run_time(run)
+        if not sessions:  # a run recorded before sessions were: its start and end
+            seconds = _seconds_between(info.started_at, info.finished_at)
         data = RunData(
             site=self.cfg.site.name,
             run_id=run,
-            state=result.state,
-            exit_code=result.exit_code,
-            resumed=result.resumed,
+            state=info.state,
+            exit_code=info.exit_code if info.exit_code is not None else ExitCode.INTERRUPTED,
+            resumed=sessions > 1,
             started_at=info.started_at,
             finished_at=info.finished_at or "",
-            duration=result.duration,
+            duration=seconds,
             captures=m.count_captures(run),
             url_states=m.url_states(run),
             status_classes=stats["status"],  # type: ignore[arg-type]
@@ -362,7 +410,7 @@ class Crawler:
             warc_files=[p.name for p in index.warc_files(self.warc_dir)],
             archive=str(self.cfg.site.output_dir),
         )
-        path = self.cfg.site.output_dir / "reports" / f"{run}.json"
+        path = self._report_path(run)
         atomic_write_text(path, json.dumps(build_report(data), indent=2) + "\n")
         return data, path
 
@@ -514,6 +562,7 @@ class Crawler:
                      item.url, delay, error, tries, self.cfg.crawl.max_tries)
             self.manifest.retry_later(self.run_id, item, error, time.time() + delay)
             self.counters.retried += 1
+            self._heartbeat()
         else:
             log.warning("giving up on %s after %d tries: %s", item.url, tries, error)
             self.manifest.give_up(self.run_id, item, error)
@@ -534,9 +583,12 @@ class Crawler:
         """Durability order: WARC records appended and flushed, then one manifest commit.
         A payload already archived (304, or the same digest anywhere) becomes a revisit."""
         assert self.writer is not None
-        same = (self.manifest.original_by_digest(ex.payload_digest)
+        same = (self.manifest.original_by_digest(ex.payload_digest, ex.status)
                 if history.dedupable(ex) else None)
         revisit, original = history.choose_revisit(ex, prev, same)
+        if crashpoints.hook is not None:
+            crashpoints.label = history.capture_kind(ex, revisit, original, item.via,
+                                                     self.run_id)
         try:
             loc = self.writer.write_capture(ex, revisit)
         except OSError as exc:
@@ -558,9 +610,14 @@ class Crawler:
             row = replace(row, original_id=original.id, record_type=(
                 "not-modified" if revisit.profile == NOT_MODIFIED else "revisit"))
         if row.record_type == "not-modified" and original is not None and prev is not None:
-            row = replace(row, mime=original.mime, etag=row.etag or prev.etag,
-                          last_modified=row.last_modified or prev.last_modified)
+            # the validators of the representation the 304 confirmed: what the archive holds
+            # (the 304's own headers are not stored: its revisit record has an empty block)
+            row = replace(row, mime=original.mime, etag=prev.etag,
+                          last_modified=prev.last_modified)
+        crashpoints.reached("commit:before")
         self.manifest.commit_capture(self.run_id, item, row, found, failed_reason=error)
+        crashpoints.reached("commit:after")
+        self._heartbeat()
         log.info("%d %s (%d bytes)", ex.status, item.url, ex.body_length)
         if found and self.frontier is not None:
             self.frontier.notify()
@@ -571,9 +628,17 @@ class Crawler:
             self.counters.done += 1
         self.counters.bytes += ex.body_length
 
-    def _page(self, ex: Exchange, prev: Previous | None) -> Page:
+    def _heartbeat(self, force: bool = False) -> None:
+        """Record, about once a second, that this process is still working on the run."""
+        now = time.monotonic()
+        if self._session is not None and (force or now - self._alive >= 1.0):
+            self._alive = now
+            self.manifest.touch_session(self._session, time.time())
+
+    def _page(self, ex: Exchange, prev: Previous | None, stored: Original | None = None) -> Page:
         """What link discovery reads: the response, or for a 304 that confirms an earlier
-        capture, the copy stored then (so discovery goes on through unchanged pages)."""
+        capture, the copy stored then (so discovery goes on through unchanged pages). An
+        identical-payload revisit read back from the WARC has its payload in `stored`."""
         confirmed = history.not_modified(ex, prev)
         if confirmed is not None:
             raw = reader.read_raw(self.warc_dir / confirmed.filename, confirmed.offset)
@@ -583,9 +648,20 @@ class Crawler:
         headers = header_map(ex.response_headers)
         body = None
         if self.discovery.wants_body(ex.status, headers, ex.truncated):
-            ex.body.seek(0)
-            body = ex.body.read()
+            if stored is not None:
+                body = reader.read_raw(self.warc_dir / stored.filename, stored.offset).payload
+            else:
+                ex.body.seek(0)
+                body = ex.body.read()
         return Page(ex.status, headers, body, ex.truncated)
+
+
+def _seconds_between(start: str, end: str | None) -> float:
+    """Seconds from one now_iso() time to another (0 when either is missing)."""
+    if not end:
+        return 0.0
+    start_at, end_at = (datetime.strptime(t, "%Y-%m-%dT%H:%M:%SZ") for t in (start, end))
+    return max((end_at - start_at).total_seconds(), 0.0)
 
 
 def _plus(usage: tuple[int, int] | None, nbytes: int) -> tuple[int, int]:

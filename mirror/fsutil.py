@@ -7,6 +7,11 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from mirror import crashpoints
+
+#: what a crash in the middle of atomic_write_lines can leave beside the file
+TEMP_GLOB = ".*.tmp"
+
 
 def atomic_write_lines(path: Path, lines: Iterable[str]) -> None:
     """Replace `path` with `lines` so that a reader sees either the old or the new file."""
@@ -17,6 +22,7 @@ def atomic_write_lines(path: Path, lines: Iterable[str]) -> None:
             f.writelines(lines)
             f.flush()
             os.fsync(f.fileno())
+        crashpoints.reached("file:before-rename", path.name)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -42,8 +42,12 @@ def not_modified(ex: Exchange, prev: Previous | None) -> Original | None:
 
 
 def dedupable(ex: Exchange) -> bool:
-    """Only a complete, non-empty payload can stand for another record's."""
-    return ex.body_length > 0 and not ex.truncated and bool(ex.payload_digest)
+    """Only a complete, non-empty 2xx payload can stand for another record's. A 3xx or an
+    error answer is always stored whole: its body is small, and some replayers (wabac.js)
+    answer an identical-payload revisit with the original's headers, so a redirect that
+    shares its body with another would replay to the other's target."""
+    return (200 <= ex.status < 300 and ex.body_length > 0 and not ex.truncated
+            and bool(ex.payload_digest))
 
 
 def choose_revisit(
@@ -54,9 +58,27 @@ def choose_revisit(
     confirmed = not_modified(ex, prev)
     if confirmed is not None:
         return revisit_of(confirmed, NOT_MODIFIED), confirmed
-    if same_digest is not None and dedupable(ex):
+    if same_digest is not None and dedupable(ex) and same_digest.status == ex.status:
         return revisit_of(same_digest, IDENTICAL), same_digest
     return None, None
+
+
+def capture_kind(ex: Exchange, revisit: Revisit | None, original: Original | None,
+                 url_via: str, run_id: int) -> str:
+    """What kind of capture this is, as the crash-point tests enumerate them."""
+    if url_via == "robots":
+        return "robots"
+    if revisit is not None and original is not None:
+        if revisit.profile == NOT_MODIFIED:
+            return "not-modified"
+        where = "same-url" if original.url == ex.url else "other-url"
+        when = "same-run" if original.run_id == run_id else "earlier-run"
+        return f"revisit-{where}-{when}"
+    if ex.truncated:
+        return "truncated"
+    if 300 <= ex.status < 400:
+        return "redirect"
+    return "response" if ex.status < 400 else "error"
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
+from mirror import crashpoints
 from mirror.model import CaptureRow, NewUrl, Original, Previous, Run, UrlItem
 
 __all__ = ["CaptureRow", "Manifest", "ManifestError", "ManifestWriteError", "NewUrl",
@@ -88,6 +89,14 @@ CREATE TABLE IF NOT EXISTS links (
     kind TEXT NOT NULL,             -- link | requisite | redirect
     PRIMARY KEY (src, dst, kind)
 ) WITHOUT ROWID;
+-- Each process that worked on a run: when it took the run up and when it was last seen
+-- working (refreshed about once a second), so a run resumed after a kill has its real time.
+CREATE TABLE IF NOT EXISTS sessions (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL,
+    started REAL NOT NULL,          -- Unix time
+    alive REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS errors (
     run_id INTEGER NOT NULL,
     url_id INTEGER NOT NULL,
@@ -119,7 +128,7 @@ class ManifestWriteError(ManifestError):
 
 
 _ORIGINAL = ("o.id, o.url, o.warc_date, o.record_id, o.payload_digest, o.filename, o.offset, "
-             "o.mime")
+             "o.mime, o.status, o.run_id")
 
 
 class Manifest:
@@ -209,6 +218,25 @@ class Manifest:
             )
             cur = self.db.execute("UPDATE urls SET state='pending' WHERE state='leased'")
         return cur.rowcount
+
+    def begin_session(self, run_id: int, now: float) -> int:
+        """This process works on `run_id` from `now` on; returns the session's id."""
+        with self._tx():
+            cur = self.db.execute("INSERT INTO sessions (run_id, started, alive) "
+                                  "VALUES (?, ?, ?)", (run_id, now, now))
+        assert cur.lastrowid is not None
+        return cur.lastrowid
+
+    def touch_session(self, session_id: int, now: float) -> None:
+        with self._tx():
+            self.db.execute("UPDATE sessions SET alive=? WHERE id=?", (now, session_id))
+
+    def run_time(self, run_id: int) -> tuple[float, int]:
+        """(seconds the run's processes worked on it, how many processes there were)."""
+        seconds, n = self.db.execute(
+            "SELECT COALESCE(SUM(alive - started), 0), COUNT(*) FROM sessions WHERE run_id=?",
+            (run_id,)).fetchone()
+        return float(seconds), int(n)
 
     def finish_run(self, run_id: int, finished_at: str, state: str, exit_code: int) -> None:
         with self._tx():
@@ -373,14 +401,27 @@ class Manifest:
             if failed_reason:
                 self._log_error(run_id, item.id, failed_reason)
             self._add_urls(run_id, item.id, found)
+            crashpoints.reached("commit:inside")
 
     # -- history (incremental runs) ----------------------------------------------------
-    def original_by_digest(self, digest: str) -> Original | None:
-        """The first complete response record with this payload digest, in any run."""
+    def original_by_digest(self, digest: str, status: int) -> Original | None:
+        """The first complete response record with this payload digest and status, in any
+        run (a revisit never stands for an answer of another status)."""
         row = self.db.execute(
             f"SELECT {_ORIGINAL} FROM captures o WHERE o.payload_digest=? "
-            "AND o.record_type='response' AND o.truncated IS NULL ORDER BY o.id LIMIT 1",
-            (digest,),
+            "AND o.record_type='response' AND o.truncated IS NULL AND o.status=? "
+            "ORDER BY o.id LIMIT 1",
+            (digest, status),
+        ).fetchone()
+        return Original(*row) if row else None
+
+    def original_by_record(self, record_id: str, digest: str) -> Original | None:
+        """The capture whose record a revisit refers to (WARC-Refers-To), found through the
+        payload digest they share."""
+        row = self.db.execute(
+            f"SELECT {_ORIGINAL} FROM captures o WHERE o.payload_digest=? "
+            "AND o.record_type='response' AND o.truncated IS NULL AND o.record_id=?",
+            (digest, record_id),
         ).fetchone()
         return Original(*row) if row else None
 
@@ -560,7 +601,8 @@ class Manifest:
 
     def capture_stats(self, run_id: int) -> dict[str, object]:
         status = dict(self.db.execute(
-            "SELECT (status / 100) || 'xx', COUNT(*) FROM captures WHERE run_id=? GROUP BY 1",
+            "SELECT CASE status WHEN 304 THEN 'not modified' ELSE (status / 100) || 'xx' END, "
+            "COUNT(*) FROM captures WHERE run_id=? GROUP BY 1",
             (run_id,),
         ).fetchall())
         mimes = dict(self.db.execute(

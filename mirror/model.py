@@ -76,6 +76,8 @@ class Original:
     filename: str
     offset: int
     mime: str
+    status: int
+    run_id: int
 
 
 @dataclass(frozen=True)

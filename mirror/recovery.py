@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,13 +12,18 @@ from typing import Any
 
 from warcio.archiveiterator import ArchiveIterator
 
+from mirror import crashpoints
 from mirror.archive import (
+    NOT_MODIFIED,
     OPEN_SUFFIX,
     CaptureLocation,
     Exchange,
     RecordLocation,
+    Revisit,
     complete_prefix,
+    header_map,
 )
+from mirror.fsutil import TEMP_GLOB
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +33,23 @@ SPOOL = 1 << 20
 
 @dataclass(frozen=True)
 class Found:
-    """A complete capture group (response + its request) read back from a WARC file."""
+    """A complete capture group (response or revisit + its request) read back from a WARC
+    file, as the writer was given it: the exchange (for a revisit, its status, headers and
+    payload length, without the payload), where it lies, and the revisit it was written as."""
 
     exchange: Exchange
     location: CaptureLocation
+    revisit: Revisit | None = None
+
+
+def remove_temporaries(output_dir: Path) -> None:
+    """Delete what a crash while replacing index.cdxj or a report left beside them."""
+    for folder in (output_dir, output_dir / "reports"):
+        for path in folder.glob(TEMP_GLOB) if folder.is_dir() else ():
+            path.unlink(missing_ok=True)
+    for path in output_dir.glob(".index-*") if output_dir.is_dir() else ():
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def open_files(warc_dir: Path) -> list[Path]:
@@ -46,6 +65,7 @@ def cut_torn_tail(path: Path) -> int:
     if keep < size:
         log.warning("cut torn tail of %s: %d -> %d bytes", path.name, size, keep)
         truncate(path, keep)
+        crashpoints.reached("recover:cut", "file")
     return keep
 
 
@@ -106,6 +126,11 @@ def _response_parts(record: Any) -> dict[str, Any]:
     body.seek(0)
     h, http = record.rec_headers, record.http_headers
     return {
+        "type": record.rec_type,
+        "profile": h.get_header("WARC-Profile"),
+        "refers_to": h.get_header("WARC-Refers-To"),
+        "refers_to_uri": h.get_header("WARC-Refers-To-Target-URI"),
+        "refers_to_date": h.get_header("WARC-Refers-To-Date"),
         "id": h.get_header("WARC-Record-ID"),
         "url": h.get_header("WARC-Target-URI"),
         "date": h.get_header("WARC-Date"),
@@ -132,15 +157,27 @@ def _found(
     r: tuple[int, int], q: tuple[int, int],
 ) -> Found:
     reason = resp["statusline"].partition(" ")[2]
+    status, length, revisit = resp["status"], resp["length"], _revisit(resp)
+    if revisit is not None and revisit.profile == NOT_MODIFIED:
+        status, length = 304, 0  # an empty block: what was received was a bodiless 304
+    elif revisit is not None:  # the headers as stored say how long the payload was
+        length = int(header_map(resp["headers"]).get("content-length") or 0)
     ex = Exchange(
         url=resp["url"], method=req["method"], target=req["target"],
         request_headers=req["headers"], http_version=resp["protocol"].partition("/")[2] or "1.1",
-        status=resp["status"], reason=reason, response_headers=resp["headers"],
-        body=resp["body"], body_length=resp["length"], truncated=resp["truncated"],
-        peer_ip=resp["ip"],
+        status=status, reason=reason, response_headers=resp["headers"],
+        body=resp["body"], body_length=length, truncated=resp["truncated"],
+        peer_ip=resp["ip"], payload_digest=resp["digest"],
     )
     loc = CaptureLocation(
         RecordLocation(filename, *r), RecordLocation(filename, *q),
         resp["date"], resp["id"], resp["digest"],
     )
-    return Found(ex, loc)
+    return Found(ex, loc, revisit)
+
+
+def _revisit(resp: dict[str, Any]) -> Revisit | None:
+    if resp["type"] != "revisit":
+        return None
+    return Revisit(resp["profile"] or "", resp["refers_to"] or "", resp["refers_to_uri"] or "",
+                   resp["refers_to_date"] or "", resp["digest"])

@@ -195,7 +195,7 @@ def crawl(tmp_path: Path) -> Callable[..., Awaitable[Crawl]]:
         crawler = Crawler(cfg, backoff_base=0.01, seed=1, warc_opener=warc_opener)
         try:
             result = await asyncio.wait_for(crawler.run(), timeout=60)
-            crawler.write_report(result)
+            crawler.write_report(result.run_id)
         finally:
             crawler.close()
         return Crawl(result, tmp_path)

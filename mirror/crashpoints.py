@@ -1,0 +1,91 @@
+"""Crash points: the named steps of the durability order, where a test can stop the process.
+
+Every step at which a process can die with something half done is named here and marked in
+the code with `reached(step)`. Nothing happens there unless a hook is set: in production the
+hook is None and a mark costs one global lookup. Tests set a hook in two ways:
+
+- `MIRROR_CRASH_AT=STEP[/KIND][#N]` in the environment: the process exits at once
+  (`os._exit`, like SIGKILL: no buffers flushed, no cleanup) the N-th time (default 1) it
+  reaches STEP while storing a capture of KIND (default: any kind);
+- `hook = callable` in-process: the callable is told (step, kind) at every mark, e.g. to copy
+  the archive folder as the disk holds it then (what a SIGKILL at that moment would leave).
+
+The kind is the kind of capture being stored ("response", "redirect", "revisit", ...: see
+`mirror.history.capture_kind`), set by the crawler in `label` while a hook is set.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable
+
+#: the steps, in the order a capture (then a file, then a run) passes them
+STEPS = (
+    "append:before",        # a capture's records are about to be appended
+    "append:between",       # the response (or revisit) record is appended, not its request
+    "append:unflushed",     # both records appended, not yet flushed to the OS
+    "commit:before",        # records flushed, the manifest transaction not begun
+    "commit:inside",        # inside the manifest transaction, before COMMIT
+    "commit:after",         # the transaction committed
+    "open:unflushed",       # a new .open file holds its warcinfo record, not yet flushed
+    "rotate:before-rename",  # a full file is flushed and closed, still .open
+    "rotate:after-rename",  # ... renamed to its final name
+    "recover:cut",          # start-up repair cut a torn tail off an .open file
+    "recover:before-close",  # captures of an .open file adopted, the file not yet renamed
+    "file:before-rename",   # index.cdxj or a report written to a temporary file, not renamed
+    "run:before-finish",    # the index is written, the run not yet marked finished
+)
+#: the exit status of a process stopped by MIRROR_CRASH_AT (as a shell reports SIGKILL)
+EXIT_STATUS = 137
+ENV = "MIRROR_CRASH_AT"
+
+hook: Callable[[str, str], None] | None = None
+label = ""  # the kind of capture being stored (set by the crawler only while a hook is set)
+
+
+def reached(step: str, kind: str = "") -> None:
+    """Mark a crash point. `kind` names what is being written when it is not a capture."""
+    if hook is not None:
+        hook(step, kind or label)
+
+
+class CrashSpec:
+    """STEP[/KIND][#N]: the N-th time STEP is reached for a capture of KIND (or any)."""
+
+    def __init__(self, text: str) -> None:
+        rest, _, nth = text.partition("#")
+        self.step, _, self.kind = rest.partition("/")
+        if self.step not in STEPS:
+            raise ValueError(f"{ENV}={text!r}: unknown step {self.step!r}; one of "
+                             + ", ".join(STEPS))
+        self.nth = int(nth) if nth else 1
+        self.seen = 0
+
+    def matches(self, step: str, kind: str) -> bool:
+        if step != self.step or (self.kind and kind != self.kind):
+            return False
+        self.seen += 1
+        return self.seen == self.nth
+
+
+def exit_at(spec: CrashSpec) -> Callable[[str, str], None]:
+    def stop(step: str, kind: str) -> None:
+        if spec.matches(step, kind):
+            os._exit(EXIT_STATUS)  # no flush, no finally, no atexit: what SIGKILL leaves
+    return stop
+
+
+class Occurrences:
+    """Counts (step, kind) as they are reached, for hooks that act on the first few."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[tuple[str, str]] = Counter()
+
+    def next(self, step: str, kind: str) -> int:
+        self.counts[step, kind] += 1
+        return self.counts[step, kind]
+
+
+if os.environ.get(ENV):  # a test asked this process to die at a crash point
+    hook = exit_at(CrashSpec(os.environ[ENV]))
