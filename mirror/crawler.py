@@ -628,6 +628,11 @@ class Crawler:
             self.counters.done += 1
         self.counters.bytes += ex.body_length
 
+    def warc_path(self, filename: str) -> Path:
+        """A WARC file by its final name, or still .open (while recovery adopts its tail)."""
+        path = self.warc_dir / filename
+        return path if path.exists() else path.with_name(filename + OPEN_SUFFIX)
+
     def _heartbeat(self, force: bool = False) -> None:
         """Record, about once a second, that this process is still working on the run."""
         now = time.monotonic()
@@ -641,7 +646,7 @@ class Crawler:
         identical-payload revisit read back from the WARC has its payload in `stored`."""
         confirmed = history.not_modified(ex, prev)
         if confirmed is not None:
-            raw = reader.read_raw(self.warc_dir / confirmed.filename, confirmed.offset)
+            raw = reader.read_raw(self.warc_path(confirmed.filename), confirmed.offset)
             status, headers = raw.status or 200, header_map(raw.headers or ())
             wanted = self.discovery.wants_body(status, headers, None)
             return Page(status, headers, raw.payload if wanted else None, None)
@@ -649,7 +654,7 @@ class Crawler:
         body = None
         if self.discovery.wants_body(ex.status, headers, ex.truncated):
             if stored is not None:
-                body = reader.read_raw(self.warc_dir / stored.filename, stored.offset).payload
+                body = reader.read_raw(self.warc_path(stored.filename), stored.offset).payload
             else:
                 ex.body.seek(0)
                 body = ex.body.read()

@@ -127,6 +127,10 @@ class ManifestWriteError(ManifestError):
     """A transaction could not be committed (disk full, I/O error); it was rolled back."""
 
 
+#: URLs the frontier hands out: not robots.txt, which only the robots gate fetches (a
+#: robots.txt row left pending by a crash waits for the gate, not for a worker)
+_FRONTIER = "via != 'robots'"
+
 _ORIGINAL = ("o.id, o.url, o.warc_date, o.record_id, o.payload_digest, o.filename, o.offset, "
              "o.mime, o.status, o.run_id")
 
@@ -303,7 +307,7 @@ class Manifest:
         """Mark up to `limit` pending URLs that are due as leased and return them, oldest first."""
         excluded = list(exclude_sites)
         sql = "SELECT id, url, site, depth, redirects_left, mode, tries, via FROM urls " \
-              "WHERE state='pending' AND next_try <= ?"
+              f"WHERE state='pending' AND next_try <= ? AND {_FRONTIER}"
         params: list[object] = [now]
         if excluded:
             sql += f" AND site NOT IN ({','.join('?' * len(excluded))})"
@@ -321,7 +325,7 @@ class Manifest:
 
     def next_due(self, pages: bool = True) -> float | None:
         """Earliest next_try of a pending URL, or None when nothing is pending."""
-        sql = "SELECT MIN(next_try) FROM urls WHERE state='pending'"
+        sql = f"SELECT MIN(next_try) FROM urls WHERE state='pending' AND {_FRONTIER}"
         if not pages:
             sql += " AND mode='requisite'"
         row = self.db.execute(sql).fetchone()

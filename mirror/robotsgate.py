@@ -93,7 +93,7 @@ class RobotsGate:
             stored = crawler.manifest.capture_in_run(crawler.run_id, url)
             if stored is None:
                 return "robots.txt is being fetched by another worker"
-            raw = reader.read_raw(crawler.warc_dir / stored.filename, stored.offset)
+            raw = reader.read_raw(crawler.warc_path(stored.filename), stored.offset)
             headers = header_map(raw.headers or ())
             return raw.status or 0, headers, raw.payload[:READ_LIMIT], False
         try:
