@@ -124,6 +124,8 @@ async def test_second_run_is_incremental(aiohttp_server, crawl):
         [base, base + "v/3", base + "s/5"])  # the start page lists other links now
     assert sorted(report["changes"]["gone"]) == [base + "s/8", base + "v/7"]
     assert report["changes"]["new"] == [base + "v/new"]
+    # the 8 unchanged /v/ pages and /deep answered 304: counted as such, not as redirects
+    assert report["status_classes"] == {"2xx": 12, "not modified": 9, "4xx": 1}
 
     # the merged index holds every URL once per run (each capture at its own time: a run
     # may cross a second boundary), and each capture replays the bytes of its run
