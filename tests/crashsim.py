@@ -47,7 +47,8 @@ A_V1 = b"<!doctype html><title>A</title><p>version 1 <img src='/img.png'>"
 A_V2 = b"<!doctype html><title>A</title><p>version 2 <img src='/img.png'>"
 ROBOTS = b"User-agent: *\nDisallow: /private\n"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
-LINKS = ["a", "dup1", "dup2", "redir", "chain1", "big", "missing", "etag", "noval", "private"]
+LINKS = ["a", "dup1", "dup2", "dup3", "redir", "chain1", "big", "missing", "etag", "noval",
+         "private"]
 
 
 def home(phase: int) -> bytes:
@@ -67,6 +68,7 @@ class PhasedSite:
         for path, body in (("/dup1", DUP), ("/dup2", DUP), ("/noval", b"<p>no validators")):
             self._static(path, lambda b=body: b)
         self._static("/", lambda: home(self.phase), etag=True)
+        self._static("/dup3", lambda: DUP, etag=True)  # a revisit, then 304s that confirm it
         self._static("/a", lambda: A_V1 if self.phase == 1 else A_V2)
         self._static("/new", lambda: A_V1)  # run 1's /a: a revisit of another URL
         self._static("/big", lambda: b"x" * BIG)
