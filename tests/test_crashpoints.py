@@ -1,13 +1,13 @@
 """R2 / C1: crash points enumerated, not sampled.
 
 For every durability step x every kind of capture (and every file rotation, index and report
-write) in a first run, an incremental run and a run resumed after a crash, and for the first
-MIRROR_CRASH_OCCURRENCES (default 3) times each is reached: the archive as the disk holds it
-at that moment is restarted and the runs are finished; then `mirror verify` and `warcio
+write) in a first run, an incremental run and a run resumed after a crash, and for every time
+each is reached (or the first MIRROR_CRASH_OCCURRENCES times): the archive as the disk holds
+it at that moment is restarted and the runs are finished; then `mirror verify` and `warcio
 check` pass, every URL is stored exactly once per run, nothing committed is fetched again,
 and `mirror serve` replays every URL at every run as an uncrashed crawl does.
 
-bench/crashpoints.py runs the same sweep with more occurrences.
+About 300 crash states in about 30 s; bench/crashpoints.py runs the sweep and times it.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from crashsim import (
 
 from mirror import crashpoints
 
-OCCURRENCES = int(os.environ.get("MIRROR_CRASH_OCCURRENCES") or 3)
+OCCURRENCES = int(os.environ.get("MIRROR_CRASH_OCCURRENCES") or 1 << 30)  # default: all
 ROOT = Path(__file__).resolve().parent.parent
 
 
