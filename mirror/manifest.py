@@ -435,9 +435,12 @@ class Manifest:
                                (run_id,)).fetchone() is not None
 
     def previous_capture(self, url_id: int, run_id: int) -> Previous | None:
-        """The URL's latest capture from an earlier run, with the record holding its payload."""
+        """The URL's latest capture from an earlier run, with the record holding its payload.
+        A not-modified capture stands for the capture it confirmed: it has that one's status
+        (else the run after it would not revalidate, and would fetch the page whole)."""
         row = self.db.execute(
-            f"""SELECT c.status, c.etag, c.last_modified, c.truncated, {_ORIGINAL}
+            f"""SELECT CASE c.record_type WHEN 'not-modified' THEN o.status ELSE c.status END,
+                       c.etag, c.last_modified, c.truncated, {_ORIGINAL}
                 FROM captures c JOIN captures o ON o.id = COALESCE(c.original_id, c.id)
                 WHERE c.url_id=? AND c.run_id<? ORDER BY c.id DESC LIMIT 1""",
             (url_id, run_id),

@@ -168,3 +168,23 @@ async def test_incremental_archive_verifies_and_matches_cdxj_indexer(aiohttp_ser
     assert (second.archive / "index.cdxj").read_text() == proc.stdout
     # run 1: /s/copy; run 2: / and /s/1, /s/2, /s/copy (same bytes), /v/1 (304)
     assert proc.stdout.count('"mime": "warc/revisit"') == 1 + 5
+
+
+async def test_every_later_run_revalidates_what_the_run_before_confirmed(aiohttp_server, crawl):
+    """A page that answered 304 in run 2 is asked conditionally again in run 3 and 4 (its
+    previous capture is that not-modified revisit, which stands for the 200 it confirmed)."""
+    site = VersionedSite()
+    site.pages["/v/1"] = "stable"
+    site.linked = ["/v/1"]
+    base = await start(aiohttp_server, site)
+    for run in (1, 2, 3, 4):
+        site.conditional.clear()
+        done = await crawl([base])
+        assert done.result.exit_code == ExitCode.OK
+        [(_, inm, ims)] = site.conditional
+        assert (inm is not None, ims) == ((run > 1), "Mon, 02 Nov 2026 10:00:00 GMT"
+                                          if run > 1 else None), f"run {run}"
+    with done.db() as db:
+        kinds = [k for (k,) in db.execute(
+            "SELECT record_type FROM captures WHERE url=? ORDER BY run_id", (base + "v/1",))]
+    assert kinds == ["response", "not-modified", "not-modified", "not-modified"]
