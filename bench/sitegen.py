@@ -7,6 +7,7 @@ relative and absolute paths; some carry ?sort=asc (a new URL for the crawler, sa
 ?utm_source=... (dropped by the crawler's ignore_query). Shared CSS files @import each other
 and use url() images; pages use images with src and srcset and a favicon. Some links go to
 redirect sources (written to _redirects, with a few chains) and some to missing pages (404).
+change_pages() rewrites a seeded share of the pages, for incremental runs (bench/chaos.py).
 
 Usage: python bench/sitegen.py DIR --pages 2000 --seed 0 [--page-kb 20]
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import posixpath
 import random
 import struct
@@ -297,6 +299,27 @@ def generate(
         saved = {"pages": pages, "seed": seed, "page_kb": page_kb, "stats": stats}
     (root / STATS_FILE).write_text(json.dumps(saved, indent=2) + "\n")
     return stats
+
+
+def change_pages(root: Path, share: float, seed: int | str, stamp: str) -> list[str]:
+    """Rewrite about `share` of the site's pages (chosen by seed) with a new paragraph naming
+    stamp; returns their paths. Links are kept, so the site's URLs stay the same. Each file's
+    bytes, size and mtime all change (mtime at least one second on, so that Last-Modified
+    changes too), and with them sitesrv's ETag."""
+    pages = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.html"))
+    rng = random.Random(seed)
+    chosen = sorted(rng.sample(pages, min(len(pages), max(1, round(len(pages) * share)))))
+    for rel in chosen:
+        path = root / rel
+        before = path.stat().st_mtime_ns
+        words = " ".join(rng.choices(WORDS, k=12))
+        note = f"<p>{escape(stamp)}: {words}.</p>\n"
+        text = path.read_text(encoding="utf-8")
+        cut = text.rfind("</main>") if "</main>" in text else len(text)
+        path.write_text(text[:cut] + note + text[cut:], encoding="utf-8")
+        mtime = max(time.time_ns(), before + 1_000_000_000)
+        os.utime(path, ns=(mtime, mtime))
+    return chosen
 
 
 def count(plan: Plan, assets: int, html_bytes: int) -> dict[str, int]:
