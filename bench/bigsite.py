@@ -2,7 +2,7 @@
 
 Generates small pages (--page-kb 2: about 3.5 KB each, 100,000 pages in about a minute and
 0.5 GB of disk) unless --site already holds them, serves them (nginx when installed, else
-mirror.sitesrv), crawls with mirror while sampling the summed RSS of its process group four
+mirror.demo.sitesrv), crawls with mirror while sampling the summed RSS of its process group four
 times a second, then checks the archive with `mirror verify` and `warcio check`. The peak
 is shown while fetching and after the last request (closing the WARC, index, report).
 

@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 
 from sitegen import change_pages, generate  # noqa: E402
 
-from mirror.sitesrv import REQUEST_LOG, RequestLog, start_site_server  # noqa: E402
+from mirror.demo.sitesrv import REQUEST_LOG, RequestLog, start_site_server  # noqa: E402
 
 SITE = "chaos"
 RUN_TIMEOUT = 300.0  # s: the longest a run may take once it is no longer killed

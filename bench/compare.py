@@ -1,6 +1,6 @@
 """Compare mirror, wget (with and without WARC) and Scrapy on one generated site; one table.
 
-One server (nginx when installed and no --latency is asked for, else mirror.sitesrv) serves
+One server (nginx when installed and no --latency is asked for, else mirror.demo.sitesrv) serves
 the site for the whole comparison. Runs are interleaved (mirror, fetch-only, wget-warc, wget,
 scrapy, then again for --repeat); after each one the script requests /_bench/mark-N, so the
 server's request log splits into exactly the requests of each run. Every figure of a tool is
@@ -173,7 +173,7 @@ def run_tool(tool: str, args: argparse.Namespace, server: Server, run_dir: Path)
 
 def save_urls(index: Path, out: Path) -> None:
     """The URLs of a mirror run's index (every request it made), for fetch-only."""
-    from mirror.reader import parse_cdxj
+    from mirror.replay.captures import parse_cdxj
 
     captures = map(parse_cdxj, index.read_text(encoding="utf-8").splitlines())
     urls = [c.url for c in captures if c is not None]

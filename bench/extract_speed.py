@@ -6,7 +6,7 @@ scheduler noise out), the median page size and the median number of links found.
 
     python bench/extract_speed.py                      # 50 generated pages + the demo site
     python bench/extract_speed.py --site DIR           # every *.html under DIR instead
-    git show HEAD:mirror/extract.py > /tmp/before.py
+    git show HEAD:mirror/web/extract.py > /tmp/before.py
     python bench/extract_speed.py --against /tmp/before.py   # the same, before and after
 """
 
@@ -22,10 +22,10 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from mirror.extract import extract_html
+from mirror.web.extract import extract_html
 
 BENCH = Path(__file__).resolve().parent
-DEMO_SITE = BENCH.parent / "mirror" / "demo_site"
+DEMO_SITE = BENCH.parent / "mirror" / "demo" / "site"
 
 Page = tuple[str, bytes]  # (url, body)
 Extractor = Callable[[bytes, str, str | None], object]
@@ -65,7 +65,7 @@ def report(name: str, pages: list[Page], repeat: int, extract: Extractor) -> flo
 
 
 def load_extractor(path: Path) -> Extractor:
-    """extract_html of another version of mirror/extract.py, loaded from its file."""
+    """extract_html of another version of mirror/web/extract.py, loaded from its file."""
     spec = importlib.util.spec_from_file_location("extract_against", path)
     if spec is None or spec.loader is None:
         raise SystemExit(f"cannot load {path}")

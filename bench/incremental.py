@@ -1,7 +1,7 @@
 """Measure an incremental backup: run 1 of a generated site, change some pages, run 2.
 
 Prints wall time, WARC bytes written and records of each run, and what the second run's
-report says changed. The site is served by mirror.sitesrv, which answers conditional
+report says changed. The site is served by mirror.demo.sitesrv, which answers conditional
 requests (ETag / Last-Modified -> 304) like a typical static file server.
 
 Usage: python bench/incremental.py --pages 2000 --changed 0.05

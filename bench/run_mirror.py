@@ -2,7 +2,7 @@
 
 Steps: generate a site with bench/sitegen.py (or reuse --site DIR when it already holds the
 same pages and seed), serve it with nginx when `nginx` is on PATH and no --latency is asked
-for (else with `python -m mirror.sitesrv`), write a site.toml, run `mirror run site.toml
+for (else with `python -m mirror.demo.sitesrv`), write a site.toml, run `mirror run site.toml
 --quiet` under /usr/bin/time -v, stop the server and count what it served and what the WARC
 files hold.
 
@@ -165,7 +165,7 @@ def start_nginx(nginx: str, site: Path, work: Path) -> Server:
 
 def start_sitesrv(site: Path, work: Path, latency: float) -> Server:
     log = work / "requests.log"
-    cmd = [sys.executable, "-m", "mirror.sitesrv", str(site), "--port", "0"]
+    cmd = [sys.executable, "-m", "mirror.demo.sitesrv", str(site), "--port", "0"]
     cmd += ["--latency", str(latency), "--log", str(log)]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
     server = Server(proc, "", "sitesrv", log)
@@ -176,7 +176,7 @@ def start_sitesrv(site: Path, work: Path, latency: float) -> Server:
     line = proc.stdout.readline().decode().strip() if ready else ""
     if not line.startswith("http://"):
         stop_server(server)
-        raise BenchError(f"mirror.sitesrv did not print its URL (exit code {proc.returncode})")
+        raise BenchError(f"mirror.demo.sitesrv did not print its URL (exit code {proc.returncode})")
     server.base_url = line
     return server
 

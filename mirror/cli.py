@@ -12,16 +12,17 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from mirror import __version__, index
-from mirror.archive import header_map
+from mirror import __version__
+from mirror.archive import index
+from mirror.archive.lock import ArchiveLock, ArchiveLocked
+from mirror.archive.manifest import Manifest, ManifestError, Run
 from mirror.config import ConfigError, SiteConfig, load_config
-from mirror.crawler import Crawler, ExitCode, archive_paths
-from mirror.history import compare
-from mirror.lock import ArchiveLock, ArchiveLocked
-from mirror.manifest import Manifest, ManifestError, Run
+from mirror.crawl.history import compare
+from mirror.layout import ArchiveLayout
+from mirror.model import ExitCode
 from mirror.progress import ProgressDisplay
 from mirror.report import (
     RunStatus,
@@ -30,6 +31,9 @@ from mirror.report import (
     render_summary,
     summary_line,
 )
+
+if TYPE_CHECKING:
+    from mirror.crawl.crawler import Crawler
 
 log = logging.getLogger("mirror")
 
@@ -135,7 +139,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
-    manifest_path, warc_dir, _ = archive_paths(cfg)
+    layout = ArchiveLayout(cfg.site.output_dir)
+    manifest_path, warc_dir = layout.manifest, layout.warc
     manifest = Manifest(manifest_path, readonly=True)
     try:
         runs, totals = manifest.runs(), manifest.run_totals()
@@ -158,7 +163,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def _history(args: argparse.Namespace) -> tuple[list[Run], Callable[[int], dict[str, Any]]]:
     cfg = load_config(args.config)
-    manifest = Manifest(archive_paths(cfg)[0], readonly=True)
+    manifest = Manifest(ArchiveLayout(cfg.site.output_dir).manifest, readonly=True)
     runs = [r for r in manifest.runs() if r.state != "abandoned"]
     contents = {r.id: manifest.run_contents(r.id) for r in runs}
     manifest.close()
@@ -206,53 +211,66 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _robots_rules(cfg: SiteConfig, raw: str, *, offline: bool) -> tuple[Any, str]:
-    """The robots.txt rules for a URL: the archived copy, else fetched now (one request)."""
-    from mirror.reader import read_raw
-    from mirror.robots import robots_url, rules_from_response
-    from mirror.urls import InvalidURL, normalize
+    """The robots.txt rules for a URL: the archived copy (of any run), else fetched now
+    through the crawl's own robots gate (redirects followed), archived nowhere."""
+    from mirror.crawl.robots import robots_url
+    from mirror.web.urls import InvalidURL, normalize
 
     try:
         target = robots_url(normalize(raw, cfg.scope.ignore_query))
     except InvalidURL:
         return None, "not an http(s) URL"
-    manifest_path, warc_dir, _ = archive_paths(cfg)
-    if manifest_path.exists():
-        manifest = Manifest(manifest_path, readonly=True)
+    archived = _ArchivedRobots(ArchiveLayout(cfg.site.output_dir))
+    if offline and archived.lookup(target) is None:
+        return None, f"{target} is not in the archive (--offline)"
+    rules = asyncio.run(_gate_rules(cfg, target, archived))
+    return rules, archived.source or f"fetched {target} now"
+
+
+class _ArchivedRobots:
+    """robots.txt answers from the archive, any run (the latest); nothing is archived."""
+
+    def __init__(self, layout: ArchiveLayout) -> None:
+        self.layout = layout
+        self.source = ""
+
+    def lookup(self, url: str) -> Any:
+        from mirror.archive.warcread import read_raw
+
+        if not self.layout.manifest.exists():
+            return None
+        manifest = Manifest(self.layout.manifest, readonly=True)
         try:
-            stored = manifest.capture_in_run(None, target)
+            stored = manifest.capture_in_run(None, url)
         finally:
             manifest.close()
-        if stored is not None:
-            rec = read_raw(warc_dir / stored.filename, stored.offset)
-            coding = header_map(rec.headers or ()).get("content-encoding")
-            return (rules_from_response(rec.status, rec.payload, content_encoding=coding),
-                    f"archived {stored.warc_date}")
-    if offline:
-        return None, f"{target} is not in the archive (--offline)"
-    return asyncio.run(_fetch_robots(cfg, target)), f"fetched {target} now"
+        if stored is None:
+            return None
+        self.source = self.source or f"archived {stored.warc_date}"
+        return read_raw(self.layout.warc / stored.filename, stored.offset)
+
+    def keep(self, url: str, answer: object) -> None:
+        pass
 
 
-async def _fetch_robots(cfg: SiteConfig, target: str) -> Any:
-    from mirror.fetch import FetchError, Limits, fetch, open_session
-    from mirror.robots import rules_from_response
-    from mirror.scope import Scope
+async def _gate_rules(cfg: SiteConfig, target: str, archived: _ArchivedRobots) -> Any:
+    from mirror.crawl.fetch import Limits, fetch, open_session
+    from mirror.crawl.robotsgate import RobotsGate
+    from mirror.crawl.scope import Scope
 
     limits = Limits(cfg.crawl.timeout, cfg.crawl.connect_timeout, cfg.crawl.read_timeout,
                     cfg.crawl.max_response_bytes)
+    on_site = Scope.from_config(cfg).on_site
+
+    async def fetch_one(session: object, url: str) -> Any:
+        return await fetch(session, url, limits, cfg.headers_for(on_site(url)))  # type: ignore[arg-type]
+
     async with open_session(cfg.crawl.user_agent, 1) as session:
-        try:
-            ex = await fetch(session, target, limits,
-                             cfg.headers_for(Scope.from_config(cfg).on_site(target)))
-        except FetchError as exc:
-            return rules_from_response(None, None, error=str(exc))
-        with ex.body:
-            coding = header_map(ex.response_headers).get("content-encoding")
-            return rules_from_response(ex.status, ex.body.read(), content_encoding=coding,
-                                       truncated=bool(ex.truncated))
+        return await RobotsGate(fetch_one, archived).rules_for(session, target)
 
 
 def _existing_warc_dir(cfg: SiteConfig, args: argparse.Namespace) -> Path:
-    warc_dir = archive_paths(cfg)[1]
+    warc_dir = ArchiveLayout(cfg.site.output_dir).warc
     if not warc_dir.is_dir():
         raise UsageError(f"{warc_dir}: no WARC folder (has `mirror run {args.config}` run yet?)")
     return warc_dir
@@ -262,7 +280,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from mirror.verify import check_archive, format_problems
 
     cfg = load_config(args.config)
-    manifest_path, _, _ = archive_paths(cfg)
+    manifest_path = ArchiveLayout(cfg.site.output_dir).manifest
     _existing_warc_dir(cfg, args)
     with ArchiveLock(cfg.site.output_dir):
         manifest = Manifest(manifest_path, readonly=True) if manifest_path.exists() else None
@@ -279,7 +297,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_index(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
-    _, _, index_path = archive_paths(cfg)
+    index_path = ArchiveLayout(cfg.site.output_dir).index
     warc_dir = _existing_warc_dir(cfg, args)
     with ArchiveLock(cfg.site.output_dir):
         n = index.rebuild_from_warcs(warc_dir, index_path)
@@ -288,7 +306,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from mirror.sitesrv import start_site_server
+    from mirror.demo.sitesrv import start_site_server
 
     folder = Path(args.dir).resolve()
     folder.mkdir(parents=True, exist_ok=True)
@@ -297,7 +315,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     port = _demo_port(site)
 
     async def demo() -> int:
-        with resources.as_file(resources.files("mirror") / "demo_site") as root:
+        with resources.as_file(resources.files("mirror.demo") / "site") as root:
             try:  # the last demo's port, so that a second demo is an incremental run
                 runner, base = await start_site_server(Path(root), port=port)
             except OSError:
@@ -335,7 +353,7 @@ def _demo_port(site: Path) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from mirror.serve import Site, serve_forever
+    from mirror.replay.serve import Site, serve_forever
 
     cfg = load_config(args.config)
     if not (cfg.site.output_dir / "warc").is_dir():
@@ -350,9 +368,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from mirror.export import ExportError, export_folder
-    from mirror.reader import Archive
-    from mirror.wacz import write_wacz
+    from mirror.replay.captures import Archive
+    from mirror.replay.export import ExportError, export_folder
+    from mirror.replay.wacz import write_wacz
 
     cfg = load_config(args.config)
     if not (args.to or args.wacz) or (args.at and not args.to):
@@ -399,16 +417,20 @@ def crawl(cfg: SiteConfig, *, quiet: bool, verbose: bool, new_run: bool = False)
 
 async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
                       new_run: bool = False) -> int:
+    from mirror.crawl.crawler import Crawler  # here: it loads aiohttp, which `check` needs not
+    from mirror.runreport import write_missing_report, write_report
+
     live = sys.stdout.isatty() and not quiet
     display = ProgressDisplay(cfg.site.name) if live else None
-    with ArchiveLock(cfg.site.output_dir), \
-            _logging(cfg.site.output_dir / "mirror.log", verbose=verbose, display=display):
+    layout = ArchiveLayout(cfg.site.output_dir)
+    with ArchiveLock(layout.root), _logging(layout.log, verbose=verbose, display=display):
         crawler = Crawler(cfg, on_progress=display.update if display else None,
                           new_run=new_run)
         try:
+            write_missing_report(cfg, crawler.manifest)
             with _signals(crawler), (display or _nothing()):
                 result = await crawler.run()
-            data, report_path = crawler.write_report(result.run_id)
+            data, report_path = write_report(cfg, crawler.manifest, result.run_id)
         finally:
             crawler.close()
     if quiet:

@@ -17,11 +17,8 @@ from typing import Any, TypeVar, get_type_hints
 from urllib.parse import urlsplit
 
 from mirror import __version__
-from mirror.urls import DEFAULT_IGNORE_QUERY
-
-# Header names (lower-case) whose values are credentials: shown as REDACTED, never logged.
-SECRET_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
-REDACTED = "<redacted>"
+from mirror.web.http import REDACTED, SECRET_HEADERS
+from mirror.web.urls import DEFAULT_IGNORE_QUERY
 
 
 class ConfigError(Exception):
@@ -281,7 +278,7 @@ class ScopeSection:
 class CrawlSection:
     workers: int = _key(_integer(1), 16)
     per_host: int = _key(_integer(1), 4)
-    # helper processes that find the links of pages (mirror.parsepool); 0: in this process
+    # helper processes that find the links of pages (mirror.crawl.parsepool); 0: in this process
     parse_processes: int = _key(_integer(0), 1)
     delay: float = _key(_number(0, inclusive=True), 0.0)
     max_crawl_delay: float = _key(_number(0, inclusive=True), 30.0)  # cap on robots Crawl-delay

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from mirror.config import SiteConfig
-from mirror.robots import RobotsRules
-from mirror.scope import Scope
-from mirror.urls import InvalidURL, normalize
+from mirror.crawl.robots import RobotsRules
+from mirror.crawl.scope import Scope
+from mirror.web.urls import InvalidURL, normalize
 
 #: what each skip rule means, for people
 RULES = {

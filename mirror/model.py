@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
 
 
 @dataclass(frozen=True)
@@ -89,3 +90,16 @@ class Previous:
     last_modified: str | None
     truncated: str | None
     original: Original
+
+
+class ExitCode(IntEnum):
+    """How `mirror` ends (README: exit codes)."""
+
+    OK = 0
+    INTERNAL = 1
+    USAGE = 2
+    FAILED_URLS = 3
+    LIMIT = 4
+    DAMAGED = 65  # `mirror verify` found problems (sysexits EX_DATAERR)
+    LOCKED = 75
+    INTERRUPTED = 130

@@ -15,7 +15,7 @@ from rich.text import Text
 from mirror.report import human_bytes
 
 if TYPE_CHECKING:
-    from mirror.crawler import Crawler
+    from mirror.crawl.crawler import Crawler
 
 REFRESH = 0.25  # seconds between redraws
 

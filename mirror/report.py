@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from mirror.history import Changes
+from mirror.crawl.history import Changes
 
 
 @dataclass(frozen=True)

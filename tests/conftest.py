@@ -13,9 +13,10 @@ import pytest
 from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
 
+from mirror.archive.manifest import Manifest
 from mirror.config import load_config
-from mirror.crawler import Crawler, RunResult
-from mirror.manifest import Manifest
+from mirror.crawl.crawler import Crawler, RunResult
+from mirror.runreport import write_missing_report, write_report
 from mirror.verify import check_archive
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -194,8 +195,9 @@ def crawl(tmp_path: Path) -> Callable[..., Awaitable[Crawl]]:
         cfg = load_config(write_config(tmp_path, start_urls, **sections))
         crawler = Crawler(cfg, backoff_base=0.01, seed=1, warc_opener=warc_opener)
         try:
+            write_missing_report(cfg, crawler.manifest)
             result = await asyncio.wait_for(crawler.run(), timeout=60)
-            crawler.write_report(result.run_id)
+            write_report(cfg, crawler.manifest, result.run_id)
         finally:
             crawler.close()
         return Crawl(result, tmp_path)

@@ -31,11 +31,13 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.checker import Checker
 
 from mirror import crashpoints
-from mirror.archive import complete_prefix
+from mirror.archive.manifest import Manifest
+from mirror.archive.warcread import complete_prefix
 from mirror.config import load_config
-from mirror.crawler import Crawler, ExitCode
-from mirror.manifest import Manifest
-from mirror.serve import start_replay_server
+from mirror.crawl.crawler import Crawler
+from mirror.model import ExitCode
+from mirror.replay.serve import start_replay_server
+from mirror.runreport import write_missing_report, write_report
 from mirror.verify import check_archive
 
 PHASES = (1, 2, 3)  # run 1, the incremental run 2 (pages changed), run 3
@@ -146,8 +148,9 @@ class Scenario:
         cfg = load_config(folder / "site.toml")
         crawler = Crawler(cfg, backoff_base=0.01, seed=1, clock=self.clock.for_phase(phase))
         try:
+            write_missing_report(cfg, crawler.manifest)
             result = await asyncio.wait_for(crawler.run(), timeout=30)
-            crawler.write_report(result.run_id)
+            write_report(cfg, crawler.manifest, result.run_id)
         finally:
             crawler.close()
         return result.exit_code

@@ -17,7 +17,7 @@ from typing import Any
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from mirror import index
+from mirror.archive import index
 
 BODY_RGB = (10, 20, 30)
 H1_RGB = (200, 100, 50)

@@ -19,7 +19,7 @@ import pytest
 from aiohttp import ClientSession, ClientTimeout, web
 from test_pywb import pywb, wayback
 
-from mirror.serve import Site, start_replay_server
+from mirror.replay.serve import Site, start_replay_server
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("MIRROR_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from mirror import archive, recovery
-from mirror.archive import Exchange, WarcWriter
+from mirror.archive import recovery, warcwriter
+from mirror.archive.warcwriter import Exchange, WarcWriter
 
 WHEN = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 
@@ -118,8 +118,8 @@ def test_records_are_plain_gzip_members_with_either_codec(tmp_path: Path, monkey
                                                           codec: str) -> None:
     # ISA-L where its wheel installs, else the standard library's zlib
     if codec == "zlib":
-        monkeypatch.setattr(archive, "_deflate", zlib)
-        monkeypatch.setattr(archive, "GZIP_LEVEL", 6)
+        monkeypatch.setattr(warcwriter, "_deflate", zlib)
+        monkeypatch.setattr(warcwriter, "GZIP_LEVEL", 6)
     w = writer(tmp_path)
     body = b"<p>some page</p>" * 2000
     loc = w.write_capture(exchange(body=body))
@@ -141,7 +141,7 @@ def test_rotation_starts_new_file_with_new_serial(tmp_path: Path) -> None:
     w2 = writer(tmp_path)
     w2.write_capture(exchange())
     w2.close()
-    assert archive.next_serial(tmp_path) == 4
+    assert warcwriter.next_serial(tmp_path) == 4
 
 
 def test_failed_write_is_rolled_back(tmp_path: Path) -> None:
@@ -181,7 +181,7 @@ def test_torn_tail_is_cut_back_at_every_byte(tmp_path: Path) -> None:
     for cut in range(keep + 1, len(data)):
         trial = tmp_path / "trial"
         trial.mkdir(exist_ok=True)
-        torn = trial / (path.name + archive.OPEN_SUFFIX)
+        torn = trial / (path.name + warcwriter.OPEN_SUFFIX)
         torn.write_bytes(data[:cut])
         recovery.cut_torn_tail(torn)
         expected = loc.request.offset if cut >= loc.request.offset else keep

@@ -20,9 +20,9 @@ import offline_site as site_def
 import pytest
 from aiohttp import ClientSession, ClientWebSocketResponse
 
-from mirror.export import export_folder
-from mirror.reader import Archive
-from mirror.serve import Site, start_replay_server
+from mirror.replay.captures import Archive
+from mirror.replay.export import export_folder
+from mirror.replay.serve import Site, start_replay_server
 
 pytestmark = pytest.mark.browser
 

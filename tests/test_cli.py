@@ -176,7 +176,7 @@ async def test_demo_runs_offline(tmp_path: Path):
 
 
 async def test_second_run_on_a_locked_archive_exits_75(make_site, tmp_path: Path):
-    from mirror.lock import ArchiveLock
+    from mirror.archive.lock import ArchiveLock
 
     site = await make_site()
     site.page("/", "hi")

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirror import codings
-from mirror.codings import DecodeError, charset_codec, decode_body
+from mirror.web import codings
+from mirror.web.codings import DecodeError, charset_codec, decode_body
 
 DATA = b"".join(b"line %d: the quick brown fox jumps over the lazy dog\n" % i for i in range(5000))
 MiB = 1 << 20

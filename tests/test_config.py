@@ -8,7 +8,6 @@ import pytest
 
 from mirror import __version__
 from mirror.config import (
-    REDACTED,
     ArchiveSection,
     ConfigError,
     CrawlSection,
@@ -20,7 +19,8 @@ from mirror.config import (
     load_config,
     parse_config,
 )
-from mirror.urls import DEFAULT_IGNORE_QUERY
+from mirror.web.http import REDACTED
+from mirror.web.urls import DEFAULT_IGNORE_QUERY
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
 SITE = '[site]\nname = "ex"\nstart_urls = ["https://example.com/"]\n'

@@ -15,7 +15,7 @@ import logging
 import pytest
 from aiohttp import web
 
-from mirror.crawler import ExitCode
+from mirror.model import ExitCode
 
 
 def links(*hrefs: str) -> str:
@@ -61,7 +61,7 @@ async def test_www_twin_is_in_scope_but_other_subdomains_are_not():
     from pathlib import Path
 
     from mirror.config import parse_config
-    from mirror.scope import Scope
+    from mirror.crawl.scope import Scope
 
     cfg = parse_config('[site]\nname="x"\nstart_urls=["http://example.com/a#frag"]\n',
                        Path("/tmp/site.toml"))
@@ -142,7 +142,7 @@ async def test_next_request_goes_out_while_a_response_waits_to_be_stored(
     # One worker: once /a's response is in, its links and records are a finishing task's
     # job, and the worker asks for /b at once. Link discovery of /a is held until /b is
     # requested (at most 5 s): a worker that stored /a itself would never get there.
-    from mirror.parsepool import ParserPool
+    from mirror.crawl.parsepool import ParserPool
 
     site = await make_site()
     site.page("/", links("/a", "/b"))

@@ -38,7 +38,7 @@ def test_every_command_is_in_the_readme() -> None:
 
 
 def test_every_exit_code_is_in_the_readme() -> None:
-    from mirror.crawler import ExitCode
+    from mirror.model import ExitCode
 
     for code in ExitCode:
         assert re.search(rf"^\| {int(code)} \|", README, re.M), code

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirror.extract import (
+from mirror.web.extract import (
     SOURCES,
     Extracted,
     Link,

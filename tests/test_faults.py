@@ -12,9 +12,9 @@ import pytest
 from faultsrv import BOMB_PREFIX, MIB, PAIRS, FaultServer
 from yarl import URL
 
-from mirror.codings import DecodeError, decode_body
-from mirror.politeness import parse_retry_after
-from mirror.robots import rules_from_response
+from mirror.crawl.politeness import parse_retry_after
+from mirror.crawl.robots import rules_from_response
+from mirror.web.codings import DecodeError, decode_body
 
 pytest_plugins = ("faultsrv",)  # the fault_server fixture
 

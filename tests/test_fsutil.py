@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mirror.fsutil import atomic_write_lines, atomic_write_text
+from mirror.archive.fsutil import atomic_write_lines, atomic_write_text
 
 
 def test_replaces_the_file_whole(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-from mirror.crawler import ExitCode
-from mirror.reader import Archive
+from mirror.model import ExitCode
+from mirror.replay.captures import Archive
 
 
 class VersionedSite:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from warcio.archiveiterator import ArchiveIterator
 
-from mirror import index
+from mirror.archive import index
+from mirror.web.http import mime_of
 
 
 def links(*hrefs: str) -> str:
@@ -57,10 +58,10 @@ async def test_rebuild_from_warcs_equals_end_of_run_index(make_site, crawl):
 
 
 def test_mime_of_matches_cdxj_indexer_rule() -> None:
-    assert index.mime_of("text/html; charset=utf-8") == "text/html"
-    assert index.mime_of("image/png") == "image/png"
-    assert index.mime_of(None) is None
-    assert index.mime_of("") is None
+    assert mime_of("text/html; charset=utf-8") == "text/html"
+    assert mime_of("image/png") == "image/png"
+    assert mime_of(None) is None
+    assert mime_of("") is None
 
 
 def test_write_index_merges_sorted_runs(tmp_path: Path) -> None:

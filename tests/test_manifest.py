@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mirror.manifest import Manifest, ManifestWriteError
+from mirror.archive.manifest import Manifest, ManifestWriteError
 from mirror.model import CaptureRow, NewUrl, UrlItem
 
 A, B, C = "http://h.test/a", "http://h.test/b", "http://h.test/c"

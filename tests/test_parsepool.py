@@ -1,4 +1,4 @@
-"""Link discovery in helper processes (mirror.parsepool): the same links as in-process
+"""Link discovery in helper processes (mirror.crawl.parsepool): the same links as in-process
 parsing, log records carried back, and a helper that dies loses no page and no link."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from mirror import parsepool
 from mirror.config import load_config
-from mirror.discover import Discovery
+from mirror.crawl import parsepool
+from mirror.crawl.discover import Discovery
+from mirror.crawl.parsepool import Page
 from mirror.model import UrlItem
-from mirror.parsepool import Page
 from tests.conftest import write_config
 
 LENGTH = struct.Struct("!Q")
@@ -77,7 +77,7 @@ def test_helper_reports_a_failing_page_and_goes_on(tmp_path: Path) -> None:
             return super().discover(item, status, body, truncated, headers)
 
     def make(cfg):  # type: ignore[no-untyped-def]
-        from mirror.scope import Scope
+        from mirror.crawl.scope import Scope
         return Broken(cfg, Scope.from_config(cfg))
 
     item = UrlItem(1, "http://h.test/", "h.test", 0, 10, "page", 0, "start")
@@ -124,7 +124,7 @@ def _helpers_of(pid: int) -> list[int]:
     for task in Path(f"/proc/{pid}/task").iterdir():
         for child in (task / "children").read_text().split():
             cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
-            if b"mirror.parsepool" in cmdline:
+            if b"mirror.crawl.parsepool" in cmdline:
                 found.append(int(child))
     return found
 
@@ -149,7 +149,7 @@ async def test_a_helper_killed_mid_crawl_loses_no_page_and_no_link(make_site, cr
         site.handler(path, page(i))
     for i in range(40):
         site.page(f"/leaf{i}", "leaf")
-    with caplog.at_level(logging.WARNING, logger="mirror.parsepool"):
+    with caplog.at_level(logging.WARNING, logger="mirror.crawl.parsepool"):
         c = await crawl([site.base], crawl={"workers": 4, "parse_processes": 1})
     assert len(killed) >= 2
     assert "link-extraction process died (killed by SIGKILL)" in caplog.text
@@ -164,7 +164,7 @@ async def test_a_helper_killed_mid_crawl_loses_no_page_and_no_link(make_site, cr
 
 CRASHING_HELPER = """
 import os, sys
-from mirror.parsepool import _discovery, serve
+from mirror.crawl.parsepool import _discovery, serve
 
 def make(cfg):
     discovery = _discovery(cfg)
@@ -182,7 +182,7 @@ serve(sys.stdin.buffer, sys.stdout.buffer, make)
 
 async def test_a_page_that_kills_its_helper_twice_loses_only_its_links(tmp_path, caplog):
     cfg = load_config(write_config(tmp_path, ["http://h.test/"]))
-    from mirror.scope import Scope
+    from mirror.crawl.scope import Scope
 
     pool = parsepool.ParserPool(cfg, Discovery(cfg, Scope.from_config(cfg)), 1,
                                 command=(sys.executable, "-c", CRASHING_HELPER))
@@ -190,7 +190,7 @@ async def test_a_page_that_kills_its_helper_twice_loses_only_its_links(tmp_path,
     await pool.start()
     try:
         assert await pool._ready_soon() is not None
-        with caplog.at_level(logging.WARNING, logger="mirror.parsepool"):
+        with caplog.at_level(logging.WARNING, logger="mirror.crawl.parsepool"):
             # parsed in this process, the page would give its link: it must not be
             lost = await pool.discover(item, html_page(links("/boom-link")))
         assert lost == (None, [])

@@ -1,4 +1,4 @@
-"""Tables for mirror.politeness: Retry-After, per-host backoff with jitter, host delay."""
+"""Tables for mirror.crawl.politeness: Retry-After, per-host backoff with jitter, host delay."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from mirror.politeness import (
+from mirror.crawl.politeness import (
     BACKOFF_STATUSES,
     HOST_BACKOFF_CAP,
     host_backoff,

@@ -1,4 +1,5 @@
-"""Code quality gates that run with the tests: architecture boundaries, ruff and mypy."""
+"""Code quality gates that run with the tests: the layers and their import directions, no
+import cycles, ruff and mypy."""
 
 from __future__ import annotations
 
@@ -6,58 +7,144 @@ import ast
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PURE = ("urls", "scope", "extract", "css", "codings", "report", "rewrite", "history", "explain",
-        "discover", "model", "politeness", "robots")
+PACKAGE = ROOT / "mirror"
+#: modules that decide without I/O: no aiohttp, no SQL, no network client, however deep
+PURE = ("web.urls", "web.extract", "web.css", "web.codings", "web.rewrite", "report",
+        "explain", "model", "crawl.scope", "crawl.history", "crawl.discover",
+        "crawl.politeness", "crawl.robots")
+#: the layers (LAYOUT.md) and what each may import of mirror: packages, and top-level
+#: modules; the top level (cli, config, report, ...) may import anything but `cli`, which
+#: only `__main__` imports
+LAYERS = {
+    "web": {"web", "model"},
+    "archive": {"archive", "web", "model", "layout", "crashpoints"},
+    "crawl": {"crawl", "archive", "web", "model", "layout", "crashpoints", "config"},
+    "replay": {"replay", "archive", "web", "model", "layout", "webapp"},
+    "verify": {"verify", "archive", "web", "model", "layout"},
+    "demo": {"demo", "web", "webapp"},
+}
 
 
-def imported_modules(path: Path, full: bool = False) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    names: set[str] = set()
-    for node in ast.walk(tree):
+def modules() -> Iterator[str]:
+    """Every module of the package, dotted below `mirror` ('crawl.crawler', 'cli')."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts:
+            yield ".".join(parts)
+
+
+def source(module: str) -> Path:
+    path = PACKAGE.joinpath(*module.split("."))
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
+def imports(module: str) -> set[str]:
+    """What a module imports, type-only and function-local imports included: mirror's own
+    modules dotted below `mirror` (an imported name that is a module counts as one), other
+    libraries by their top-level name."""
+    out: set[str] = set()
+    known = set(modules())
+    for node in ast.walk(ast.parse(source(module).read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            names.update(a.name if full else a.name.split(".")[0] for a in node.names)
+            for a in node.names:
+                name = a.name.removeprefix("mirror.")
+                out.add(name if a.name.startswith("mirror.") else a.name.split(".")[0])
         elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module if full else node.module.split(".")[0])
-    return names
+            if node.module == "mirror" or node.module.startswith("mirror."):
+                base = node.module.removeprefix("mirror").removeprefix(".")
+                subs = {f"{base}.{a.name}".lstrip(".") for a in node.names}
+                out |= (subs & known) or ({base} if base else set())
+            else:
+                out.add(node.module.split(".")[0])
+    return out - {""}
 
 
-def transitive_imports(module: str) -> set[str]:
-    """Every module `mirror.<module>` loads, through the package's own modules too."""
-    seen, todo, out = set(), [module], set()
+def transitive(module: str) -> set[str]:
+    """Every module and library `mirror.<module>` loads, through mirror's own modules."""
+    own = set(modules())
+    seen, todo, libraries = set(), [module], set()
     while todo:
         name = todo.pop()
         if name in seen:
             continue
         seen.add(name)
-        for imported in imported_modules(ROOT / "mirror" / f"{name}.py", full=True):
-            if imported.startswith("mirror."):
-                todo.append(imported.split(".")[1])
-            elif imported != "mirror":
-                out.add(imported.split(".")[0])
-    return out | {f"mirror.{m}" for m in seen}
+        for imported in imports(name):
+            (todo.append if imported in own else libraries.add)(imported)
+    return libraries | seen
 
 
 @pytest.mark.parametrize("module", PURE)
 def test_pure_modules_load_no_io_libraries(module: str) -> None:
-    loaded = transitive_imports(module)
-    assert not loaded & {"aiohttp", "sqlite3", "mirror.manifest", "mirror.fetch"}
+    assert not transitive(module) & {"aiohttp", "sqlite3", "archive.manifest", "crawl.fetch"}
 
 
 def test_only_fetch_imports_aiohttp_on_the_crawl_side() -> None:
-    crawl_side = set(PURE) | {"archive", "manifest", "frontier", "index", "crawler", "config"}
-    users = {m for m in crawl_side if "aiohttp" in imported_modules(ROOT / "mirror" / f"{m}.py")}
-    assert users == set()
-    assert "aiohttp" in imported_modules(ROOT / "mirror" / "fetch.py")
+    crawl_side = [m for m in modules() if m.startswith(("crawl.", "archive.", "web."))
+                  or m in ("config", "model")]
+    assert {m for m in crawl_side if "aiohttp" in imports(m)} == {"crawl.fetch"}
 
 
-def test_only_manifest_runs_sql() -> None:
-    users = {p.stem for p in (ROOT / "mirror").glob("*.py") if "sqlite3" in imported_modules(p)}
-    assert users == {"manifest"}
+def test_only_the_manifest_runs_sql() -> None:
+    assert {m for m in modules() if "sqlite3" in imports(m)} == {"archive.manifest"}
+
+
+def test_layers_import_only_downwards() -> None:
+    wrong = []
+    for module in modules():
+        layer = module.split(".")[0] if "." in module else None
+        for imported in imports(module) & set(modules()):
+            target = imported.split(".")[0]
+            if (imported == "cli" and module != "__main__") or (
+                    layer and target not in LAYERS[layer]):
+                wrong.append(f"{module} -> {imported}")
+    assert wrong == []
+
+
+def test_no_import_cycles() -> None:
+    """Tarjan's strongly connected components over mirror's own imports (type-only and
+    function-local ones included): every component is a single module."""
+    graph = {m: sorted(imports(m) & set(modules()) - {m}) for m in modules()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while (top := stack.pop()) != node:
+                component.append(top)
+            if component:
+                cycles.append(sorted([node, *component]))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    assert cycles == []
+
+
+def test_the_import_scan_sees_through_the_package() -> None:
+    """Control for the rules above: the crawler does reach SQL and the network, and a
+    package's imports are seen whichever way they are spelled."""
+    assert {"sqlite3", "aiohttp", "archive.manifest"} <= transitive("crawl.crawler")
+    assert "archive.index" in imports("cli")  # `from mirror.archive import index`
+    assert "web.http" in imports("crawl.discover")  # `from mirror.web.http import ...`
 
 
 @pytest.mark.parametrize("tool", [["ruff", "check", "mirror", "tests", "bench"],
@@ -69,8 +156,3 @@ def test_linters_are_clean(tool: list[str]) -> None:
     cmd = [str(exe) if exe.exists() else tool[0], *tool[1:]]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
-def test_the_import_scan_sees_through_the_package() -> None:
-    """Control for the purity test: the crawler does reach SQL and the network."""
-    assert {"sqlite3", "aiohttp", "mirror.manifest"} <= transitive_imports("crawler")

@@ -10,7 +10,8 @@ from pathlib import Path
 import offline_site as site_def
 import pytest
 
-from mirror.reader import Archive, ReadError, parse_cdxj
+from mirror.archive.warcread import ReadError
+from mirror.replay.captures import Archive, parse_cdxj
 
 
 def test_parse_cdxj_reads_index_lines_and_rejects_others() -> None:

@@ -12,8 +12,8 @@ import pytest
 import replayers
 from aiohttp import ClientSession
 
-from mirror.reader import Archive
-from mirror.wacz import write_wacz
+from mirror.replay.captures import Archive
+from mirror.replay.wacz import write_wacz
 
 pytestmark = [pytest.mark.interop, pytest.mark.browser]
 

@@ -11,8 +11,8 @@ from typing import IO
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from mirror.crawler import ExitCode
-from mirror.manifest import ManifestError
+from mirror.archive.manifest import ManifestError
+from mirror.model import ExitCode
 
 
 def links(*hrefs: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from bs4 import BeautifulSoup
 
-from mirror.rewrite import (
+from mirror.web.rewrite import (
     INERT_CSS_URL,
     map_reference,
     rewrite_css,

@@ -1,4 +1,4 @@
-"""Tables for mirror.robots: RFC 9309 status classes, agent matching, size cap, the cache."""
+"""Tables for mirror.crawl.robots: RFC 9309 status classes, agent matching, size cap, the cache."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import zlib
 
 import pytest
 
-from mirror.robots import (
+from mirror.crawl.robots import (
     MAX_RETRY_TTL,
     RETRY_TTL,
     ROBOTS_MAX_BYTES,
@@ -18,7 +18,7 @@ from mirror.robots import (
     robots_url,
     rules_from_response,
 )
-from mirror.urls import InvalidURL
+from mirror.web.urls import InvalidURL
 
 UA = "mirror/0.1.0 (+https://example.com/about-our-bot)"
 SITE = "http://example.com"

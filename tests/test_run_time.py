@@ -10,8 +10,9 @@ from crashsim import copy_folder
 
 from mirror import crashpoints
 from mirror.config import load_config
-from mirror.crawler import Crawler
+from mirror.crawl.crawler import Crawler
 from mirror.report import summary_line
+from mirror.runreport import write_missing_report, write_report
 
 LATENCY = 0.25
 PAGES = 8
@@ -19,10 +20,12 @@ PAGES = 8
 
 async def crawl(folder: Path, hook=None) -> None:  # noqa: ANN001 - a crash-point hook
     crashpoints.hook = hook
-    crawler = Crawler(load_config(folder / "site.toml"), backoff_base=0.01, seed=1)
+    cfg = load_config(folder / "site.toml")
+    crawler = Crawler(cfg, backoff_base=0.01, seed=1)
     try:
+        write_missing_report(cfg, crawler.manifest)
         result = await crawler.run()
-        crawler.write_report(result.run_id)
+        write_report(cfg, crawler.manifest, result.run_id)
     finally:
         crawler.close()
         crashpoints.hook = None
@@ -80,7 +83,7 @@ async def test_a_report_lost_in_a_crash_is_written_by_the_next_run(make_site, tm
 
 
 def test_summary_line_uses_the_run_time() -> None:
-    from mirror.history import Changes
+    from mirror.crawl.history import Changes
     from mirror.report import RunData
 
     data = RunData("s", 1, "complete", 0, True, "", "", 20.0, 100, {}, {}, {}, 2_000_000, 0,

@@ -16,8 +16,8 @@ import pytest
 from aiohttp import ClientSession
 from bs4 import BeautifulSoup
 
-from mirror.reader import Archive
-from mirror.serve import REPLAY_CSP, Site, make_app, parse_target
+from mirror.replay.captures import Archive
+from mirror.replay.serve import REPLAY_CSP, Site, make_app, parse_target
 
 
 @pytest.fixture
@@ -165,7 +165,7 @@ async def test_each_capture_replays_at_its_time_and_revisits_give_the_original(
 async def test_server_picks_up_what_a_run_adds(
     tmp_path: Path, aiohttp_client: Any, monkeypatch: Any
 ) -> None:
-    monkeypatch.setattr("mirror.serve.RELOAD_EVERY", 0.0)
+    monkeypatch.setattr("mirror.replay.serve.RELOAD_EVERY", 0.0)
     client = await aiohttp_client(make_app(tmp_path))  # nothing archived yet
     assert (await client.get(f"/2024/{site_def.HISTORY_URL}")).status == 404
     site_def.write_history(tmp_path)  # a run closes its WARC file and rebuilds the index

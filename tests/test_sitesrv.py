@@ -13,8 +13,8 @@ import pytest
 from aiohttp import web
 from multidict import CIMultiDict
 
-from mirror import sitesrv
-from mirror.sitesrv import DEMO_SITE, REQUEST_LOG, parse_redirects, start_site_server
+from mirror.demo import sitesrv
+from mirror.demo.sitesrv import DEMO_SITE, REQUEST_LOG, parse_redirects, start_site_server
 
 Server = tuple[web.AppRunner, str]
 
@@ -63,7 +63,7 @@ async def raw_get(base: str, raw_path: str) -> bytes:
         await writer.wait_closed()
 
 
-# The demo site's URLs and what a crawler should see; keep in sync with demo_site/.
+# The demo site's URLs and what a crawler should see; keep in sync with mirror/demo/site/.
 DEMO_OUTCOMES = [
     ("", 200, None),
     ("about.html", 200, None),

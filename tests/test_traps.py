@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from mirror.config import ConfigError, parse_config
-from mirror.scope import (
+from mirror.crawl.scope import (
     MAX_HOST_BYTES,
     MAX_HOST_PAGES,
     PAGE,
@@ -17,7 +17,7 @@ from mirror.scope import (
     cap_outlinks,
     trap_rule,
 )
-from mirror.urls import normalize
+from mirror.web.urls import normalize
 
 SITE = '[site]\nname = "ex"\nstart_urls = ["http://example.com/"]\n'
 BASE = "http://example.com"

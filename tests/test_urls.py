@@ -1,4 +1,4 @@
-"""Tables and property tests for mirror.urls, the one URL normaliser."""
+"""Tables and property tests for mirror.web.urls, the one URL normaliser."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from mirror.urls import (
+from mirror.web.urls import (
     DEFAULT_IGNORE_QUERY,
     InvalidURL,
     canonical_site,
@@ -395,7 +395,7 @@ def _join_without_shortcuts(base: str, ref: str) -> str:
     """join() as first written: clean, slash the backslashes, urljoin the whole base."""
     from urllib.parse import urljoin
 
-    from mirror.urls import _clean, _scheme_of, _slash_backslashes
+    from mirror.web.urls import _clean, _scheme_of, _slash_backslashes
 
     base, ref = _clean(base), _clean(ref)
     if not ref:

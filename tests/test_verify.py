@@ -18,8 +18,8 @@ from aiohttp import web
 from conftest import read_records
 from warcio.checker import Checker
 
-from mirror import index
-from mirror.manifest import Manifest
+from mirror.archive import index
+from mirror.archive.manifest import Manifest
 from mirror.verify import (
     Problem,
     Verdict,

@@ -15,8 +15,8 @@ import offline_site as site_def
 import pytest
 
 from mirror.cli import main
-from mirror.reader import Archive
-from mirror.wacz import write_wacz
+from mirror.replay.captures import Archive
+from mirror.replay.wacz import write_wacz
 
 
 def wacz_tool() -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from mirror.archive import Exchange, WarcWriter
+from mirror.archive.warcwriter import Exchange, WarcWriter
 
 START = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 NAME = "fix-20260102030405678-00001.warc.gz"

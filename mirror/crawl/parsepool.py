@@ -2,7 +2,7 @@
 
 Finding a page's links (decode, lxml parse, normalise, scope) is pure and costs about as much
 CPU as the rest of a fetch together; in one process it caps the crawl at one core. Each
-helper is `python -m mirror.parsepool`, fed through its stdin and answering on its stdout
+helper is `python -m mirror.crawl.parsepool`, fed through its stdin and answering on its stdout
 with length-prefixed pickles (both ends are this module, so pickle is safe here). The pipes
 are event-loop streams: no threads, so nothing waits on the GIL to hand a result over.
 
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from mirror.config import SiteConfig
-from mirror.discover import Discovery
+from mirror.crawl.discover import Discovery
 from mirror.model import NewUrl, UrlItem
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ _LENGTH = struct.Struct("!Q")
 MAX_RESTARTS = 5
 STOP_TIMEOUT = 5.0
 #: the helper's command line
-HELPER = (sys.executable, "-m", "mirror.parsepool")
+HELPER = (sys.executable, "-m", "mirror.crawl.parsepool")
 #: longest wait for a new helper to come up, for a page whose helper died
 READY_TIMEOUT = 30.0
 
@@ -328,7 +328,7 @@ def serve(stdin: IO[bytes], stdout: IO[bytes],
 
 
 def _discovery(cfg: SiteConfig) -> Discovery:
-    from mirror.scope import Scope
+    from mirror.crawl.scope import Scope
 
     return Discovery(cfg, Scope.from_config(cfg))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mirror.archive import IDENTICAL, NOT_MODIFIED, Exchange, Revisit
+from mirror.archive.warcwriter import IDENTICAL, NOT_MODIFIED, Exchange, Revisit
 from mirror.model import Original, Previous
 
 GONE_STATUSES = frozenset({404, 410})

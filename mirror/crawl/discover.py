@@ -6,17 +6,16 @@ import logging
 from dataclasses import replace
 from functools import lru_cache
 
-from mirror import index
-from mirror.codings import DecodeError, decode_body
 from mirror.config import SiteConfig
-from mirror.extract import Link, extract
+from mirror.crawl.scope import REQUISITE, Scope
 from mirror.model import NewUrl, UrlItem
-from mirror.scope import REQUISITE, Scope
-from mirror.urls import InvalidURL, canonical_site, join, normalize
+from mirror.web.codings import DecodeError, decode_body
+from mirror.web.extract import Link, extract
+from mirror.web.http import REDIRECT_STATUSES, mime_of
+from mirror.web.urls import InvalidURL, canonical_site, join, normalize
 
 log = logging.getLogger(__name__)
 
-REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 PARSED_TYPES = frozenset({"text/html", "application/xhtml+xml", "text/css"})
 #: most decompressed bytes handed to the link extractor (P4)
 MAX_PARSE_BYTES = 20_000_000
@@ -37,7 +36,7 @@ class Discovery:
     @staticmethod
     def wants_body(status: int, headers: dict[str, str], truncated: str | None) -> bool:
         """Whether `discover` reads links from this response's body (else it needs none)."""
-        return _parses(status, index.mime_of(headers.get("content-type")), truncated)
+        return _parses(status, mime_of(headers.get("content-type")), truncated)
 
     def discover(
         self, item: UrlItem, status: int, body: bytes | None, truncated: str | None,
@@ -47,7 +46,7 @@ class Discovery:
         `body` is the raw body as received when `wants_body` says so, else None."""
         if status in REDIRECT_STATUSES and "location" in headers:
             return self.redirect(item, headers["location"])
-        mime = index.mime_of(headers.get("content-type"))
+        mime = mime_of(headers.get("content-type"))
         if body is None or mime is None or not _parses(status, mime, truncated):
             return None, []
         try:

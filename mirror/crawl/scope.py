@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from mirror.config import SiteConfig
-from mirror.urls import canonical_site, host_of, site_key
+from mirror.web.urls import canonical_site, host_of, site_key
 
 PAGE = "page"  # fetched, and its links followed
 REQUISITE = "requisite"  # fetched for a page's display, only its own requisites followed

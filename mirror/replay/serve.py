@@ -19,12 +19,14 @@ from warcio.timeutils import (
     timestamp_to_iso_date,
 )
 
-from mirror.archive import OPEN_SUFFIX
-from mirror.export import HTML_TYPES, REWRITTEN_TYPES, html_page, page_rows, shown_url
-from mirror.manifest import Manifest, ManifestError, Run
-from mirror.reader import Archive, Capture, ReadError, Record
-from mirror.rewrite import html_title, rewrite_css_bytes, rewrite_html
-from mirror.urls import DEFAULT_IGNORE_QUERY, join
+from mirror.archive.manifest import Manifest, ManifestError, Run
+from mirror.archive.warcread import ReadError
+from mirror.archive.warcwriter import OPEN_SUFFIX
+from mirror.replay.captures import Archive, Capture, Record
+from mirror.replay.export import REWRITTEN_TYPES, html_page, page_rows, shown_url
+from mirror.web.http import HTML_TYPES
+from mirror.web.rewrite import html_title, rewrite_css_bytes, rewrite_html
+from mirror.web.urls import DEFAULT_IGNORE_QUERY, join
 from mirror.webapp import start_app, until_signalled
 
 log = logging.getLogger(__name__)

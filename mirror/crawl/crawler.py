@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import os
 import random
@@ -13,27 +12,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from enum import IntEnum
 from pathlib import Path
 from typing import IO
 
-from mirror import archive, crashpoints, history, index, reader, recovery
-from mirror.archive import (
-    NOT_MODIFIED,
-    OPEN_SUFFIX,
-    CaptureLocation,
-    Exchange,
-    Revisit,
-    WarcWriter,
-    header_map,
-)
-from mirror.config import SiteConfig
-from mirror.discover import Discovery
-from mirror.fetch import FetchError, Limits, fetch, open_session
-from mirror.frontier import Frontier
-from mirror.fsutil import atomic_write_text
-from mirror.history import Changes
-from mirror.manifest import (
+from mirror import crashpoints
+from mirror.archive import index, recovery, warcread, warcwriter
+from mirror.archive.manifest import (
     CaptureRow,
     Manifest,
     ManifestError,
@@ -43,13 +27,28 @@ from mirror.manifest import (
     Previous,
     UrlItem,
 )
-from mirror.parsepool import Links, Page, ParserPool
-from mirror.politeness import BACKOFF_STATUSES, host_backoff, host_delay, parse_retry_after
-from mirror.report import RunData, build_report
-from mirror.robots import ROBOTS_RULE, RobotsRules, robots_url
-from mirror.robotsgate import RobotsGate
-from mirror.scope import PAGE, Scope
-from mirror.urls import normalize, site_key
+from mirror.archive.warcwriter import (
+    NOT_MODIFIED,
+    OPEN_SUFFIX,
+    CaptureLocation,
+    Exchange,
+    Revisit,
+    WarcWriter,
+)
+from mirror.config import SiteConfig
+from mirror.crawl import history
+from mirror.crawl.discover import Discovery
+from mirror.crawl.fetch import FetchError, Limits, fetch, open_session
+from mirror.crawl.frontier import Frontier
+from mirror.crawl.parsepool import Links, Page, ParserPool
+from mirror.crawl.politeness import BACKOFF_STATUSES, host_backoff, host_delay, parse_retry_after
+from mirror.crawl.robots import ROBOTS_RULE, RobotsRules, robots_url
+from mirror.crawl.robotsgate import RobotsGate, RunRobots
+from mirror.crawl.scope import PAGE, Scope
+from mirror.layout import ArchiveLayout
+from mirror.model import ExitCode
+from mirror.web.http import header_map, mime_of
+from mirror.web.urls import normalize, site_key
 
 log = logging.getLogger(__name__)
 
@@ -57,17 +56,6 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 #: exponential backoff between tries: BACKOFF_BASE * 2**(try-1), capped, with jitter
 BACKOFF_BASE = 1.0
 BACKOFF_CAP = 60.0
-
-
-class ExitCode(IntEnum):
-    OK = 0
-    INTERNAL = 1
-    USAGE = 2
-    FAILED_URLS = 3
-    LIMIT = 4
-    DAMAGED = 65  # `mirror verify` found problems (sysexits EX_DATAERR)
-    LOCKED = 75
-    INTERRUPTED = 130
 
 
 @dataclass
@@ -95,11 +83,6 @@ class StorageError(Exception):
     """The archive cannot be written (disk full, I/O error): the run stops, nothing is lost."""
 
 
-def archive_paths(cfg: SiteConfig) -> tuple[Path, Path, Path]:
-    out = cfg.site.output_dir
-    return out / "manifest.sqlite3", out / "warc", out / "index.cdxj"
-
-
 def backoff(tries: int, rng: random.Random, base: float = BACKOFF_BASE) -> float:
     """Seconds before try number `tries + 1`: exponential, capped, with +-50% jitter."""
     return min(BACKOFF_CAP, base * 2 ** max(tries - 1, 0)) * rng.uniform(0.5, 1.5)
@@ -121,7 +104,7 @@ class Crawler:
         seed: int | None = None,
         warc_opener: Callable[[Path], IO[bytes]] | None = None,
         new_run: bool = False,
-        clock: Callable[[], datetime] = archive.utc_now,
+        clock: Callable[[], datetime] = warcwriter.utc_now,
     ) -> None:
         self.cfg = cfg
         self.scope = Scope.from_config(cfg)
@@ -135,7 +118,8 @@ class Crawler:
             read_timeout=cfg.crawl.read_timeout,
             max_bytes=cfg.crawl.max_response_bytes,
         )
-        manifest_path, self.warc_dir, self.index_path = archive_paths(cfg)
+        layout = ArchiveLayout(cfg.site.output_dir)
+        manifest_path, self.warc_dir, self.index_path = layout.manifest, layout.warc, layout.index
         self.durable = cfg.archive.durability == "power"
         self.manifest = Manifest(manifest_path, durable=self.durable)
         self.frontier: Frontier | None = None
@@ -155,7 +139,8 @@ class Crawler:
         self._alive = 0.0  # when this session was last recorded as working (monotonic)
         self._host_failures: dict[str, int] = {}
         self._usage: dict[str, tuple[int, int]] = {}  # site -> (URLs, bytes) this run
-        self.robots = RobotsGate(self)
+        self.robots = RobotsGate(self._fetch_robots, RunRobots(
+            self.manifest, lambda: self.run_id, self.warc_path, self.store_out_of_band))
         self.discovery = Discovery(cfg, self.scope)
         self.parsers = ParserPool(cfg, self.discovery, cfg.crawl.parse_processes)
 
@@ -215,8 +200,6 @@ class Crawler:
         """Resume an unfinished run, or start a new one seeded with the start URLs."""
         last = self.manifest.last_run()
         resumed = last is not None and last.state in ("running", "interrupted")
-        if last is not None and not resumed and not self._report_path(last.id).exists():
-            self.write_report(last.id)  # the process that finished it died writing it
         if last is not None and last.state == "running":  # the last run died: check first
             damage = self.manifest.quick_check()
             if damage != "ok":
@@ -246,7 +229,7 @@ class Crawler:
             self.warc_dir,
             self.cfg.site.name,
             self.cfg.archive.warc_max_bytes,
-            archive.default_info(self.cfg.digest(), f"{self.cfg.site.name}/run-{self.run_id}"),
+            warcwriter.default_info(self.cfg.digest(), f"{self.cfg.site.name}/run-{self.run_id}"),
             fsync=self.durable,
             opener=self._warc_opener,
             clock=self._clock,
@@ -367,52 +350,6 @@ class Crawler:
 
     def close(self) -> None:
         self.manifest.close()
-
-    def changes(self, run_id: int) -> Changes:
-        """This run against the run before it (everything is new in the first run)."""
-        earlier = [r.id for r in self.manifest.runs() if r.id < run_id and r.state != "abandoned"]
-        before = self.manifest.run_contents(earlier[-1]) if earlier else {}
-        return history.compare(before, self.manifest.run_contents(run_id))
-
-    def _report_path(self, run_id: int) -> Path:
-        return self.cfg.site.output_dir / "reports" / f"{run_id}.json"
-
-    def write_report(self, run_id: int) -> tuple[RunData, Path]:
-        """Gather the run's numbers from the manifest (all of them: a report can be written
-        again by a later process) and write reports/<run-id>.json."""
-        m, run = self.manifest, run_id
-        stats = m.capture_stats(run)
-        info = next(r for r in m.runs() if r.id == run)
-        seconds, sessions = m.run_time(run)
-        if not sessions:  # a run recorded before sessions were: its start and end
-            seconds = _seconds_between(info.started_at, info.finished_at)
-        data = RunData(
-            site=self.cfg.site.name,
-            run_id=run,
-            state=info.state,
-            exit_code=info.exit_code if info.exit_code is not None else ExitCode.INTERRUPTED,
-            resumed=sessions > 1,
-            started_at=info.started_at,
-            finished_at=info.finished_at or "",
-            duration=seconds,
-            captures=m.count_captures(run),
-            url_states=m.url_states(run),
-            status_classes=stats["status"],  # type: ignore[arg-type]
-            content_types=stats["mime"],  # type: ignore[arg-type]
-            payload_bytes=stats["payload_bytes"],  # type: ignore[arg-type]
-            warc_bytes=stats["warc_bytes"],  # type: ignore[arg-type]
-            skipped=m.skip_counts(run),
-            top_errors=m.error_counts(run),
-            failed=m.failed(run),
-            broken_links=m.broken_links(run),
-            changes=self.changes(run),
-            skipped_urls=m.skipped_urls(run),
-            warc_files=[p.name for p in index.warc_files(self.warc_dir)],
-            archive=str(self.cfg.site.output_dir),
-        )
-        path = self._report_path(run)
-        atomic_write_text(path, json.dumps(build_report(data), indent=2) + "\n")
-        return data, path
 
     # -- workers ---------------------------------------------------------------------------
     async def _work(self, session: object) -> None:
@@ -568,6 +505,10 @@ class Crawler:
             self.manifest.give_up(self.run_id, item, error)
             self.counters.failed += 1
 
+    async def _fetch_robots(self, session: object, url: str) -> Exchange:
+        return await fetch(session, url, self.limits,  # type: ignore[arg-type]
+                           self.cfg.headers_for(self.scope.on_site(url)))
+
     def store_out_of_band(self, item: UrlItem, ex: Exchange) -> None:
         """Archive a fetch made outside the frontier (robots.txt): no links followed."""
         self._store(item, ex, None, None, (None, []))
@@ -646,7 +587,7 @@ class Crawler:
         identical-payload revisit read back from the WARC has its payload in `stored`."""
         confirmed = history.not_modified(ex, prev)
         if confirmed is not None:
-            raw = reader.read_raw(self.warc_path(confirmed.filename), confirmed.offset)
+            raw = warcread.read_raw(self.warc_path(confirmed.filename), confirmed.offset)
             status, headers = raw.status or 200, header_map(raw.headers or ())
             wanted = self.discovery.wants_body(status, headers, None)
             return Page(status, headers, raw.payload if wanted else None, None)
@@ -654,19 +595,11 @@ class Crawler:
         body = None
         if self.discovery.wants_body(ex.status, headers, ex.truncated):
             if stored is not None:
-                body = reader.read_raw(self.warc_path(stored.filename), stored.offset).payload
+                body = warcread.read_raw(self.warc_path(stored.filename), stored.offset).payload
             else:
                 ex.body.seek(0)
                 body = ex.body.read()
         return Page(ex.status, headers, body, ex.truncated)
-
-
-def _seconds_between(start: str, end: str | None) -> float:
-    """Seconds from one now_iso() time to another (0 when either is missing)."""
-    if not end:
-        return 0.0
-    start_at, end_at = (datetime.strptime(t, "%Y-%m-%dT%H:%M:%SZ") for t in (start, end))
-    return max((end_at - start_at).total_seconds(), 0.0)
 
 
 def _plus(usage: tuple[int, int] | None, nbytes: int) -> tuple[int, int]:
@@ -693,7 +626,7 @@ def _capture_row(
         req_offset=loc.request.offset,
         req_length=loc.request.length,
         status=ex.status,
-        mime=index.mime_of(headers.get("content-type")) or "",
+        mime=mime_of(headers.get("content-type")) or "",
         payload_digest=loc.payload_digest,
         payload_length=ex.body_length,
         etag=headers.get("etag"),

@@ -14,10 +14,11 @@ from pathlib import Path
 from warcio.timeutils import timestamp_to_iso_date
 
 from mirror import __version__
-from mirror.archive import OPEN_SUFFIX, complete_prefix
-from mirror.export import HTML_TYPES
-from mirror.reader import Archive, Capture, ReadError
-from mirror.rewrite import html_title
+from mirror.archive.warcread import ReadError, complete_prefix
+from mirror.archive.warcwriter import OPEN_SUFFIX
+from mirror.replay.captures import Archive, Capture
+from mirror.web.http import HTML_TYPES
+from mirror.web.rewrite import html_title
 
 #: py-wacz 0.6's validator knows only this version string; WACZ 1.2.0 keeps the field optional
 WACZ_VERSION_FIELD = "1.1.1"

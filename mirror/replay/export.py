@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from mirror.reader import Archive, Capture, ReadError, Record
-from mirror.rewrite import Mapper, rewrite_css_bytes, rewrite_html
-from mirror.urls import join
+from mirror.archive.warcread import ReadError
+from mirror.replay.captures import Archive, Capture, Record
+from mirror.web.http import HTML_TYPES
+from mirror.web.rewrite import Mapper, rewrite_css_bytes, rewrite_html
+from mirror.web.urls import join
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +32,6 @@ EXPORT_HEAD = (
     "<style>[data-mirror-href]:not([href]){text-decoration:underline dotted;"
     "cursor:not-allowed}</style>"
 )
-HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 REWRITTEN_TYPES = HTML_TYPES | {"text/css"}
 MAX_REDIRECTS = 10
 

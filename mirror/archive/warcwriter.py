@@ -21,7 +21,7 @@ from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
 from mirror import __version__, crashpoints
-from mirror.config import REDACTED, SECRET_HEADERS  # values never archived (P9)
+from mirror.web.http import fix_response_headers, redact_request_headers
 
 try:  # ISA-L's deflate: about 10x zlib's speed on web pages, output about 5% larger
     from isal import isal_zlib as _deflate
@@ -36,8 +36,6 @@ log = logging.getLogger(__name__)
 WARC_VERSION = "WARC/1.1"
 OPEN_SUFFIX = ".open"
 FILE_RE = re.compile(r"^(?P<name>.+)-(?P<ts>\d{17})-(?P<serial>\d{5,})\.warc\.gz(?:\.open)?$")
-#: response headers renamed so replay tools do not try to undo framing we already removed
-RENAMED_PREFIX = "X-Mirror-Orig-"
 
 
 @dataclass(frozen=True)
@@ -112,37 +110,6 @@ def next_serial(warc_dir: Path) -> int:
 
 def _listdir(folder: Path) -> list[str]:
     return os.listdir(folder) if folder.is_dir() else []
-
-
-def fix_response_headers(
-    headers: Iterable[tuple[str, str]], body_length: int
-) -> list[tuple[str, str]]:
-    """Headers as stored: Transfer-Encoding renamed (we store the de-chunked body) and
-    Content-Length set to the stored length, the original kept under a renamed header."""
-    out: list[tuple[str, str]] = []
-    for name, value in headers:
-        lower = name.lower()
-        if lower == "transfer-encoding":
-            out.append((RENAMED_PREFIX + name, value))
-        elif lower == "content-length":
-            if value.strip() != str(body_length):
-                out.append((RENAMED_PREFIX + name, value))
-        else:
-            out.append((name, value))
-    out.append(("Content-Length", str(body_length)))
-    return out
-
-
-def header_map(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
-    """Lower-cased names; the first value wins (as most clients do for Location)."""
-    out: dict[str, str] = {}
-    for name, value in headers:
-        out.setdefault(name.lower(), value)
-    return out
-
-
-def redact_request_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    return [(n, REDACTED if n.lower() in SECRET_HEADERS else v) for n, v in headers]
 
 
 def new_record_id() -> str:
@@ -410,31 +377,3 @@ def default_info(config_digest: str, crawl_id: str) -> dict[str, str]:
         "isPartOf": crawl_id,
         "mirror-config-digest": config_digest,
     }
-
-
-def complete_prefix(path: Path) -> int:
-    """Length of the longest prefix of a .warc.gz made of complete gzip members.
-
-    Streams the file (bounded memory) to cut a torn tail off a file left ``.open`` by a crash.
-    """
-    good = offset = 0
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            data = chunk
-            while data:
-                try:
-                    d.decompress(data, 1 << 16)
-                    while d.unconsumed_tail and not d.eof:
-                        d.decompress(d.unconsumed_tail, 1 << 16)
-                except zlib.error:
-                    return good
-                if not d.eof:
-                    offset += len(data)
-                    break
-                consumed = len(data) - len(d.unused_data)
-                offset += consumed
-                good = offset
-                data = d.unused_data
-                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    return good

@@ -10,7 +10,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from warcio.archiveiterator import ArchiveIterator
 from warcio.timeutils import (
     PAD_14_DOWN,
     PAD_14_UP,
@@ -19,20 +18,18 @@ from warcio.timeutils import (
     timestamp_to_sec,
 )
 
-from mirror import index
-from mirror.archive import OPEN_SUFFIX, complete_prefix
-from mirror.codings import DecodeError, decode_body
-from mirror.urls import DEFAULT_IGNORE_QUERY, InvalidURL, normalize
+from mirror.archive import index
+from mirror.archive.warcread import RawRecord, ReadError, complete_prefix, read_raw
+from mirror.archive.warcwriter import OPEN_SUFFIX
+from mirror.web.codings import DecodeError, decode_body
+from mirror.web.http import mime_of
+from mirror.web.urls import DEFAULT_IGNORE_QUERY, InvalidURL, normalize
 
 log = logging.getLogger(__name__)
 
 #: most bytes a replayed body may decode to (P4 applies to replay too)
 MAX_DECODED = 256 * 1024 * 1024
 REVISIT_MIME = "warc/revisit"
-
-
-class ReadError(Exception):
-    """A record cannot be read back (missing file, bad offset, revisit without original)."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +95,7 @@ class Record:
 
     @property
     def mime(self) -> str:
-        return index.mime_of(self.content_type) or ""
+        return mime_of(self.content_type) or ""
 
     def decoded(self, max_bytes: int = MAX_DECODED) -> tuple[bytes, bool]:
         """(payload with Content-Encoding undone, decoded). A body that cannot be decoded
@@ -108,34 +105,6 @@ class Record:
         except DecodeError as exc:
             log.warning("cannot decode %s: %s", self.url, exc)
             return self.payload, False
-
-
-@dataclass(frozen=True)
-class _Raw:
-    rec_type: str
-    warc: dict[str, str]
-    status: int | None
-    headers: tuple[tuple[str, str], ...] | None
-    payload: bytes
-
-
-def read_raw(path: Path, offset: int) -> _Raw:
-    """The one record that starts at offset in a WARC file."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            record = next(iter(ArchiveIterator(f)))
-            http = record.http_headers
-            status = http.get_statuscode() if http is not None else None
-            return _Raw(
-                record.rec_type,
-                {k: v for k, v in record.rec_headers.headers},
-                int(status) if status and status.isdigit() else None,
-                tuple(http.headers) if http is not None else None,
-                record.raw_stream.read(),
-            )
-    except (OSError, StopIteration, ValueError) as exc:
-        raise ReadError(f"{path.name}@{offset}: {exc or type(exc).__name__}") from exc
 
 
 class Archive:
@@ -248,7 +217,7 @@ class Archive:
             orig.warc.get("WARC-Truncated"), orig.warc.get("WARC-Date"),
         )
 
-    def _refers_to(self, raw: _Raw) -> Capture:
+    def _refers_to(self, raw: RawRecord) -> Capture:
         uri = raw.warc.get("WARC-Refers-To-Target-URI")
         date = raw.warc.get("WARC-Refers-To-Date")
         if uri and date:

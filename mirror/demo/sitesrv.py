@@ -16,16 +16,16 @@ from pathlib import Path
 
 from aiohttp import web
 
+from mirror.web.http import REDIRECT_STATUSES
 from mirror.webapp import start_app, until_signalled
 
 # (monotonic time, method, path_qs) of every request, in arrival order; kept whole on purpose.
 RequestLog = list[tuple[float, str, str]]
 REQUEST_LOG = web.AppKey("request_log", RequestLog)
 
-DEMO_SITE = Path(__file__).with_name("demo_site")  # the bundled site `mirror demo` serves
+DEMO_SITE = Path(__file__).with_name("site")  # the bundled site `mirror demo` serves
 REDIRECTS_FILE = "_redirects"
 MAX_CACHED_SIZE = 1 << 20  # files up to 1 MiB are served from memory after their first read
-REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 NOT_FOUND_BODY = b"<!doctype html>\n<title>404 Not Found</title>\n<h1>Not Found</h1>\n"
 
 # mimetypes depends on the host's tables; pin the types the demo and bench sites use.
@@ -231,7 +231,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: serve ROOT until SIGINT/SIGTERM; prints the base URL as the first stdout line."""
-    parser = argparse.ArgumentParser(prog="python -m mirror.sitesrv", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m mirror.demo.sitesrv", description=__doc__)
     parser.add_argument("root", type=Path, help="directory to serve")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="port to bind (0: any free port)")

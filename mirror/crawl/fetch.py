@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import aiohttp
 from yarl import URL
 
-from mirror.archive import Exchange, sha1_digest
+from mirror.archive.warcwriter import Exchange, sha1_digest
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 from urllib.parse import urlsplit
 
-from mirror import index
-from mirror.archive import OPEN_SUFFIX
-from mirror.manifest import Manifest
+from mirror.archive import index
+from mirror.archive.manifest import Manifest
+from mirror.archive.warcwriter import OPEN_SUFFIX
 
 CHUNK = 1 << 16
 MAX_LINE = 1 << 16  # longest WARC header line read

@@ -10,11 +10,12 @@ from urllib.parse import urlparse
 
 from lxml import etree
 
-from mirror.codings import charset_codec
+from mirror.web.codings import charset_codec
 
 # rewrite.py tokenizes CSS with these, so that what replay rewrites is what was fetched.
-from mirror.css import css_references as css_references
-from mirror.urls import join
+from mirror.web.css import css_references as css_references
+from mirror.web.http import HTML_TYPES
+from mirror.web.urls import join
 
 LINK = "link"  # navigation: the crawler follows it within scope and depth
 REQUISITE = "requisite"  # needed to render the page: fetched with it
@@ -268,7 +269,7 @@ class _Collector:
         return tuple(self._links.values())
 
 
-# --- CSS (the scanner is mirror/css.py) ---------------------------------------------------
+# --- CSS (the scanner is mirror/web/css.py) ---------------------------------------------------
 
 
 def _add_css(out: _Collector, text: str, url_source: str, import_source: str) -> None:
@@ -594,13 +595,12 @@ _SPECIAL_HANDLERS = {
 
 # --- dispatch -----------------------------------------------------------------------------
 
-_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 
 
 def extract(body: bytes, url: str, mime: str, content_type: str | None = None) -> Extracted:
     """Extract by media type: HTML, XHTML or CSS; any other type has no links."""
     media_type = mime.partition(";")[0].strip().lower()
-    if media_type in _HTML_TYPES:
+    if media_type in HTML_TYPES:
         return extract_html(body, url, content_type)
     if media_type == "text/css":
         return extract_css(body, url, content_type)

@@ -11,8 +11,8 @@ from functools import lru_cache
 
 from protego import Protego
 
-from mirror.codings import DecodeError, decode_body
-from mirror.urls import normalize, site_key
+from mirror.web.codings import DecodeError, decode_body
+from mirror.web.urls import normalize, site_key
 
 #: bytes of robots.txt parsed (RFC 9309 2.5: at least 500 kibibytes); the rest is ignored
 ROBOTS_MAX_BYTES = 500 * 1024

@@ -13,17 +13,17 @@ from typing import Any
 from warcio.archiveiterator import ArchiveIterator
 
 from mirror import crashpoints
-from mirror.archive import (
+from mirror.archive.warcwriter import (
     NOT_MODIFIED,
     OPEN_SUFFIX,
     CaptureLocation,
     Exchange,
     RecordLocation,
     Revisit,
-    complete_prefix,
-    header_map,
 )
-from mirror.fsutil import TEMP_GLOB
+from mirror.archive.fsutil import TEMP_GLOB
+from mirror.archive.warcread import complete_prefix
+from mirror.web.http import header_map
 
 log = logging.getLogger(__name__)
 

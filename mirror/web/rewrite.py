@@ -12,8 +12,8 @@ from lxml import html as lxml_html
 
 # One tokenizer and one attribute table for finding and for rewriting references, so that
 # what the crawler fetched is exactly what replay rewrites.
-from mirror.css import reference_spans, reference_value
-from mirror.extract import (
+from mirror.web.css import reference_spans, reference_value
+from mirror.web.extract import (
     ATTRIBUTE_RULES,
     css_charset,
     refresh_url,

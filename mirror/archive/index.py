@@ -5,7 +5,6 @@ from __future__ import annotations
 import heapq
 import json
 import os
-import re
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
@@ -15,20 +14,11 @@ from typing import Any
 from warcio.archiveiterator import ArchiveIterator
 from warcio.timeutils import iso_date_to_timestamp
 
-from mirror.fsutil import atomic_write_lines
+from mirror.archive.fsutil import atomic_write_lines
+from mirror.web.http import mime_of
 
 INDEXED_TYPES = ("response", "revisit", "resource")
 REVISIT_MIME = "warc/revisit"
-_MIME_END = re.compile(r"[;\s]")
-
-
-def mime_of(content_type: str | None) -> str | None:
-    """The media type as cdxj-indexer writes it: the Content-Type up to the first ';' or space."""
-    if not content_type:
-        return None
-    return _MIME_END.split(content_type, 1)[0].strip() or None
-
-
 def url_key(url: str) -> str:
     import surt  # here, not at the top: it pulls in requests and tldextract (~150 ms)
 

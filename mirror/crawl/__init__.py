@@ -1,0 +1,1 @@
+"""The crawl (write) side: frontier, fetch, politeness, robots.txt, discovery, the crawler."""

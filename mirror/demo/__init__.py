@@ -1,0 +1,1 @@
+"""The bundled demo site and its static server (`mirror demo`, tests, benchmarks)."""

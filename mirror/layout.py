@@ -1,0 +1,36 @@
+"""The archive folder of a site: where each of its files lives (one place says it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ArchiveLayout:
+    """<root>/manifest.sqlite3, warc/, index.cdxj, reports/<run>.json, mirror.log, .lock"""
+
+    root: Path
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / "manifest.sqlite3"
+
+    @property
+    def warc(self) -> Path:
+        return self.root / "warc"
+
+    @property
+    def index(self) -> Path:
+        return self.root / "index.cdxj"
+
+    @property
+    def reports(self) -> Path:
+        return self.root / "reports"
+
+    def report(self, run_id: int) -> Path:
+        return self.reports / f"{run_id}.json"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "mirror.log"

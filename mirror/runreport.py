@@ -1,0 +1,86 @@
+"""A run's report: its numbers gathered from the manifest, written to reports/<run>.json."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+from mirror.archive import index
+from mirror.archive.fsutil import atomic_write_text
+from mirror.archive.manifest import Manifest
+from mirror.config import SiteConfig
+from mirror.crawl.history import Changes, compare
+from mirror.model import ExitCode
+from mirror.report import RunData, build_report
+
+UNFINISHED = ("running", "interrupted")
+
+
+def report_path(cfg: SiteConfig, run_id: int) -> Path:
+    return cfg.site.output_dir / "reports" / f"{run_id}.json"
+
+
+def changes(manifest: Manifest, run_id: int) -> Changes:
+    """This run against the run before it (everything is new in the first run)."""
+    earlier = [r.id for r in manifest.runs() if r.id < run_id and r.state != "abandoned"]
+    before = manifest.run_contents(earlier[-1]) if earlier else {}
+    return compare(before, manifest.run_contents(run_id))
+
+
+def gather(cfg: SiteConfig, manifest: Manifest, run_id: int) -> RunData:
+    """Everything the report says, from the manifest alone (so that a later process can
+    write the report of a run whose process died writing it)."""
+    m, run = manifest, run_id
+    stats = m.capture_stats(run)
+    info = next(r for r in m.runs() if r.id == run)
+    seconds, sessions = m.run_time(run)
+    if not sessions:  # a run recorded before sessions were: its start and end
+        seconds = _seconds_between(info.started_at, info.finished_at)
+    return RunData(
+        site=cfg.site.name,
+        run_id=run,
+        state=info.state,
+        exit_code=info.exit_code if info.exit_code is not None else ExitCode.INTERRUPTED,
+        resumed=sessions > 1,
+        started_at=info.started_at,
+        finished_at=info.finished_at or "",
+        duration=seconds,
+        captures=m.count_captures(run),
+        url_states=m.url_states(run),
+        status_classes=stats["status"],  # type: ignore[arg-type]
+        content_types=stats["mime"],  # type: ignore[arg-type]
+        payload_bytes=stats["payload_bytes"],  # type: ignore[arg-type]
+        warc_bytes=stats["warc_bytes"],  # type: ignore[arg-type]
+        skipped=m.skip_counts(run),
+        top_errors=m.error_counts(run),
+        failed=m.failed(run),
+        broken_links=m.broken_links(run),
+        changes=changes(m, run),
+        skipped_urls=m.skipped_urls(run),
+        warc_files=[p.name for p in index.warc_files(cfg.site.output_dir / "warc")],
+        archive=str(cfg.site.output_dir),
+    )
+
+
+def write_report(cfg: SiteConfig, manifest: Manifest, run_id: int) -> tuple[RunData, Path]:
+    data = gather(cfg, manifest, run_id)
+    path = report_path(cfg, run_id)
+    atomic_write_text(path, json.dumps(build_report(data), indent=2) + "\n")
+    return data, path
+
+
+def write_missing_report(cfg: SiteConfig, manifest: Manifest) -> None:
+    """The last run finished, but its process died writing its report: write it now."""
+    last = manifest.last_run()
+    if last is not None and last.state not in UNFINISHED \
+            and not report_path(cfg, last.id).exists():
+        write_report(cfg, manifest, last.id)
+
+
+def _seconds_between(start: str, end: str | None) -> float:
+    """Seconds from one run time (YYYY-mm-ddTHH:MM:SSZ) to another (0 when one is missing)."""
+    if not end:
+        return 0.0
+    start_at, end_at = (datetime.strptime(t, "%Y-%m-%dT%H:%M:%SZ") for t in (start, end))
+    return max((end_at - start_at).total_seconds(), 0.0)
