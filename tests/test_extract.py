@@ -6,20 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirror.web.extract import (
-    SOURCES,
-    Extracted,
-    Link,
-    _Resolver,
-    css_references,
-    extract,
-    extract_css,
-    extract_html,
-    refresh_url,
-    resolve,
-    sniff_charset,
-    srcset_urls,
-)
+from mirror.web.charset import sniff_charset
+from mirror.web.css import css_references
+from mirror.web.extract import SOURCES, Extracted, Link, extract, extract_css, extract_html
+from mirror.web.html import refresh_url, srcset_urls
+from mirror.web.urls import _Resolver, resolve
 
 PAGE = "http://example.com/dir/page.html"
 D = "http://example.com/dir/"  # the page's directory

@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from urllib.parse import urlparse
 
 from lxml import etree
 
-from mirror.web.codings import charset_codec
-
-# rewrite.py tokenizes CSS with these, so that what replay rewrites is what was fetched.
-from mirror.web.css import css_references as css_references
+from mirror.web.charset import css_charset, decode_text, sniff_charset
+from mirror.web.css import css_references
+from mirror.web.html import (
+    ATTRIBUTE_RULES,
+    LINK_RELS,
+    REQUISITE,
+    base_url,
+    refresh_url,
+    srcset_urls,
+    title_text,
+)
 from mirror.web.http import HTML_TYPES
-from mirror.web.urls import join
-
-LINK = "link"  # navigation: the crawler follows it within scope and depth
-REQUISITE = "requisite"  # needed to render the page: fetched with it
+from mirror.web.urls import _Resolver
 
 #: Every Link.source value, with the markup that produces it.
 SOURCES: dict[str, str] = {
@@ -56,7 +58,7 @@ SOURCES: dict[str, str] = {
 @dataclass(frozen=True)
 class Link:
     url: str  # absolute, resolved against the effective base; NOT normalised (the crawler does)
-    kind: str  # LINK or REQUISITE
+    kind: str  # html.LINK or html.REQUISITE
     source: str  # which markup produced it: a key of SOURCES
 
 
@@ -66,190 +68,6 @@ class Extracted:
     title: str | None  # HTML <title> text, whitespace collapsed; None if absent or empty
     charset: str  # the Python codec the body was decoded with
     base: str  # effective base URL (after <base href>)
-
-
-# --- charset (P7) -------------------------------------------------------------------------
-
-_BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xfe\xff", "utf-16-be"), (b"\xff\xfe", "utf-16-le"))
-_CHARSET_PARAM = re.compile(
-    r"charset[\t\n\f\r ]*=[\t\n\f\r ]*(?:\"([^\"]*)\"|'([^']*)'|([^\t\n\f\r ;\"']+))", re.I
-)
-_COMMENT = re.compile(rb"<!--.*?(?:-->|\Z)", re.S)
-_META = re.compile(rb"<meta[\t\n\f\r /]([^>]*)", re.I)
-_ATTR = re.compile(
-    rb"([^\t\n\f\r /=>][^\t\n\f\r /=>]*)"
-    rb"(?:[\t\n\f\r ]*=[\t\n\f\r ]*(?:\"([^\"]*)\"|'([^']*)'|([^\t\n\f\r >]*)))?"
-)
-_CSS_CHARSET = re.compile(rb'@charset "([^"]*)";')
-_PRESCAN_BYTES = 1024
-
-
-def sniff_charset(body: bytes, content_type: str | None, default: str = "utf-8") -> str:
-    """The codec to decode an HTML body with: BOM > HTTP charset > <meta> prescan > default.
-
-    Labels are read the WHATWG way ('latin1' means windows-1252); a label that is unknown,
-    'replacement' or 'x-user-defined' is skipped for the next source. Never raises.
-    """
-    return (
-        _bom(body)
-        or _header_charset(content_type)
-        or _prescan(body[:_PRESCAN_BYTES])
-        or charset_codec(default)
-        or "utf-8"
-    )
-
-
-def _bom(body: bytes) -> str | None:
-    for bom, codec in _BOMS:
-        if body.startswith(bom):
-            return codec
-    return None
-
-
-def _header_charset(content_type: str | None) -> str | None:
-    label = _charset_param(content_type or "")
-    return charset_codec(label) if label else None
-
-
-def _charset_param(value: str) -> str | None:
-    match = _CHARSET_PARAM.search(value)
-    return next((group for group in match.groups() if group is not None), None) if match else None
-
-
-def _prescan(head: bytes) -> str | None:
-    # The HTML spec's prescan, simplified: <meta charset> or <meta http-equiv=Content-Type
-    # content="...charset=..."> outside comments; the first usable one wins.
-    for meta in _META.finditer(_COMMENT.sub(b"", head)):
-        codec = _meta_charset(_attributes(meta.group(1)))
-        if codec:
-            # A page that could say this in ASCII is not UTF-16 (HTML spec).
-            return "utf-8" if codec.startswith("utf-16") else codec
-    return None
-
-
-def _attributes(markup: bytes) -> dict[str, str]:
-    attrs: dict[str, str] = {}
-    for match in _ATTR.finditer(markup):
-        name = match.group(1).decode("latin-1").lower()
-        value = next((v for v in match.groups()[1:] if v is not None), b"")
-        attrs.setdefault(name, value.decode("latin-1"))
-    return attrs
-
-
-def _meta_charset(attrs: dict[str, str]) -> str | None:
-    if "charset" in attrs:
-        return charset_codec(attrs["charset"])
-    if attrs.get("http-equiv", "").lower() == "content-type" and "content" in attrs:
-        label = _charset_param(attrs["content"])
-        return charset_codec(label) if label else None
-    return None
-
-
-def _decode(body: bytes, codec: str) -> str:
-    # errors="replace": a wrong declaration garbles some text but never stops extraction.
-    return body.decode(codec, "replace").removeprefix("\ufeff")
-
-
-# --- URL resolution -----------------------------------------------------------------------
-
-_C0_AND_SPACE = "".join(chr(i) for i in range(0x21))
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
-
-
-def resolve(base: str, ref: str) -> str | None:
-    """ref made absolute against base, or None when there is nothing to fetch.
-
-    None for an empty or fragment-only reference, a relative one against a data: base (it
-    has no hierarchy), and anything that cannot be parsed. Every scheme is kept otherwise:
-    the crawler decides what to fetch and counts what it rejects.
-    """
-    ref = ref.strip(_C0_AND_SPACE)
-    if not ref or ref.startswith("#"):
-        return None
-    if not _SCHEME.match(ref) and base[:5].lower() == "data:":
-        return None
-    try:
-        url = join(base, ref)
-    except ValueError:  # urls.InvalidURL: e.g. an unclosed IPv6 bracket
-        return None
-    return url if _SCHEME.match(url) else None
-
-
-class _Resolver:
-    """resolve() against one base, memoised, with a fast path for relative paths.
-
-    urls.join costs about 10 us a call, mostly in cleaning and re-parsing the base for every
-    reference. A page's references are mostly relative paths ('img/a.png', '../b.html',
-    '/c?d'); for those this runs urllib.parse.urljoin's own steps on the base split once,
-    which is what join does with them. Any other shape (a scheme, '//', '?' or '#' first,
-    ';' params, '\\', tab or newline), and any base that is not a plain http(s) URL, goes
-    through resolve(). tests/test_extract.py checks that both ways agree.
-    """
-
-    def __init__(self, base: str) -> None:
-        self.base = base
-        self._memo: dict[str, str | None] = {}
-        self._origin = ""  # 'scheme://netloc' of a base the fast path can use, else ''
-        self._dir: list[str] = []  # the base path's segments, its last one dropped
-        try:
-            scheme, netloc, path, _params, _query, _fragment = urlparse(base)
-        except ValueError:  # e.g. an unclosed IPv6 bracket: join raises on every reference
-            return
-        if scheme in ("http", "https") and netloc and not _UNCLEAN_BASE.search(base):
-            self._origin = f"{scheme}://{netloc}"
-            self._dir = path.split("/")
-            if self._dir[-1]:
-                del self._dir[-1]
-
-    def __call__(self, ref: str) -> str | None:
-        if ref not in self._memo:
-            self._memo[ref] = self._resolve(ref)
-        return self._memo[ref]
-
-    def _resolve(self, ref: str) -> str | None:
-        ref = ref.strip(_C0_AND_SPACE)
-        if not (self._origin and _RELATIVE_PATH.match(ref)):
-            return resolve(self.base, ref)
-        path, _, fragment = ref.partition("#")
-        path, _, query = path.partition("?")
-        if path[0] == "/" and "/." not in path:
-            joined = path  # no dot segment: the path stays as it is
-        else:
-            joined = self._join_path(path)
-        url = self._origin + joined
-        if query:
-            url += "?" + query
-        return url + "#" + fragment if fragment else url
-
-    def _join_path(self, path: str) -> str:
-        # urllib.parse.urljoin (RFC 3986 5.2), from where the reference has a path.
-        if path[0] == "/":
-            segments = path.split("/")
-        else:
-            segments = self._dir + path.split("/")
-            segments[1:-1] = filter(None, segments[1:-1])
-        resolved: list[str] = []
-        for segment in segments:
-            if segment == "..":
-                if resolved:
-                    resolved.pop()
-            elif segment != ".":
-                resolved.append(segment)
-        if segments[-1] in (".", ".."):
-            resolved.append("")
-        joined = "/".join(resolved) or "/"
-        return joined if joined[0] == "/" else "/" + joined
-
-
-# What urls.join removes from a base before joining: C0 and space around, tab/CR/LF inside.
-_UNCLEAN_BASE = re.compile(r"\A[\x00-\x20]|[\t\n\r]|[\x00-\x20]\Z")
-# A relative-path reference, the shape the fast path joins. Anything else goes to join.
-_RELATIVE_PATH = re.compile(
-    r"(?=[^?#])(?!//)"  # a path comes first, and not '//' (a network-path reference)
-    r"[^:/?#;\\\t\n\r]*"  # first segment: no ':' (it could be read as a scheme)
-    r"(?:/[^?#;\\\t\n\r]*)?"  # the rest of the path: no ';' (urlparse splits off params)
-    r"(?:[?#][^\\\t\n\r]*)?\Z"  # query and fragment; join drops tab/CR/LF, turns '\' to '/'
-)
 
 
 class _Collector:
@@ -269,7 +87,7 @@ class _Collector:
         return tuple(self._links.values())
 
 
-# --- CSS (the scanner is mirror/web/css.py) ---------------------------------------------------
+# --- CSS (the scanner is mirror/web/css.py) -----------------------------------------------
 
 
 def _add_css(out: _Collector, text: str, url_source: str, import_source: str) -> None:
@@ -277,133 +95,16 @@ def _add_css(out: _Collector, text: str, url_source: str, import_source: str) ->
         out.add(ref, REQUISITE, import_source if is_import else url_source)
 
 
-def css_charset(body: bytes, content_type: str | None) -> str:
-    """The charset of a stylesheet, by the CSS rule (used to read it and to rewrite it)."""
-    # CSS Syntax "determine the fallback encoding": BOM > HTTP charset > @charset > UTF-8.
-    declared = _CSS_CHARSET.match(body[:_PRESCAN_BYTES])
-    codec = charset_codec(declared.group(1)) if declared else None
-    if codec and codec.startswith("utf-16"):
-        codec = "utf-8"  # an @charset readable as ASCII cannot be right about UTF-16
-    return _bom(body) or _header_charset(content_type) or codec or "utf-8"
-
-
 def extract_css(body: bytes, url: str, content_type: str | None = None) -> Extracted:
     """Every url() and @import of a stylesheet, as requisites."""
     charset = css_charset(body, content_type)
     out = _Collector(url)
-    _add_css(out, _decode(body, charset), "css-url", "css-import")
+    _add_css(out, decode_text(body, charset), "css-url", "css-import")
     return Extracted(out.links(), None, charset, url)
-
-
-# --- HTML attribute values ----------------------------------------------------------------
-
-_ASCII_WHITESPACE = "\t\n\f\r "
-_WHITESPACE_RUN = re.compile(r"[\t\n\f\r ]+")
-
-
-def srcset_urls(value: str) -> list[str]:
-    """The candidate URLs of a srcset attribute (HTML spec "parse a srcset attribute").
-
-    Descriptors are skipped, not validated: a URL with a bad descriptor is still returned.
-    """
-    urls: list[str] = []
-    pos, end = 0, len(value)
-    while True:
-        while pos < end and value[pos] in _ASCII_WHITESPACE + ",":
-            pos += 1
-        if pos >= end:
-            return urls
-        start = pos
-        while pos < end and value[pos] not in _ASCII_WHITESPACE:
-            pos += 1
-        url = value[start:pos]
-        if url.endswith(","):
-            url = url.rstrip(",")  # "a.png," ends the candidate: no descriptors follow
-        else:
-            pos = _skip_descriptors(value, pos)
-        if url:
-            urls.append(url)
-
-
-def _skip_descriptors(value: str, pos: int) -> int:
-    """Index just past the descriptors at pos: at the first comma outside parentheses."""
-    in_parens = False
-    while pos < len(value):
-        char = value[pos]
-        pos += 1
-        if in_parens:
-            in_parens = char != ")"
-        elif char == "(":
-            in_parens = True
-        elif char == ",":
-            break
-    return pos
-
-
-_REFRESH_KEYWORD = re.compile(r"url[\t\n\f\r ]*=[\t\n\f\r ]*", re.I)
-
-
-def refresh_url(content: str) -> str | None:
-    """The URL of a <meta http-equiv=refresh> content value (HTML spec), or None.
-
-    Takes '5; url=x', '5;URL='x'', '5, x', '0 url = "x"'; a bare delay refreshes the page
-    itself and gives None.
-    """
-    pos = _skip(content, 0, _ASCII_WHITESPACE)
-    digits = _skip(content, pos, "0123456789")
-    if digits == pos and not content.startswith(".", pos):
-        return None
-    pos = _skip(content, digits, "0123456789.")
-    if pos >= len(content) or content[pos] not in _ASCII_WHITESPACE + ";,":
-        return None
-    pos = _skip(content, pos, _ASCII_WHITESPACE)
-    if content.startswith((";", ","), pos):
-        pos = _skip(content, pos + 1, _ASCII_WHITESPACE)
-    url = content[pos:]
-    keyword = _REFRESH_KEYWORD.match(url)
-    if keyword:
-        url = url[keyword.end() :]
-    if url[:1] in ("'", '"'):
-        url = url[1:].partition(url[0])[0]
-    return url or None
-
-
-def _skip(text: str, pos: int, chars: str) -> int:
-    while pos < len(text) and text[pos] in chars:
-        pos += 1
-    return pos
 
 
 # --- HTML ---------------------------------------------------------------------------------
 
-# (attribute, kind, source) read from every element of that name.
-ATTRIBUTE_RULES: dict[str, tuple[tuple[str, str, str], ...]] = {
-    "a": (("href", LINK, "a"),),
-    "area": (("href", LINK, "area"),),
-    "img": (("src", REQUISITE, "img"), ("srcset", REQUISITE, "srcset")),
-    "source": (("src", REQUISITE, "source"), ("srcset", REQUISITE, "srcset")),
-    "script": (("src", REQUISITE, "script"),),
-    "iframe": (("src", REQUISITE, "iframe"),),
-    "frame": (("src", REQUISITE, "frame"),),
-    "video": (("src", REQUISITE, "video"), ("poster", REQUISITE, "poster")),
-    "audio": (("src", REQUISITE, "audio"),),
-    "track": (("src", REQUISITE, "track"),),
-    "object": (("data", REQUISITE, "object"),),
-    "embed": (("src", REQUISITE, "embed"),),
-    "image": (("href", REQUISITE, "svg-image"), ("xlink:href", REQUISITE, "svg-image")),
-    "use": (("href", REQUISITE, "svg-use"), ("xlink:href", REQUISITE, "svg-use")),
-}
-# rel token -> source; the first token of this list found in rel decides.
-_LINK_RELS = (
-    ("stylesheet", "link-stylesheet"),
-    ("preload", "link-preload"),
-    ("modulepreload", "link-preload"),
-    ("icon", "link-icon"),  # also "shortcut icon"
-    ("apple-touch-icon", "link-icon"),
-    ("apple-touch-icon-precomposed", "link-icon"),
-    ("mask-icon", "link-icon"),
-    ("manifest", "link-manifest"),
-)
 # Elements kept until the parse ends (with any element that has a style attribute): those
 # that can hold a reference, and <base>, whose href applies to the references before it too.
 _KEPT = frozenset(ATTRIBUTE_RULES) | {"link", "input", "meta", "body", "style", "base"}
@@ -489,13 +190,14 @@ _parsers = _Parsers()
 def extract_html(body: bytes, url: str, content_type: str | None = None) -> Extracted:
     """Links (a, area) and page requisites of an HTML page, resolved against its base."""
     charset = sniff_charset(body, content_type)
-    page = _parse(_decode(body, charset))
+    page = _parse(decode_text(body, charset))
     if page is None:
         return Extracted((), None, charset, url)
     out = _Collector(_base_url(page.elements, url))
     for tag, attrib, text in page.elements:
         _add_element(out, tag, attrib, text)
-    return Extracted(out.links(), _title(page.title), charset, out.base)
+    title = None if page.title is None else title_text("".join(page.title))
+    return Extracted(out.links(), title, charset, out.base)
 
 
 def _parse(text: str) -> _Page | None:
@@ -521,14 +223,7 @@ def _parse(text: str) -> _Page | None:
 def _base_url(elements: list[_Element], url: str) -> str:
     # The first <base> with an href sets the base of the whole document.
     href = next((a["href"] for tag, a, _ in elements if tag == "base" and "href" in a), None)
-    resolved = resolve(url, href) if href is not None and href.strip() else None
-    return resolved or url
-
-
-def _title(text: list[str] | None) -> str | None:
-    if text is None:
-        return None
-    return _WHITESPACE_RUN.sub(" ", "".join(text)).strip(_ASCII_WHITESPACE) or None
+    return base_url(url, href)
 
 
 def _add_element(
@@ -556,7 +251,7 @@ def _add_value(out: _Collector, value: str, kind: str, source: str, attr: str) -
 
 def _add_link_element(out: _Collector, attrib: Mapping[str, str]) -> None:
     rels = set(attrib.get("rel", "").lower().split())
-    source = next((src for rel, src in _LINK_RELS if rel in rels), None)
+    source = next((src for rel, src in LINK_RELS if rel in rels), None)
     href = attrib.get("href")
     if source is not None and href is not None:
         out.add(href, REQUISITE, source)
@@ -594,7 +289,6 @@ _SPECIAL_HANDLERS = {
 
 
 # --- dispatch -----------------------------------------------------------------------------
-
 
 
 def extract(body: bytes, url: str, mime: str, content_type: str | None = None) -> Extracted:

@@ -10,17 +10,12 @@ from typing import Any
 from lxml import etree
 from lxml import html as lxml_html
 
-# One tokenizer and one attribute table for finding and for rewriting references, so that
-# what the crawler fetched is exactly what replay rewrites.
+# The charsets, the CSS tokenizer and the HTML attribute table that link extraction uses, so
+# that what the crawler fetched is exactly what replay rewrites.
+from mirror.web.charset import css_charset, decode_text, sniff_charset
 from mirror.web.css import reference_spans, reference_value
-from mirror.web.extract import (
-    ATTRIBUTE_RULES,
-    css_charset,
-    refresh_url,
-    resolve,
-    sniff_charset,
-    srcset_urls,
-)
+from mirror.web.html import ATTRIBUTE_RULES, base_url, refresh_url, srcset_urls
+from mirror.web.urls import resolve
 
 #: absolute URL without fragment -> the reference to write instead; None: not archived
 Mapper = Callable[[str], str | None]
@@ -85,15 +80,15 @@ def rewrite_css(text: str, base: str, mapper: Mapper) -> str:
 
 def rewrite_css_bytes(body: bytes, url: str, content_type: str | None, mapper: Mapper) -> bytes:
     """A stylesheet rewritten and re-encoded as UTF-8 (its @charset rule says so too)."""
-    text = body.decode(css_charset(body, content_type), "replace").removeprefix("\ufeff")
+    text = decode_text(body, css_charset(body, content_type))
     text = _CSS_CHARSET_RULE.sub('@charset "utf-8";', rewrite_css(text, url, mapper))
     return text.encode("utf-8")
 
 
 # --- HTML ---------------------------------------------------------------------------------
 #
-# lxml (libxml2), the parser link extraction uses through BeautifulSoup, used directly: the
-# same elements are found, twenty times faster than building a soup.
+# Rewriting changes a tree and serializes it: lxml.html builds it with libxml2's HTML parser,
+# the parser link extraction drives event by event (extract.py) without building one.
 
 _PARSER = lxml_html.HTMLParser(encoding="utf-8", huge_tree=True)
 _DOCTYPE = re.compile(r"\s*(?:<!--.*?-->\s*)*<!doctype", re.I | re.S)
@@ -107,7 +102,7 @@ class Page:
 
 def parse_html(body: bytes, content_type: str | None) -> tuple[str, Any]:
     """(text, root element or None) of an HTML body decoded by its charset (P7)."""
-    text = body.decode(sniff_charset(body, content_type), "replace").removeprefix("\ufeff")
+    text = decode_text(body, sniff_charset(body, content_type))
     if "<" not in text:
         return text, None
     try:
@@ -164,8 +159,7 @@ def _title(root: Any) -> str | None:
 
 def _base_url(root: Any, url: str) -> str:
     href = next((el.get("href") for el in root.iter("base") if el.get("href")), None)
-    resolved = resolve(url, href) if href and href.strip() else None
-    return resolved or url
+    return base_url(url, href)
 
 
 def _charset_meta(el: Any) -> bool:
