@@ -1,3 +1,48 @@
-"""mirror: archive websites into WARC files, resumable and browsable offline."""
+"""mirror: archive websites into WARC files, resumable and browsable offline.
+
+Code map. Four layers, each importing only the ones below it (tests/test_quality.py
+enforces the table and that there is no import cycle):
+
+    web/      pure web standards: URLs, content-codings and charsets, HTML and CSS
+              links, rewriting, HTTP facts. No I/O.
+    archive/  the on-disk formats both sides share: WARC writing and reading, start-up
+              repair of WARC files, the SQLite manifest, the CDXJ index, the lock.
+    crawl/    the write side: frontier, fetch, politeness and retry policy, robots.txt,
+              scope, link discovery (in helper processes), revisit decisions, the
+              CaptureStore (the durability order) and the crawler's workers.
+    replay/   the read side: an archive's captures, the replay server, folder and WACZ
+              export. verify/ checks what the write side left, against the formats.
+    demo/     the bundled site and its server. At the top: cli, config (the site file),
+              model (the frozen records passed between stages), layout (the archive
+              folder), reports, progress, crash points.
+
+Data flow of a run (one direction; the only loop, new URLs, goes through SQLite, which is
+what makes a kill -9 resumable exactly):
+
+    site.toml -> config -> SiteConfig
+    crawl.startup: resume or start the run; repair .open WARCs, adopt unrecorded captures
+    manifest --lease--> frontier (per-host slots, delays, backoff) --> workers
+    worker: robots gate -> fetch (aiohttp) -> hand-off to a finishing task
+    finishing: discover links (parsepool) -> CaptureStore.store:
+               revisit choice -> WARC append + flush -> ONE manifest transaction
+               (capture row, URL done, new URLs and links) -> frontier notified
+    end: WARC closed, index.cdxj rebuilt sorted from the manifest, run finished, report
+    offline: index.cdxj + WARCs -> replay.captures -> serve | export | WACZ
+
+A URL in a run (manifest `urls.state`):
+
+    pending --lease--> leased --stored--> done (any status, 4xx too)
+    leased --no usable answer after max_tries (5xx, 429, network)--> failed
+    leased --retry later--> pending;  leased --robots.txt, budget--> skipped
+    skipped --a later link allows it--> pending;  leased --crash, stop--> pending (resume)
+    robots.txt rows are leased by the robots gate only, never by the frontier.
+
+A run (manifest `runs.state`):
+
+    running --done--> complete | limit (max_pages) | interrupted (a signal, a full disk)
+    running | interrupted --next `mirror run`--> running (resumed, same run id)
+    running | interrupted --`mirror run --new-run`--> abandoned, and a new run starts
+    complete | limit --next `mirror run`--> a new run: the next incremental snapshot
+"""
 
 __version__ = "0.1.0"

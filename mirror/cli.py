@@ -258,8 +258,7 @@ async def _gate_rules(cfg: SiteConfig, target: str, archived: _ArchivedRobots) -
     from mirror.crawl.robotsgate import RobotsGate
     from mirror.crawl.scope import Scope
 
-    limits = Limits(cfg.crawl.timeout, cfg.crawl.connect_timeout, cfg.crawl.read_timeout,
-                    cfg.crawl.max_response_bytes)
+    limits = Limits.from_config(cfg.crawl)
     on_site = Scope.from_config(cfg).on_site
 
     async def fetch_one(session: object, url: str) -> Any:

@@ -92,6 +92,18 @@ class Previous:
     original: Original
 
 
+@dataclass(frozen=True)
+class Progress:
+    """A crawl's live numbers at one moment, for a progress display."""
+
+    done: int
+    queued: int  # waiting or in flight
+    failed: int
+    retried: int
+    bytes: int
+    elapsed: float  # seconds this process has worked
+
+
 class ExitCode(IntEnum):
     """How `mirror` ends (README: exit codes)."""
 

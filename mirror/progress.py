@@ -5,17 +5,14 @@ from __future__ import annotations
 import logging
 import time
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.live import Live
 from rich.logging import RichHandler
 from rich.text import Text
 
+from mirror.model import Progress
 from mirror.report import human_bytes
-
-if TYPE_CHECKING:
-    from mirror.crawl.crawler import Crawler
 
 REFRESH = 0.25  # seconds between redraws
 
@@ -34,20 +31,12 @@ class ProgressDisplay:
         """Log records printed above the live line instead of through it."""
         return RichHandler(console=self.console, show_path=False, markup=False)
 
-    def update(self, crawler: Crawler) -> None:
+    def update(self, p: Progress) -> None:
         now = time.monotonic()
         if now - self._last < REFRESH:
             return
         self._last = now
-        c = crawler.counters
-        elapsed = now - c.started
-        queued = crawler.frontier.queued + crawler.frontier.in_flight if crawler.frontier else 0
-        rate = c.done / elapsed if elapsed > 0 else 0.0
-        self.live.update(Text(
-            f"{self.site}: {c.done} done, {queued} queued, {c.failed} failed, "
-            f"{c.retried} retries | {rate:.1f} pages/s | {human_bytes(c.bytes)} | "
-            f"{elapsed:.0f}s"
-        ))
+        self.live.update(Text(render_progress(self.site, p)))
 
     def __enter__(self) -> ProgressDisplay:
         self.live.__enter__()
@@ -60,3 +49,10 @@ class ProgressDisplay:
         tb: TracebackType | None,
     ) -> None:
         self.live.__exit__(exc_type, exc, tb)
+
+
+def render_progress(site: str, p: Progress) -> str:
+    rate = p.done / p.elapsed if p.elapsed > 0 else 0.0
+    return (f"{site}: {p.done} done, {p.queued} queued, {p.failed} failed, "
+            f"{p.retried} retries | {rate:.1f} pages/s | {human_bytes(p.bytes)} | "
+            f"{p.elapsed:.0f}s")

@@ -15,7 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "mirror"
 #: modules that decide without I/O: no aiohttp, no SQL, no network client, however deep
-PURE = ("web.urls", "web.extract", "web.css", "web.codings", "web.rewrite", "report",
+PURE = ("web.urls", "web.extract", "web.css", "web.codings", "web.rewrite", "web.charset",
+        "web.html", "web.http", "report",
         "explain", "model", "crawl.scope", "crawl.history", "crawl.discover",
         "crawl.politeness", "crawl.robots")
 #: the layers (LAYOUT.md) and what each may import of mirror: packages, and top-level

@@ -13,6 +13,7 @@ import aiohttp
 from yarl import URL
 
 from mirror.archive.warcwriter import Exchange, sha1_digest
+from mirror.config import CrawlSection
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,11 @@ class Limits:
     connect_timeout: float
     read_timeout: float  # longest silence between two reads
     max_bytes: int
+
+    @classmethod
+    def from_config(cls, crawl: CrawlSection) -> Limits:
+        return cls(timeout=crawl.timeout, connect_timeout=crawl.connect_timeout,
+                   read_timeout=crawl.read_timeout, max_bytes=crawl.max_response_bytes)
 
 
 def open_session(user_agent: str, connections: int) -> aiohttp.ClientSession:

@@ -1,4 +1,5 @@
-"""Politeness arithmetic (P1): Retry-After parsing, per-host backoff with jitter, host delay."""
+"""Politeness and retry policy (P1), pure: which answers are retried, exponential backoff
+with jitter per URL and per host, Retry-After, host delay."""
 
 from __future__ import annotations
 
@@ -12,6 +13,11 @@ from email.utils import parsedate_to_datetime
 BACKOFF_STATUSES = frozenset({429, 503})
 #: longest backoff a host gets from its own failures (a Retry-After may ask for more)
 HOST_BACKOFF_CAP = 300.0
+#: answers tried again (and counted as failed if they persist)
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+#: backoff between two tries of a URL: BACKOFF_BASE * 2**(try-1), capped, with jitter
+BACKOFF_BASE = 1.0
+BACKOFF_CAP = 60.0
 
 # RFC 9110 delay-seconds is 1*DIGIT; a fraction ("1.5") is accepted too, as browsers do.
 _SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
@@ -58,11 +64,58 @@ def host_backoff(
     server's own Retry-After (already clamped by parse_retry_after). No failures and no
     Retry-After: 0.
     """
-    wait = 0.0
-    if failures > 0:
-        exponent = min(failures - 1, 64)  # 2**64 * base is past any cap; avoids overflow
-        wait = min(cap, base * 2.0**exponent) * rng.uniform(0.5, 1.5)
+    wait = exponential(failures, rng, base, cap) if failures > 0 else 0.0
     return max(wait, retry_after or 0.0)
+
+
+def exponential(n: int, rng: random.Random, base: float, cap: float) -> float:
+    """The n-th wait (n >= 1) of an exponential backoff: min(cap, base * 2**(n-1)) times a
+    jitter factor in [0.5, 1.5), so that URLs, hosts and runs do not retry in step."""
+    exponent = min(max(n - 1, 0), 64)  # 2**64 * base is past any cap; avoids overflow
+    return min(cap, base * 2.0**exponent) * rng.uniform(0.5, 1.5)
+
+
+def backoff(tries: int, rng: random.Random, base: float = BACKOFF_BASE) -> float:
+    """Seconds before try number `tries + 1` of one URL."""
+    return exponential(tries, rng, base, BACKOFF_CAP)
+
+
+def http_error(status: int, truncated: str | None) -> str | None:
+    """Why an answer should be tried again (and counts as failed if it persists), if so."""
+    if status in RETRY_STATUSES:
+        return f"HTTP {status}"
+    if truncated == "disconnect":
+        return "disconnect: body cut short"
+    return None
+
+
+def retry_delay(tries: int, max_tries: int, retryable: bool, rng: random.Random,
+                base: float = BACKOFF_BASE, at_least: float = 0.0) -> float | None:
+    """Seconds until a URL that has now failed `tries` times is tried again, or None: give
+    up (not retryable, or no tries left)."""
+    if not retryable or tries >= max_tries:
+        return None
+    return max(backoff(tries, rng, base), at_least)
+
+
+class HostBackoffs:
+    """Each host's streak of 429/503 answers, and how long it is held back for it (P1)."""
+
+    def __init__(self, rng: random.Random, base: float, max_retry_after: float) -> None:
+        self.rng = rng
+        self.base = base
+        self.max_retry_after = max_retry_after
+        self._failures: dict[str, int] = {}
+
+    def answer(self, site: str, status: int, retry_after: str | None, now: datetime) -> float:
+        """Seconds `site` gets no request after answering `status`: a 429/503 lengthens
+        its streak (Retry-After honoured, clamped); any other answer ends it (0)."""
+        if status not in BACKOFF_STATUSES:
+            self._failures.pop(site, None)
+            return 0.0
+        failures = self._failures[site] = self._failures.get(site, 0) + 1
+        wait = parse_retry_after(retry_after, now, self.max_retry_after)
+        return host_backoff(failures, wait, self.rng, base=self.base)
 
 
 def host_delay(configured: float, crawl_delay: float | None, cap: float) -> float:

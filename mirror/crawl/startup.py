@@ -1,0 +1,190 @@
+"""A run's start: resume the unfinished run or begin the next one, after repairing what a
+crash left (torn tails cut, lost captures re-queued, unrecorded captures adopted exactly)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from mirror import crashpoints
+from mirror.archive import recovery
+from mirror.archive.manifest import Manifest, ManifestError, NewUrl, UrlItem
+from mirror.archive.warcwriter import NOT_MODIFIED, OPEN_SUFFIX, Exchange
+from mirror.config import SiteConfig
+from mirror.crawl import history
+from mirror.crawl.parsepool import Links, Page
+from mirror.crawl.politeness import http_error
+from mirror.crawl.scope import PAGE
+from mirror.crawl.store import CaptureStore
+from mirror.web.urls import normalize, site_key
+
+log = logging.getLogger(__name__)
+
+#: link discovery in this process, for captures adopted before the helpers start
+Discover = Callable[[UrlItem, Page], Links]
+#: told of every capture adopted: (item, exchange, error, URLs found)
+Stored = Callable[[UrlItem, Exchange, str | None, list[NewUrl]], None]
+
+
+class RunSession:
+    """This process's share of a run, in the manifest: when it took the run up and when it
+    was last seen working (refreshed about once a second), so that a run killed and resumed
+    reports the time of all its processes."""
+
+    def __init__(self, manifest: Manifest, run_id: int) -> None:
+        self.manifest = manifest
+        self.id = manifest.begin_session(run_id, time.time())
+        self._alive = time.monotonic()
+
+    def beat(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._alive >= 1.0:
+            self._alive = now
+            self.manifest.touch_session(self.id, time.time())
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Startup:
+    """Chooses the run (the unfinished one, or a new one seeded with the start URLs) and
+    repairs the archive before the first fetch. Adoption commits each unrecorded capture
+    group through the same CaptureStore.commit, with the same row, links and outcome, as
+    the process that wrote it would have."""
+
+    def __init__(self, cfg: SiteConfig, manifest: Manifest, store: CaptureStore,
+                 discover: Discover, stored: Stored, *, force_new_run: bool = False) -> None:
+        self.cfg = cfg
+        self.manifest = manifest
+        self.store = store
+        self.discover = discover
+        self.stored = stored
+        self.force_new_run = force_new_run
+        self.run_id = 0
+        self._history = False  # the run being repaired has earlier runs' captures
+
+    def begin(self) -> tuple[int, bool]:
+        """(the run to work on, whether it is resumed)."""
+        last = self.manifest.last_run()
+        resumed = last is not None and last.state in ("running", "interrupted")
+        if last is not None and last.state == "running":  # the last run died: check first
+            damage = self.manifest.quick_check()
+            if damage != "ok":
+                raise ManifestError(
+                    f"{self.manifest.path}: damaged after an unclean stop ({damage}); "
+                    "refusing to resume. Move the archive folder aside, or restore "
+                    "manifest.sqlite3 from a backup and run again."
+                )
+        if last is not None and resumed and self.force_new_run:
+            self.recover(last.id)  # its open file still belongs to it
+            self.manifest.abandon_run(last.id, now_iso())
+            log.warning("run %d left unfinished (abandoned); starting a new run", last.id)
+            resumed = False
+        if last is not None and resumed:
+            back = self.manifest.resume_run(last.id)
+            log.info("resuming run %d (%d leased URLs back to pending)", last.id, back)
+            run_id = last.id
+        else:
+            run_id = self.manifest.start_run(now_iso(), self.cfg.digest())
+            self.manifest.add_urls(run_id, None, self.seeds())
+        self.recover(run_id)
+        return run_id, resumed
+
+    def seeds(self) -> list[NewUrl]:
+        seeds = []
+        for raw in self.cfg.site.start_urls:
+            url = normalize(raw, self.cfg.scope.ignore_query)
+            seeds.append(NewUrl(url, site_key(url), 0, self.cfg.crawl.max_redirects, PAGE,
+                                "start", "link"))
+        return seeds
+
+    def recover(self, run_id: int) -> None:
+        """Repair what a crash left, adopting captures into `run_id` (the run that wrote
+        them): torn tails cut, captures the manifest lost (a file cut short by power loss)
+        re-queued, captures it never recorded adopted, .open files closed."""
+        self.run_id = run_id
+        self._history = self.manifest.has_captures_before(run_id)
+        warc_dir = self.store.warc_dir
+        recovery.remove_temporaries(self.cfg.site.output_dir)
+        open_paths = recovery.open_files(warc_dir)
+        for path in open_paths:
+            recovery.cut_torn_tail(path)
+        ends = self.manifest.committed_ends()
+        for name, end in ends.items():
+            size = _size(warc_dir / name) or _size(warc_dir / (name + OPEN_SUFFIX))
+            if size < end:
+                lost = self.manifest.rollback_past(run_id, name, size)
+                log.warning("%s is shorter than the manifest says (%d < %d): %d captures "
+                            "will be fetched again", name, size, end, len(lost))
+        for path in open_paths:
+            self._adopt_tail(path, ends.get(path.name[: -len(OPEN_SUFFIX)], 0))
+
+    def _adopt_tail(self, path: Path, committed_end: int) -> None:
+        """Commit the complete capture groups past the last commit, each exactly as the
+        normal path would have; cut the file after the last one adopted, then close it."""
+        final = path.name[: -len(OPEN_SUFFIX)]
+        size = _size(path)
+        found, good_end = recovery.scan_groups(path, min(committed_end, size), final)
+        adopted = 0
+        try:
+            for f in found:
+                if not self._adopt(f):  # then neither it nor what follows is kept
+                    good_end = f.location.response.offset
+                    break
+                adopted += 1
+        finally:
+            for f in found:
+                f.exchange.body.close()
+        if good_end < size:
+            log.warning("cut %s back to its last complete capture (%d -> %d bytes)",
+                        final, size, good_end)
+            recovery.truncate(path, good_end)
+        crashpoints.reached("recover:before-close", "file")
+        if good_end == 0:
+            path.unlink()
+            return
+        os.replace(path, path.with_name(final))
+        log.warning("closed %s left open by an earlier run (%d captures adopted)",
+                    final, adopted)
+
+    def _adopt(self, f: recovery.Found) -> bool:
+        """Commit a capture group the manifest never recorded, with the row, links and
+        outcome the normal path would have committed. False when that cannot be done
+        exactly (its URL is not waiting in this run, or its revisit's original is unknown)."""
+        ex, revisit = f.exchange, f.revisit
+        item = self.manifest.item_for(self.run_id, ex.url)
+        original = (self.manifest.original_by_record(revisit.refers_to, revisit.payload_digest)
+                    if item is not None and revisit is not None else None)
+        if item is None or (revisit is not None and original is None):
+            log.warning("cannot adopt the capture of %s at %s@%d; it will be fetched again",
+                        ex.url, f.location.response.filename, f.location.response.offset)
+            return False
+        if crashpoints.hook is not None:
+            crashpoints.label = "adopted " + history.capture_kind(ex, revisit, original,
+                                                                  item.via, self.run_id)
+        if item.via == "robots":  # stored out of band: no previous capture, no links
+            links: Links = (None, [])
+            self.store.commit(self.run_id, item, ex, f.location, None, revisit, original,
+                              None, links)
+            self.stored(item, ex, None, [])
+            return True
+        prev = self.manifest.previous_capture(item.id, self.run_id) if self._history else None
+        payload = original if revisit is not None and revisit.profile != NOT_MODIFIED else None
+        links = self.discover(item, self.store.page(ex, prev, payload))
+        error = http_error(ex.status, ex.truncated)
+        self.store.commit(self.run_id, item, ex, f.location, error, revisit, original, prev,
+                          links)
+        self.stored(item, ex, error, links[1])
+        return True
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
