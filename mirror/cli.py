@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from mirror import __version__
 from mirror.archive import index
 from mirror.archive.lock import ArchiveLock, ArchiveLocked
-from mirror.archive.manifest import Manifest, ManifestError, Run
+from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
 from mirror.config import ConfigError, SiteConfig, load_config
 from mirror.crawl.history import compare
 from mirror.layout import ArchiveLayout
@@ -141,7 +141,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     layout = ArchiveLayout(cfg.site.output_dir)
     manifest_path, warc_dir = layout.manifest, layout.warc
-    manifest = Manifest(manifest_path, readonly=True)
+    manifest = ManifestReader(manifest_path)
     try:
         runs, totals = manifest.runs(), manifest.run_totals()
         statuses = [
@@ -163,7 +163,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def _history(args: argparse.Namespace) -> tuple[list[Run], Callable[[int], dict[str, Any]]]:
     cfg = load_config(args.config)
-    manifest = Manifest(ArchiveLayout(cfg.site.output_dir).manifest, readonly=True)
+    manifest = ManifestReader(ArchiveLayout(cfg.site.output_dir).manifest)
     runs = [r for r in manifest.runs() if r.state != "abandoned"]
     contents = {r.id: manifest.run_contents(r.id) for r in runs}
     manifest.close()
@@ -239,7 +239,7 @@ class _ArchivedRobots:
 
         if not self.layout.manifest.exists():
             return None
-        manifest = Manifest(self.layout.manifest, readonly=True)
+        manifest = ManifestReader(self.layout.manifest)
         try:
             stored = manifest.capture_in_run(None, url)
         finally:
@@ -282,7 +282,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     manifest_path = ArchiveLayout(cfg.site.output_dir).manifest
     _existing_warc_dir(cfg, args)
     with ArchiveLock(cfg.site.output_dir):
-        manifest = Manifest(manifest_path, readonly=True) if manifest_path.exists() else None
+        manifest = ManifestReader(manifest_path) if manifest_path.exists() else None
         try:
             verdict = check_archive(cfg.site.output_dir, manifest)
         finally:

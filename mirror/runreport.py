@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mirror.archive import index
 from mirror.archive.fsutil import atomic_write_text
-from mirror.archive.manifest import Manifest
+from mirror.archive.manifest_queries import ManifestReader
 from mirror.config import SiteConfig
 from mirror.crawl.history import Changes, compare
 from mirror.model import ExitCode
@@ -21,14 +21,14 @@ def report_path(cfg: SiteConfig, run_id: int) -> Path:
     return cfg.site.output_dir / "reports" / f"{run_id}.json"
 
 
-def changes(manifest: Manifest, run_id: int) -> Changes:
+def changes(manifest: ManifestReader, run_id: int) -> Changes:
     """This run against the run before it (everything is new in the first run)."""
     earlier = [r.id for r in manifest.runs() if r.id < run_id and r.state != "abandoned"]
     before = manifest.run_contents(earlier[-1]) if earlier else {}
     return compare(before, manifest.run_contents(run_id))
 
 
-def gather(cfg: SiteConfig, manifest: Manifest, run_id: int) -> RunData:
+def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
     """Everything the report says, from the manifest alone (so that a later process can
     write the report of a run whose process died writing it)."""
     m, run = manifest, run_id
@@ -63,14 +63,14 @@ def gather(cfg: SiteConfig, manifest: Manifest, run_id: int) -> RunData:
     )
 
 
-def write_report(cfg: SiteConfig, manifest: Manifest, run_id: int) -> tuple[RunData, Path]:
+def write_report(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> tuple[RunData, Path]:
     data = gather(cfg, manifest, run_id)
     path = report_path(cfg, run_id)
     atomic_write_text(path, json.dumps(build_report(data), indent=2) + "\n")
     return data, path
 
 
-def write_missing_report(cfg: SiteConfig, manifest: Manifest) -> None:
+def write_missing_report(cfg: SiteConfig, manifest: ManifestReader) -> None:
     """The last run finished, but its process died writing its report: write it now."""
     last = manifest.last_run()
     if last is not None and last.state not in UNFINISHED \

@@ -31,7 +31,7 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.checker import Checker
 
 from mirror import crashpoints
-from mirror.archive.manifest import Manifest
+from mirror.archive.manifest_queries import ManifestReader
 from mirror.archive.warcread import complete_prefix
 from mirror.config import load_config
 from mirror.crawl.crawler import Crawler
@@ -245,7 +245,7 @@ def warcio_check(archive: Path) -> str:
 
 
 def verify(archive: Path) -> list[str]:
-    manifest = Manifest(archive / "manifest.sqlite3", readonly=True)
+    manifest = ManifestReader(archive / "manifest.sqlite3")
     try:
         return [f"{p.where}: {p.check}: {p.detail}"
                 for p in check_archive(archive, manifest).problems]

@@ -104,3 +104,13 @@ def test_a_reopened_manifest_still_records_links_to_known_urls(tmp_path: Path) -
     assert links(m) == {(A, B), (A, C)}
     assert rows(m)[B] == (run, "pending") and rows(m)[C] == (run, "pending")
     m.close()
+
+
+def test_a_transaction_that_cannot_begin_is_a_write_error(manifest: Manifest) -> None:
+    run = manifest.start_run("t", "d")
+    manifest.db.execute("PRAGMA query_only = ON")  # BEGIN IMMEDIATE now fails
+    with pytest.raises(ManifestWriteError, match="readonly"):
+        manifest.add_urls(run, None, [new(A)])
+    manifest.db.execute("PRAGMA query_only = OFF")
+    manifest.add_urls(run, None, [new(A)])  # nothing was staged by the failed one
+    assert rows(manifest) == {A: (run, "pending")}

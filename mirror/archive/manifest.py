@@ -1,18 +1,25 @@
-"""SQLite manifest: runs, URLs and their state, captures, links. The only module that runs SQL."""
+"""Manifest: the crawl's writer of the SQLite manifest (runs, URL states, captures, links)."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from pathlib import Path
 
 from mirror import crashpoints
+from mirror.archive.manifest_queries import ManifestReader
+from mirror.archive.manifest_schema import (
+    FRONTIER_URLS,
+    URL_ITEM_COLUMNS,
+    ManifestError,
+    create_or_upgrade,
+)
 from mirror.model import CaptureRow, NewUrl, Original, Previous, Run, UrlItem
 
 __all__ = ["CaptureRow", "Manifest", "ManifestError", "ManifestWriteError", "NewUrl",
            "Original", "Previous", "Run", "UrlItem"]
 
-SCHEMA_VERSION = 2
 #: URLs remembered as already in this run (see Manifest._add_urls): about 10 MB at most
 KNOWN_URLS = 50_000
 
@@ -28,183 +35,36 @@ _UPSERT_URL = """INSERT INTO urls (url, site, run_id, state, mode, depth, redire
        OR (urls.state='skipped' AND excluded.state='pending')
     RETURNING id"""
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS runs (
-    id INTEGER PRIMARY KEY,
-    started_at TEXT NOT NULL,
-    finished_at TEXT,
-    state TEXT NOT NULL,            -- running | complete | failed | limit | interrupted
-    config_digest TEXT NOT NULL,
-    exit_code INTEGER
-);
--- Every canonical URL ever discovered. run_id is the run that last discovered it: a URL is
--- "seen" in the current run when run_id equals it, which is also how a later run re-visits it.
-CREATE TABLE IF NOT EXISTS urls (
-    id INTEGER PRIMARY KEY,
-    url TEXT NOT NULL UNIQUE,
-    site TEXT NOT NULL,
-    run_id INTEGER NOT NULL,
-    state TEXT NOT NULL,            -- pending | leased | done | failed | skipped
-    mode TEXT NOT NULL,             -- page (links followed) | requisite (only its requisites)
-    depth INTEGER NOT NULL,
-    redirects_left INTEGER NOT NULL,
-    referrer INTEGER,
-    via TEXT NOT NULL,              -- start | link | requisite | redirect
-    tries INTEGER NOT NULL DEFAULT 0,
-    next_try REAL NOT NULL DEFAULT 0,
-    reason TEXT,                    -- skip rule or last error
-    status INTEGER
-);
-CREATE INDEX IF NOT EXISTS urls_frontier ON urls (state, id);
-CREATE INDEX IF NOT EXISTS urls_due ON urls (state, next_try);
-CREATE TABLE IF NOT EXISTS captures (
-    id INTEGER PRIMARY KEY,
-    url_id INTEGER NOT NULL REFERENCES urls(id),
-    run_id INTEGER NOT NULL,
-    url TEXT NOT NULL,
-    warc_date TEXT NOT NULL,
-    record_id TEXT NOT NULL,
-    filename TEXT NOT NULL,
-    offset INTEGER NOT NULL,
-    length INTEGER NOT NULL,
-    req_offset INTEGER NOT NULL,
-    req_length INTEGER NOT NULL,
-    status INTEGER NOT NULL,
-    mime TEXT NOT NULL,
-    payload_digest TEXT NOT NULL,
-    payload_length INTEGER NOT NULL,
-    etag TEXT,
-    last_modified TEXT,
-    location TEXT,                  -- redirect target (canonical), if a 3xx
-    truncated TEXT,
-    record_type TEXT NOT NULL DEFAULT 'response',  -- response | revisit | not-modified
-    original_id INTEGER             -- for revisits: the capture holding the payload
-);
-CREATE INDEX IF NOT EXISTS captures_url ON captures (url_id);
-CREATE INDEX IF NOT EXISTS captures_run ON captures (run_id);
-CREATE TABLE IF NOT EXISTS links (
-    src INTEGER NOT NULL,
-    dst INTEGER NOT NULL,
-    kind TEXT NOT NULL,             -- link | requisite | redirect
-    PRIMARY KEY (src, dst, kind)
-) WITHOUT ROWID;
--- Each process that worked on a run: when it took the run up and when it was last seen
--- working (refreshed about once a second), so a run resumed after a kill has its real time.
-CREATE TABLE IF NOT EXISTS sessions (
-    id INTEGER PRIMARY KEY,
-    run_id INTEGER NOT NULL,
-    started REAL NOT NULL,          -- Unix time
-    alive REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS errors (
-    run_id INTEGER NOT NULL,
-    url_id INTEGER NOT NULL,
-    error TEXT NOT NULL
-);
-"""
-
-#: upgrades from each older schema version to the next, run in order
-MIGRATIONS = {
-    1: """
-ALTER TABLE captures ADD COLUMN record_type TEXT NOT NULL DEFAULT 'response';
-ALTER TABLE captures ADD COLUMN original_id INTEGER;
-""",
-}
-
-#: created after the migrations, since they may name columns the migrations add
-INDEXES = """
-CREATE INDEX IF NOT EXISTS captures_digest ON captures (payload_digest)
-    WHERE record_type = 'response' AND truncated IS NULL;
-"""
-
-
-class ManifestError(Exception):
-    """The manifest cannot be used (damaged, or written by a newer mirror)."""
-
 
 class ManifestWriteError(ManifestError):
     """A transaction could not be committed (disk full, I/O error); it was rolled back."""
 
 
-#: URLs the frontier hands out: not robots.txt, which only the robots gate fetches (a
-#: robots.txt row left pending by a crash waits for the gate, not for a worker)
-_FRONTIER = "via != 'robots'"
+class Manifest(ManifestReader):
+    """Crawl state in one SQLite file (WAL), opened read-write: an older schema is upgraded
+    on opening. Every method is one short transaction; the queries are ManifestReader's.
+    The state machines of runs and URLs are in manifest_schema's docstring.
 
-_ORIGINAL = ("o.id, o.url, o.warc_date, o.record_id, o.payload_digest, o.filename, o.offset, "
-             "o.mime, o.status, o.run_id")
-
-
-class Manifest:
-    """Crawl state in one SQLite file (WAL). Every method is one short transaction."""
+    `readonly=True` opens it as ManifestReader does (nothing written, no upgrade), for
+    callers not yet moved to ManifestReader."""
 
     def __init__(self, path: Path, *, durable: bool = False, readonly: bool = False) -> None:
-        self.path = path
+        self.durable, self.readonly = durable, readonly
         self._known: dict[str, int] = {}  # url -> id, committed in run self._known_run
         self._staged: dict[str, int] = {}  # the same, from the open transaction
         self._known_run = 0
-        if readonly:  # `mirror status` beside a running crawl: WAL lets it read, never write
-            if not path.exists():
-                raise ManifestError(f"{path}: no manifest (has `mirror run` run yet?)")
-            try:
-                self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
-                row = self.db.execute(
-                    "SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            except sqlite3.DatabaseError as exc:
-                raise ManifestError(f"{path}: not a usable manifest: {exc}") from exc
-            if row is not None and int(row[0]) < SCHEMA_VERSION:  # upgrade once, then read
-                self.db.close()
-                Manifest(path).close()
-                self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self.db = sqlite3.connect(path, isolation_level=None)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
-            self.db.execute("PRAGMA foreign_keys=ON")
-            self.db.executescript(SCHEMA)
-            self._check_version()
-        except sqlite3.DatabaseError as exc:
-            raise ManifestError(f"{path}: not a usable manifest: {exc}") from exc
+        super().__init__(path)
 
-    def close(self) -> None:
-        self.db.close()
-
-    def _check_version(self) -> None:
-        row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        version = int(row[0]) if row else SCHEMA_VERSION  # a new file has the current schema
-        if version > SCHEMA_VERSION:
-            raise ManifestError(
-                f"{self.path}: written by a newer mirror (schema {version} > {SCHEMA_VERSION})"
-            )
-        with self._tx():
-            for old in range(version, SCHEMA_VERSION):
-                for statement in MIGRATIONS[old].strip().split(";\n"):
-                    self.db.execute(statement.rstrip(";"))
-            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
-                            (str(SCHEMA_VERSION),))
-        self.db.executescript(INDEXES)
-
-    def quick_check(self) -> str:
-        """'ok', or SQLite's description of the damage (run after an unclean stop)."""
-        try:
-            rows = self.db.execute("PRAGMA quick_check").fetchall()
-        except sqlite3.DatabaseError as exc:
-            return str(exc)
-        return "; ".join(" ".join(str(r[0]).split()) for r in rows[:5])
+    def _connect(self) -> sqlite3.Connection:
+        if self.readonly:
+            return super()._connect()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        return self._open(self.path, partial(create_or_upgrade, durable=self.durable))
 
     def _tx(self) -> _Tx:
         return _Tx(self.db, self._settle)
 
-    # -- runs --------------------------------------------------------------------------
-    def last_run(self) -> Run | None:
-        row = self.db.execute("SELECT * FROM runs ORDER BY id DESC LIMIT 1").fetchone()
-        return Run(*row) if row else None
-
-    def runs(self) -> list[Run]:
-        return [Run(*r) for r in self.db.execute("SELECT * FROM runs ORDER BY id")]
-
+    # -- runs ------------------------------------------------------------------------------
     def start_run(self, started_at: str, config_digest: str) -> int:
         with self._tx():
             cur = self.db.execute(
@@ -235,19 +95,21 @@ class Manifest:
         with self._tx():
             self.db.execute("UPDATE sessions SET alive=? WHERE id=?", (now, session_id))
 
-    def run_time(self, run_id: int) -> tuple[float, int]:
-        """(seconds the run's processes worked on it, how many processes there were)."""
-        seconds, n = self.db.execute(
-            "SELECT COALESCE(SUM(alive - started), 0), COUNT(*) FROM sessions WHERE run_id=?",
-            (run_id,)).fetchone()
-        return float(seconds), int(n)
-
     def finish_run(self, run_id: int, finished_at: str, state: str, exit_code: int) -> None:
         with self._tx():
             self.db.execute(
                 "UPDATE runs SET finished_at=?, state=?, exit_code=? WHERE id=?",
                 (finished_at, state, exit_code, run_id),
             )
+
+
+    def abandon_run(self, run_id: int, finished_at: str) -> None:
+        """An unfinished run left behind by `mirror run --new-run`."""
+        with self._tx():
+            self.db.execute(
+                "UPDATE runs SET state='abandoned', finished_at=? WHERE id=?",
+                (finished_at, run_id))
+            self.db.execute("UPDATE urls SET state='pending' WHERE state='leased'")
 
     # -- discovery -----------------------------------------------------------------------
     def add_urls(
@@ -306,8 +168,8 @@ class Manifest:
     ) -> list[UrlItem]:
         """Mark up to `limit` pending URLs that are due as leased and return them, oldest first."""
         excluded = list(exclude_sites)
-        sql = "SELECT id, url, site, depth, redirects_left, mode, tries, via FROM urls " \
-              f"WHERE state='pending' AND next_try <= ? AND {_FRONTIER}"
+        sql = f"SELECT {URL_ITEM_COLUMNS} FROM urls " \
+              f"WHERE state='pending' AND next_try <= ? AND {FRONTIER_URLS}"
         params: list[object] = [now]
         if excluded:
             sql += f" AND site NOT IN ({','.join('?' * len(excluded))})"
@@ -323,20 +185,6 @@ class Manifest:
             )
         return [UrlItem(*r) for r in rows]
 
-    def next_due(self, pages: bool = True) -> float | None:
-        """Earliest next_try of a pending URL, or None when nothing is pending."""
-        sql = f"SELECT MIN(next_try) FROM urls WHERE state='pending' AND {_FRONTIER}"
-        if not pages:
-            sql += " AND mode='requisite'"
-        row = self.db.execute(sql).fetchone()
-        return row[0]
-
-    def count_pending(self, pages_only: bool = False) -> int:
-        sql = "SELECT COUNT(*) FROM urls WHERE state IN ('pending', 'leased')"
-        if pages_only:
-            sql += " AND mode='page'"
-        return int(self.db.execute(sql).fetchone()[0])
-
     def unlease(self, ids: Iterable[int]) -> None:
         with self._tx():
             self.db.executemany(
@@ -345,13 +193,6 @@ class Manifest:
             )
 
     # -- recovery --------------------------------------------------------------------------
-    def committed_ends(self) -> dict[str, int]:
-        """For each WARC file: the offset just past the last record the manifest knows."""
-        return dict(self.db.execute(
-            "SELECT filename, MAX(MAX(offset + length, req_offset + req_length)) "
-            "FROM captures GROUP BY filename"
-        ).fetchall())
-
     def rollback_past(self, run_id: int, filename: str, size: int) -> list[str]:
         """Forget captures that lie past the end of a file cut short (lost on power failure);
         their URLs go back to pending. Returns those URLs."""
@@ -366,14 +207,6 @@ class Manifest:
                 [(r[1], run_id) for r in rows],
             )
         return [r[2] for r in rows]
-
-    def item_for(self, run_id: int, url: str) -> UrlItem | None:
-        """The URL as a work item if this run still has to fetch it (pending or leased)."""
-        row = self.db.execute(
-            "SELECT id, url, site, depth, redirects_left, mode, tries, via FROM urls "
-            "WHERE url=? AND run_id=? AND state IN ('pending', 'leased')", (url, run_id),
-        ).fetchone()
-        return UrlItem(*row) if row else None
 
     # -- outcomes ------------------------------------------------------------------------
     def commit_capture(
@@ -407,61 +240,6 @@ class Manifest:
             self._add_urls(run_id, item.id, found)
             crashpoints.reached("commit:inside")
 
-    # -- history (incremental runs) ----------------------------------------------------
-    def original_by_digest(self, digest: str, status: int) -> Original | None:
-        """The first complete response record with this payload digest and status, in any
-        run (a revisit never stands for an answer of another status)."""
-        row = self.db.execute(
-            f"SELECT {_ORIGINAL} FROM captures o WHERE o.payload_digest=? "
-            "AND o.record_type='response' AND o.truncated IS NULL AND o.status=? "
-            "ORDER BY o.id LIMIT 1",
-            (digest, status),
-        ).fetchone()
-        return Original(*row) if row else None
-
-    def original_by_record(self, record_id: str, digest: str) -> Original | None:
-        """The capture whose record a revisit refers to (WARC-Refers-To), found through the
-        payload digest they share."""
-        row = self.db.execute(
-            f"SELECT {_ORIGINAL} FROM captures o WHERE o.payload_digest=? "
-            "AND o.record_type='response' AND o.truncated IS NULL AND o.record_id=?",
-            (digest, record_id),
-        ).fetchone()
-        return Original(*row) if row else None
-
-    def has_captures_before(self, run_id: int) -> bool:
-        """Whether an earlier run stored anything (else no URL has a previous capture)."""
-        return self.db.execute("SELECT 1 FROM captures WHERE run_id<? LIMIT 1",
-                               (run_id,)).fetchone() is not None
-
-    def previous_capture(self, url_id: int, run_id: int) -> Previous | None:
-        """The URL's latest capture from an earlier run, with the record holding its payload.
-        A not-modified capture stands for the capture it confirmed: it has that one's status
-        (else the run after it would not revalidate, and would fetch the page whole)."""
-        row = self.db.execute(
-            f"""SELECT CASE c.record_type WHEN 'not-modified' THEN o.status ELSE c.status END,
-                       c.etag, c.last_modified, c.truncated, {_ORIGINAL}
-                FROM captures c JOIN captures o ON o.id = COALESCE(c.original_id, c.id)
-                WHERE c.url_id=? AND c.run_id<? ORDER BY c.id DESC LIMIT 1""",
-            (url_id, run_id),
-        ).fetchone()
-        if row is None:
-            return None
-        return Previous(row[0], row[1], row[2], row[3], Original(*row[4:]))
-
-    def run_contents(self, run_id: int) -> dict[str, tuple[int, str]]:
-        """url -> (status, payload digest) of every capture in a run."""
-        rows = self.db.execute(
-            "SELECT url, status, payload_digest FROM captures WHERE run_id=?", (run_id,))
-        return {u: (s, d) for u, s, d in rows}
-
-    def abandon_run(self, run_id: int, finished_at: str) -> None:
-        """An unfinished run left behind by `mirror run --new-run`."""
-        with self._tx():
-            self.db.execute(
-                "UPDATE runs SET state='abandoned', finished_at=? WHERE id=?",
-                (finished_at, run_id))
-            self.db.execute("UPDATE urls SET state='pending' WHERE state='leased'")
 
     # -- politeness ------------------------------------------------------------------------
     def skip(self, run_id: int, item: UrlItem, rule: str) -> None:
@@ -483,38 +261,11 @@ class Manifest:
                    WHERE urls.run_id < excluded.run_id OR urls.state IN ('pending', 'skipped')""",
                 (url, site, run_id, via))
             row = self.db.execute(
-                "SELECT id, url, site, depth, redirects_left, mode, tries, via, state, changes() "
-                "FROM urls WHERE url=?", (url,)).fetchone()
+                f"SELECT {URL_ITEM_COLUMNS}, state, changes() FROM urls WHERE url=?",
+                (url,)).fetchone()
         if row[8] != "leased" or not row[9]:
             return None
         return UrlItem(*row[:8])
-
-    def capture_in_run(self, run_id: int | None, url: str) -> Original | None:
-        """The latest capture of `url` in a run (None: in any run), with its payload's record."""
-        row = self.db.execute(
-            f"SELECT {_ORIGINAL} FROM captures c JOIN captures o "
-            "ON o.id = COALESCE(c.original_id, c.id) WHERE c.url=? "
-            "AND (c.run_id=? OR ? IS NULL) ORDER BY c.id DESC LIMIT 1",
-            (url, run_id, run_id)).fetchone()
-        return Original(*row) if row else None
-
-    def host_usage(self, run_id: int) -> dict[str, tuple[int, int]]:
-        """site -> (URLs fetched, body bytes) in this run, for the per-host budgets."""
-        rows = self.db.execute(
-            "SELECT u.site, COUNT(*), COALESCE(SUM(c.payload_length), 0) FROM captures c "
-            "JOIN urls u ON u.id = c.url_id WHERE c.run_id=? GROUP BY u.site", (run_id,))
-        return {s: (n, b) for s, n, b in rows}
-
-    def skipped_urls(self, run_id: int, per_rule: int = 1000) -> dict[str, list[str]]:
-        """The skipped URLs of a run by rule (at most `per_rule` of each), for the report."""
-        out: dict[str, list[str]] = {}
-        for url, rule in self.db.execute(
-                "SELECT url, reason FROM urls WHERE run_id=? AND state='skipped' "
-                "ORDER BY reason, id", (run_id,)):
-            urls = out.setdefault(rule, [])
-            if len(urls) < per_rule:
-                urls.append(url)
-        return out
 
     def retry_later(self, run_id: int, item: UrlItem, error: str, next_try: float) -> None:
         with self._tx():
@@ -536,92 +287,6 @@ class Manifest:
     def _log_error(self, run_id: int, url_id: int, error: str) -> None:
         self.db.execute("INSERT INTO errors VALUES (?, ?, ?)", (run_id, url_id, error))
 
-    # -- queries for reports and the index -----------------------------------------------
-    def captures(self, run_id: int | None = None) -> Iterator[sqlite3.Row]:
-        cur = self.db.cursor()
-        cur.row_factory = sqlite3.Row
-        if run_id is None:
-            yield from cur.execute("SELECT * FROM captures ORDER BY id")
-        else:
-            yield from cur.execute("SELECT * FROM captures WHERE run_id=? ORDER BY id", (run_id,))
-
-    def count_captures(self, run_id: int) -> int:
-        return int(
-            self.db.execute("SELECT COUNT(*) FROM captures WHERE run_id=?", (run_id,)).fetchone()[0]
-        )
-
-    def count_done_pages(self, run_id: int) -> int:
-        return int(self.db.execute(
-            "SELECT COUNT(*) FROM urls WHERE run_id=? AND mode='page' "
-            "AND state IN ('done', 'failed', 'leased')", (run_id,)
-        ).fetchone()[0])
-
-    def run_totals(self) -> dict[int, tuple[int, int]]:
-        """run id -> (captures, payload bytes)."""
-        rows = self.db.execute(
-            "SELECT run_id, COUNT(*), COALESCE(SUM(payload_length), 0) FROM captures "
-            "GROUP BY run_id"
-        )
-        return {r: (n, b) for r, n, b in rows}
-
-    def url_states(self, run_id: int) -> dict[str, int]:
-        rows = self.db.execute(
-            "SELECT state, COUNT(*) FROM urls WHERE run_id=? GROUP BY state", (run_id,)
-        )
-        return {s: n for s, n in rows}
-
-    def skip_counts(self, run_id: int) -> dict[str, int]:
-        rows = self.db.execute(
-            "SELECT reason, COUNT(*) FROM urls WHERE run_id=? AND state='skipped' "
-            "GROUP BY reason ORDER BY 2 DESC", (run_id,)
-        )
-        return {r: n for r, n in rows}
-
-    def failed(self, run_id: int) -> list[tuple[str, str]]:
-        return self.db.execute(
-            "SELECT url, COALESCE(reason, 'HTTP ' || status) FROM urls "
-            "WHERE run_id=? AND state='failed' ORDER BY url", (run_id,)
-        ).fetchall()
-
-    def last_error(self, run_id: int) -> str | None:
-        row = self.db.execute(
-            "SELECT u.url || ': ' || e.error FROM errors e JOIN urls u ON u.id = e.url_id "
-            "WHERE e.run_id=? ORDER BY e.rowid DESC LIMIT 1", (run_id,),
-        ).fetchone()
-        return row[0] if row else None
-
-    def error_counts(self, run_id: int, limit: int = 10) -> list[tuple[str, int]]:
-        return self.db.execute(
-            "SELECT error, COUNT(*) FROM errors WHERE run_id=? GROUP BY error "
-            "ORDER BY 2 DESC, 1 LIMIT ?", (run_id, limit)
-        ).fetchall()
-
-    def broken_links(self, run_id: int, limit: int = 50) -> list[tuple[str, int | None, str]]:
-        """(target URL, status or None, a page linking to it) for 4xx/5xx/failed targets."""
-        return self.db.execute(
-            """SELECT d.url, d.status, MIN(s.url) FROM urls d
-                 JOIN links l ON l.dst = d.id JOIN urls s ON s.id = l.src
-               WHERE d.run_id=? AND (d.state='failed' OR d.status >= 400)
-               GROUP BY d.id ORDER BY d.url LIMIT ?""",
-            (run_id, limit),
-        ).fetchall()
-
-    def capture_stats(self, run_id: int) -> dict[str, object]:
-        status = dict(self.db.execute(
-            "SELECT CASE status WHEN 304 THEN 'not modified' ELSE (status / 100) || 'xx' END, "
-            "COUNT(*) FROM captures WHERE run_id=? GROUP BY 1",
-            (run_id,),
-        ).fetchall())
-        mimes = dict(self.db.execute(
-            "SELECT mime, COUNT(*) FROM captures WHERE run_id=? GROUP BY mime "
-            "ORDER BY 2 DESC LIMIT 10", (run_id,),
-        ).fetchall())
-        row = self.db.execute(
-            "SELECT COALESCE(SUM(payload_length), 0), COALESCE(SUM(length + req_length), 0) "
-            "FROM captures WHERE run_id=?", (run_id,),
-        ).fetchone()
-        return {"status": status, "mime": mimes, "payload_bytes": row[0], "warc_bytes": row[1]}
-
 
 class _Tx:
     """BEGIN IMMEDIATE ... COMMIT, ROLLBACK on error (autocommit connection)."""
@@ -631,7 +296,10 @@ class _Tx:
         self.settle = settle  # told whether the transaction committed
 
     def __enter__(self) -> None:
-        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:  # locked, read-only, I/O error: nothing was written
+            raise ManifestWriteError(f"manifest write failed: {exc}") from exc
 
     def __exit__(self, exc_type: object, exc: BaseException | None, _tb: object) -> None:
         try:

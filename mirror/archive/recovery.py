@@ -13,6 +13,8 @@ from typing import Any
 from warcio.archiveiterator import ArchiveIterator
 
 from mirror import crashpoints
+from mirror.archive.fsutil import TEMP_GLOB
+from mirror.archive.warcread import complete_prefix
 from mirror.archive.warcwriter import (
     NOT_MODIFIED,
     OPEN_SUFFIX,
@@ -21,8 +23,6 @@ from mirror.archive.warcwriter import (
     RecordLocation,
     Revisit,
 )
-from mirror.archive.fsutil import TEMP_GLOB
-from mirror.archive.warcread import complete_prefix
 from mirror.web.http import header_map
 
 log = logging.getLogger(__name__)

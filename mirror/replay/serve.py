@@ -19,7 +19,7 @@ from warcio.timeutils import (
     timestamp_to_iso_date,
 )
 
-from mirror.archive.manifest import Manifest, ManifestError, Run
+from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
 from mirror.archive.warcread import ReadError
 from mirror.archive.warcwriter import OPEN_SUFFIX
 from mirror.replay.captures import Archive, Capture, Record
@@ -143,7 +143,7 @@ class Source:
 
     def runs(self) -> list[Run]:
         try:
-            manifest = Manifest(self.folder / "manifest.sqlite3", readonly=True)
+            manifest = ManifestReader(self.folder / "manifest.sqlite3")
         except ManifestError:
             return []
         try:
