@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Awaitable, Callable
+import threading
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
 
 from mirror.archive.manifest import Manifest
+from mirror.archive.warcwriter import utc_now
 from mirror.config import load_config
 from mirror.crawl.crawler import Crawler, RunResult
 from mirror.runreport import write_missing_report, write_report
@@ -90,6 +93,39 @@ async def make_site(aiohttp_server: Any) -> Callable[[], Awaitable[TestSite]]:
         return site
 
     return factory
+
+
+@pytest.fixture
+def site_in_thread() -> Iterator[Callable[[], TestSite]]:
+    """`site = site_in_thread()` for a synchronous test, one that calls `mirror.cli.main`
+    (which runs an event loop of its own): the server runs on 127.0.0.1 in a thread with its
+    own event loop until teardown."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="test-site", daemon=True)
+    thread.start()
+    runners: list[web.AppRunner] = []
+
+    async def serve(site: TestSite) -> str:
+        runner = web.AppRunner(site.app())
+        await runner.setup()
+        runners.append(runner)
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        host, port = runner.addresses[0][:2]
+        return f"http://{host}:{port}/"
+
+    def factory() -> TestSite:
+        site = TestSite()
+        site.base = asyncio.run_coroutine_threadsafe(serve(site), loop).result(10)
+        return site
+
+    try:
+        yield factory
+    finally:
+        for runner in runners:
+            asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
 
 
 def write_config(folder: Path, start_urls: list[str], **sections: dict[str, Any]) -> Path:
@@ -184,16 +220,34 @@ def read_records(warc_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
+class RunClock:
+    """WARC dates for a test of several runs, without sleeping into the next second: the
+    real time, 30 days back, plus an hour for each `next_run()`. So every run's 14-digit
+    timestamps are later than the run before's, and all are in the past."""
+
+    def __init__(self) -> None:
+        self.shift = timedelta(days=-30)
+
+    def next_run(self) -> None:
+        self.shift += timedelta(hours=1)
+
+    def __call__(self) -> datetime:
+        return datetime.now(UTC) + self.shift
+
+
 @pytest.fixture
 def crawl(tmp_path: Path) -> Callable[..., Awaitable[Crawl]]:
-    """`await crawl([start], crawl={"workers": 2})` runs one in-process crawl to the end."""
+    """`await crawl([start], crawl={"workers": 2})` runs one in-process crawl to the end;
+    `clock=` sets the WARC dates (a `RunClock` to tell runs apart)."""
 
     async def run(start_urls: list[str], warc_opener: Any = None,
+                  clock: Callable[[], datetime] | None = None,
                   **sections: dict[str, Any]) -> Crawl:
         sections.setdefault("crawl", {})
         sections["crawl"].setdefault("timeout", 10)
         cfg = load_config(write_config(tmp_path, start_urls, **sections))
-        crawler = Crawler(cfg, backoff_base=0.01, seed=1, warc_opener=warc_opener)
+        crawler = Crawler(cfg, backoff_base=0.01, seed=1, warc_opener=warc_opener,
+                          clock=clock or utc_now)
         try:
             write_missing_report(cfg, crawler.manifest)
             result = await asyncio.wait_for(crawler.run(), timeout=60)

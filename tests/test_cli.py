@@ -1,8 +1,11 @@
-"""The command line as a user runs it: a subprocess, its output and its exit code."""
+"""The command line as a user runs it: its output and its exit code. `mirror.cli.main` runs
+in this process, except where the test needs a process of its own: to send it signals, to
+hold the archive's lock against it, or to look at the archive while it runs."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import re
@@ -10,12 +13,35 @@ import signal
 import socket
 import sqlite3
 import sys
+from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from conftest import write_config
+from conftest import RunClock, write_config
+
+from mirror import cli as mirror_cli
+from mirror.crawl import crawler
 
 ROOT = Path(__file__).resolve().parent.parent
+
+Cli = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> Cli:
+    """`code, out, err = cli("run", "site.toml")`: `mirror.cli.main` in this process, run
+    from tmp_path; out and err are what that one command printed."""
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = mirror_cli.main(list(args))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
 
 
 async def mirror(*args: str, cwd: Path, timeout: float = 60,
@@ -27,7 +53,7 @@ async def mirror(*args: str, cwd: Path, timeout: float = 60,
     )
     try:
         if on_start:
-            await on_start(proc)
+            await asyncio.wait_for(on_start(proc), timeout)  # a child that died early: fail
         out, err = await asyncio.wait_for(proc.communicate(), timeout)
     finally:
         if proc.returncode is None:
@@ -41,8 +67,8 @@ def links(*hrefs: str) -> str:
     return "".join(f'<a href="{h}">x</a>' for h in hrefs)
 
 
-async def test_check_prints_effective_settings(tmp_path: Path):
-    code, out, err = await mirror("check", str(ROOT / "config" / "example.toml"), cwd=tmp_path)
+def test_check_prints_effective_settings(cli: Cli):
+    code, out, err = cli("check", str(ROOT / "config" / "example.toml"))
     assert (code, err) == (0, "")
     assert "example.toml: OK" in out
     assert "  workers = 16" in out and "[archive]" in out
@@ -60,28 +86,29 @@ async def test_check_prints_effective_settings(tmp_path: Path):
     ],
     ids=["did-you-mean", "wrong-type", "missing", "syntax"],
 )
-async def test_bad_config_exits_2_with_a_specific_message(tmp_path: Path, toml: str,
-                                                          message: str):
+def test_bad_config_exits_2_with_a_specific_message(cli: Cli, tmp_path: Path, toml: str,
+                                                    message: str):
     (tmp_path / "site.toml").write_text(toml)
     for command in ("check", "run"):
-        code, out, err = await mirror(command, "site.toml", cwd=tmp_path)
+        code, out, err = cli(command, "site.toml")
         assert code == 2
         assert err.startswith(f"mirror: {message}"), err
     assert not (tmp_path / "archive").exists()  # nothing written for a bad config
 
 
-async def test_missing_config_file(tmp_path: Path):
-    code, _, err = await mirror("run", "nope.toml", cwd=tmp_path)
+def test_missing_config_file(cli: Cli):
+    code, _, err = cli("run", "nope.toml")
     assert code == 2
     assert "nope.toml: cannot read" in err
 
 
-async def test_run_quiet_prints_one_line_and_writes_report(make_site, tmp_path: Path):
-    site = await make_site()
+def test_run_quiet_prints_one_line_and_writes_report(cli: Cli, site_in_thread,
+                                                     tmp_path: Path):
+    site = site_in_thread()
     site.page("/", links("/a", "/missing"))
     site.page("/a", "a")
     write_config(tmp_path, [site.base])
-    code, out, err = await mirror("run", "site.toml", "--quiet", cwd=tmp_path)
+    code, out, err = cli("run", "site.toml", "--quiet")
     assert (code, err) == (0, "")
     assert out.count("\n") == 1
     assert out.startswith("test: run 1 complete (exit 0): 3 captures, 0 failed")
@@ -90,27 +117,27 @@ async def test_run_quiet_prints_one_line_and_writes_report(make_site, tmp_path: 
     assert "200 " + site.base in (tmp_path / "archive" / "mirror.log").read_text()
 
 
-async def test_run_summary_lists_broken_links(make_site, tmp_path: Path):
-    site = await make_site()
+def test_run_summary_lists_broken_links(cli: Cli, site_in_thread, tmp_path: Path):
+    site = site_in_thread()
     site.page("/", links("/missing"))
     write_config(tmp_path, [site.base])
-    code, out, _ = await mirror("run", "site.toml", cwd=tmp_path)
+    code, out, _ = cli("run", "site.toml")
     assert code == 0
     assert f"{site.base}missing  [404]  linked from {site.base}" in out
     assert "status         2xx 1, 4xx 1" in out
 
 
-async def test_index_command_rebuilds(make_site, tmp_path: Path):
-    site = await make_site()
+def test_index_command_rebuilds(cli: Cli, site_in_thread, tmp_path: Path):
+    site = site_in_thread()
     site.page("/", "hi")
     write_config(tmp_path, [site.base])
-    code, _, err = await mirror("index", "site.toml", cwd=tmp_path)
+    code, _, err = cli("index", "site.toml")
     assert code == 2 and "no WARC folder" in err
-    assert (await mirror("run", "site.toml", "-q", cwd=tmp_path))[0] == 0
+    assert cli("run", "site.toml", "-q")[0] == 0
     index = tmp_path / "archive" / "index.cdxj"
     before = index.read_text()
     index.unlink()
-    code, out, _ = await mirror("index", "site.toml", cwd=tmp_path)
+    code, out, _ = cli("index", "site.toml")
     assert code == 0 and "1 lines from 1 WARC files" in out
     assert index.read_text() == before
 
@@ -146,8 +173,8 @@ async def test_sigterm_stops_gracefully_and_the_next_run_resumes(make_site, tmp_
     assert "run 1 complete" in out
 
 
-async def test_demo_runs_offline(tmp_path: Path):
-    code, out, err = await mirror("demo", str(tmp_path / "d"), "-q", cwd=tmp_path, timeout=120)
+def test_demo_runs_offline(cli: Cli, tmp_path: Path):
+    code, out, err = cli("demo", str(tmp_path / "d"), "-q")
     assert code == 0, out + err
     assert "demo site served at http://127.0.0.1:" in out
     assert f"archive: {tmp_path / 'd' / 'archive'}" in out
@@ -157,7 +184,7 @@ async def test_demo_runs_offline(tmp_path: Path):
     first_site = (tmp_path / "d" / "site.toml").read_text()
 
     # again: the demo site comes back on its port, so run 2 is an incremental backup
-    code, out, err = await mirror("demo", str(tmp_path / "d"), "-q", cwd=tmp_path, timeout=120)
+    code, out, err = cli("demo", str(tmp_path / "d"), "-q")
     assert code == 0, out + err
     assert (tmp_path / "d" / "site.toml").read_text() == first_site
     assert re.search(r"run 2 complete \(exit 0\): \d+ captures, 0 failed, 0 new, 0 changed, "
@@ -168,8 +195,7 @@ async def test_demo_runs_offline(tmp_path: Path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", port))
         taken.listen()
-        code, out, err = await mirror("demo", str(tmp_path / "d"), "-q", cwd=tmp_path,
-                                      timeout=120)
+        code, out, err = cli("demo", str(tmp_path / "d"), "-q")
     assert code == 0, out + err
     assert f"port {port} is taken: the demo site moves, so every URL is new" in out
     assert "run 3 complete (exit 0)" in out
@@ -218,9 +244,9 @@ async def test_status_works_during_and_after_a_run(make_site, tmp_path: Path):
     assert "WARC files: 1," in out
 
 
-async def test_status_without_an_archive(tmp_path: Path):
+def test_status_without_an_archive(cli: Cli, tmp_path: Path):
     write_config(tmp_path, ["http://127.0.0.1:9/"])
-    code, _, err = await mirror("status", "site.toml", cwd=tmp_path)
+    code, _, err = cli("status", "site.toml")
     assert code == 2 and "no manifest (has `mirror run` run yet?)" in err
 
 
@@ -257,61 +283,69 @@ async def test_second_signal_abandons_fetches_without_partial_records(make_site,
         assert db.execute("SELECT COUNT(*) FROM urls WHERE state='leased'").fetchone() == (0,)
 
 
-async def test_robots_are_obeyed_archived_and_explained(make_site, tmp_path: Path):
-    site = await make_site()
+def test_robots_are_obeyed_archived_and_explained(cli: Cli, site_in_thread, tmp_path: Path):
+    site = site_in_thread()
     site.page("/robots.txt", "User-agent: *\nDisallow: /private\n", content_type="text/plain")
     site.page("/", links("/private/x", "/public"))
     site.page("/public", "ok")
     write_config(tmp_path, [site.base], scope={"robots": True})
-    code, out, _ = await mirror("run", "site.toml", cwd=tmp_path)
+    code, out, _ = cli("run", "site.toml")
     assert code == 0
     assert sorted(site.log) == ["/", "/public", "/robots.txt"]  # robots.txt fetched once
     assert "skipped        robots 1" in out
-    code, out, _ = await mirror("explain", "site.toml", site.base + "private/x", "--offline",
-                                cwd=tmp_path)
+    code, out, _ = cli("explain", "site.toml", site.base + "private/x", "--offline")
     assert code == 0
     assert f"canonical  {site.base}private/x" in out
     assert "as a link            crawled as a page (in scope)" in out
     assert "robots.txt  disallows it (parsed, archived " in out
-    code, out, _ = await mirror("explain", "site.toml", "http://elsewhere.test/a", "--offline",
-                                cwd=tmp_path)
+    code, out, _ = cli("explain", "site.toml", "http://elsewhere.test/a", "--offline")
     assert "as a link            not fetched: rule host:" in out
     assert "as a page requisite  fetched, links not followed" in out
     report = json.loads((tmp_path / "archive" / "reports" / "1.json").read_text())
     assert report["skipped_urls"] == {"robots": [site.base + "private/x"]}
 
 
-async def test_runs_diff_and_new_run(make_site, tmp_path: Path):
-    site = await make_site()
+def test_runs_diff_and_new_run(cli: Cli, site_in_thread, tmp_path: Path,
+                               monkeypatch: pytest.MonkeyPatch):
+    clock = RunClock()  # the WARC dates of every run `mirror run` starts here
+    monkeypatch.setattr(crawler, "Crawler", functools.partial(crawler.Crawler, clock=clock))
+    site = site_in_thread()
     site.page("/", links("/a", "/b"))
     site.page("/a", "a one")
     site.page("/b", "b one")
     write_config(tmp_path, [site.base])
-    assert (await mirror("run", "site.toml", "-q", cwd=tmp_path))[0] == 0
-    code, _, err = await mirror("diff", "site.toml", cwd=tmp_path)
+    assert cli("run", "site.toml", "-q")[0] == 0
+    code, _, err = cli("diff", "site.toml")
     assert code == 2 and "diff needs two runs; this archive has only run 1" in err
     site.page("/a", "a two")
-    await asyncio.sleep(1.1)
-    code, out, _ = await mirror("run", "site.toml", "-q", cwd=tmp_path)
+    clock.next_run()
+    code, out, _ = cli("run", "site.toml", "-q")
     assert code == 0 and "run 2 complete" in out and "1 changed, 2 unchanged" in out
-    code, out, _ = await mirror("runs", "site.toml", cwd=tmp_path)
+    code, out, _ = cli("runs", "site.toml")
     lines = out.splitlines()
     assert lines[0].startswith("run 1    complete") and "new 3, changed 0" in lines[0]
     assert lines[1].startswith("run 2    complete") and "changed 1, unchanged 2" in lines[1]
-    code, out, _ = await mirror("diff", "site.toml", cwd=tmp_path)
+    code, out, _ = cli("diff", "site.toml")
     assert out.splitlines() == ["run 1 -> run 2: new 0, changed 1, unchanged 2, gone 0",
                                 "  changed (1):", f"    {site.base}a"]
-    code, out, _ = await mirror("diff", "site.toml", "1", "2", cwd=tmp_path)
+    code, out, _ = cli("diff", "site.toml", "1", "2")
     assert f"    {site.base}a" in out
-    code, _, err = await mirror("diff", "site.toml", "7", cwd=tmp_path)
+    code, _, err = cli("diff", "site.toml", "7")
     assert code == 2 and "diff takes up to two run ids among [1, 2]" in err
 
     # an unfinished run is resumed, unless --new-run says to leave it
     with sqlite3.connect(tmp_path / "archive" / "manifest.sqlite3") as db:
         db.execute("INSERT INTO runs (id, started_at, state, config_digest) "
                    "VALUES (3, '2026-01-01T00:00:00Z', 'interrupted', 'x')")
-    code, out, _ = await mirror("run", "site.toml", "-q", "--new-run", cwd=tmp_path)
+    clock.next_run()
+    code, out, _ = cli("run", "site.toml", "-q", "--new-run")
     assert code == 0 and "run 4 complete" in out
     with sqlite3.connect(tmp_path / "archive" / "manifest.sqlite3") as db:
         states = db.execute("SELECT id, state FROM runs ORDER BY id").fetchall()
+        dates = db.execute("SELECT run_id, MIN(warc_date), MAX(warc_date) FROM captures "
+                           "GROUP BY run_id ORDER BY run_id").fetchall()
     assert states == [(1, "complete"), (2, "complete"), (3, "abandoned"), (4, "complete")]
+    # each run's captures at 14-digit timestamps of their own, later than the run before's
+    assert [run for run, _, _ in dates] == [1, 2, 4]
+    for (_, _, last), (_, first, _) in pairwise(dates):
+        assert last[:19] < first[:19], dates

@@ -79,7 +79,7 @@ async def test_www_twin_is_in_scope_but_other_subdomains_are_not():
     assert scope.decide("http://www.a.test/pattern", 1, False).reason == "exclude"
 
 
-async def test_redirect_chain_and_redirect_limit(make_site, crawl, tmp_path, caplog):
+async def test_redirect_chain_is_followed_and_each_hop_captured(make_site, crawl):
     site = await make_site()
     site.redirect("/", "/foo", 302)
     site.redirect("/foo", site.base + "bar", 302)

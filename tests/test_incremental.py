@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
 from aiohttp import web
+from conftest import RunClock
 
 from mirror.model import ExitCode
 from mirror.replay.captures import Archive
@@ -71,7 +71,8 @@ async def test_second_run_is_incremental(aiohttp_server, crawl):
     site.linked = v_pages + s_pages
     base = await start(aiohttp_server, site)
 
-    first = await crawl([base], crawl={"workers": 4})
+    clock = RunClock()
+    first = await crawl([base], crawl={"workers": 4}, clock=clock)
     assert first.result.exit_code == ExitCode.OK
     v1 = {p: site.body(p) for p in site.pages}
     v1_end = max(r["headers"].get_header("WARC-Date") for r in first.records())
@@ -86,8 +87,8 @@ async def test_second_run_is_incremental(aiohttp_server, crawl):
     site.linked.append("/v/new")
     site.conditional.clear()
     site.log.clear()
-    await asyncio.sleep(1.1)  # a new 14-digit timestamp for the second run
-    second = await crawl([base], crawl={"workers": 4})
+    clock.next_run()  # the second run's 14-digit timestamps are later than the first's
+    second = await crawl([base], crawl={"workers": 4}, clock=clock)
     assert second.result.exit_code == ExitCode.OK
     assert not second.result.resumed and second.result.run_id == 2
 
@@ -157,10 +158,11 @@ async def test_incremental_archive_verifies_and_matches_cdxj_indexer(aiohttp_ser
     site.pages["/s/copy"] = site.pages["/s/1"]  # same bytes as /s/1 in the same run
     site.linked = list(site.pages)
     base = await start(aiohttp_server, site)
-    await crawl([base])
+    clock = RunClock()
+    await crawl([base], clock=clock)
     site.pages["/v/2"] = "changed"
-    await asyncio.sleep(1.1)
-    second = await crawl([base])
+    clock.next_run()
+    second = await crawl([base], clock=clock)
     second.assert_verifies()
     files = sorted(str(p) for p in (second.archive / "warc").glob("*.warc.gz"))
     proc = subprocess.run([sys.executable, "-m", "cdxj_indexer.main", "-s", *files],

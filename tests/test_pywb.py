@@ -15,6 +15,7 @@ from typing import Any
 import offline_site as site_def
 import pytest
 from aiohttp import ClientError, ClientSession
+from conftest import RunClock
 
 pytestmark = pytest.mark.interop
 
@@ -109,12 +110,13 @@ async def test_pywb_replays_each_run_of_an_incremental_crawl(aiohttp_server: Any
         site.pages[p] = f"first version of {p}"
     site.linked = list(site.pages)
     base = await start(aiohttp_server, site)
-    await crawl([base])
+    clock = RunClock()
+    await crawl([base], clock=clock)
     v1 = {p: site.body(p) for p in site.pages}
     site.pages["/v/2"] = "second version of /v/2"
     site.pages["/s/2"] = "second version of /s/2"
-    await asyncio.sleep(1.1)
-    second = await crawl([base])
+    clock.next_run()
+    second = await crawl([base], clock=clock)
     # each URL's capture time in run 1 and in run 2 (a run may straddle a second boundary)
     stamps = index_lines(second.archive)
     v2 = {p: site.body(p) for p in site.pages}

@@ -154,7 +154,7 @@ def test_the_import_scan_sees_through_the_package() -> None:
 def test_linters_are_clean(tool: list[str]) -> None:
     exe = Path(sys.executable).parent / tool[0]
     if not exe.exists() and shutil.which(tool[0]) is None:
-        pytest.skip(f"{tool[0]} not installed (pip install -e '.[test]')")
+        pytest.skip(f"{tool[0]} not installed (pip install -e '.[test,dev]')")
     cmd = [str(exe) if exe.exists() else tool[0], *tool[1:]]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr

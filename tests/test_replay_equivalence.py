@@ -3,7 +3,6 @@ every URL at every run, in any order, where redirects, 404s and pages share thei
 
 from __future__ import annotations
 
-import asyncio
 import random
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import pytest
 import replayers
 from aiohttp import ClientSession
+from conftest import RunClock
 
 from mirror.replay.captures import Archive
 from mirror.replay.wacz import write_wacz
@@ -70,12 +70,13 @@ async def live_answers(site: Any) -> dict[str, replayers.Answer]:
 async def crawl_twice(make_site: Any, crawl: Any) -> tuple[Any, Any, dict[int, dict[str, Any]]]:
     """(site, second crawl, live answers by run): run 1, a change, run 2 (incremental)."""
     site = await make_site()
+    clock = RunClock()
     build(site, RUN_1)
-    await crawl([site.base], crawl={"workers": 1})
+    await crawl([site.base], crawl={"workers": 1}, clock=clock)
     live = {1: await live_answers(site)}
     build(site, RUN_2)
-    await asyncio.sleep(2.1)  # run 2's timestamps at least two seconds after run 1's
-    second = await crawl([site.base], crawl={"workers": 1})
+    clock.next_run()  # run 2's timestamps an hour after run 1's
+    second = await crawl([site.base], crawl={"workers": 1}, clock=clock)
     live[2] = await live_answers(site)
     return site, second, live
 
