@@ -10,10 +10,8 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from mirror import __version__
 from mirror.archive import index
@@ -305,57 +303,21 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from mirror.demo.sitesrv import start_site_server
+    from mirror.demo import run_demo
 
     folder = Path(args.dir).resolve()
-    folder.mkdir(parents=True, exist_ok=True)
-
-    site = folder / "site.toml"
-    port = _demo_port(site)
-
-    async def demo() -> int:
-        with resources.as_file(resources.files("mirror.demo") / "site") as root:
-            try:  # the last demo's port, so that a second demo is an incremental run
-                runner, base = await start_site_server(Path(root), port=port)
-            except OSError:
-                if not port:
-                    raise
-                runner, base = await start_site_server(Path(root))
-                print(f"port {port} is taken: the demo site moves, so every URL is new")
-            try:
-                print(f"demo site served at {base}")
-                site.write_text(
-                    "# written by `mirror demo`, which serves the demo site on this port again\n"
-                    f'[site]\nname = "demo"\nstart_urls = ["{base}"]\noutput_dir = "archive"\n'
-                    "\n[crawl]\nworkers = 4\n",
-                    encoding="utf-8",
-                )
-                cfg = load_config(site)
-                return await crawl_async(cfg, quiet=args.quiet, verbose=False)
-            finally:
-                await runner.cleanup()
-
-    code = asyncio.run(demo())
+    code = asyncio.run(run_demo(folder, lambda cfg: crawl_async(cfg, quiet=args.quiet,
+                                                                verbose=False)))
     print(f"archive: {folder / 'archive'}")
     print(f"browse it offline: mirror serve {folder / 'site.toml'}")
     return code
-
-
-def _demo_port(site: Path) -> int:
-    """The port an earlier `mirror demo` wrote into site.toml, or 0 (any)."""
-    try:
-        start = load_config(site).site.start_urls
-    except ConfigError:  # no demo yet, or a file the user changed past reading
-        return 0
-    parts = [urlsplit(u) for u in start]
-    return next((p.port for p in parts if p.hostname == "127.0.0.1" and p.port), 0)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from mirror.replay.serve import Site, serve_forever
 
     cfg = load_config(args.config)
-    if not (cfg.site.output_dir / "warc").is_dir():
+    if not ArchiveLayout(cfg.site.output_dir).warc.is_dir():
         raise UsageError(f"{cfg.site.output_dir}: no archive (has `mirror run` run yet?)")
     site = Site(cfg.site.name, cfg.scope.ignore_query, cfg.site.start_urls)
     try:

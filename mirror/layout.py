@@ -34,3 +34,7 @@ class ArchiveLayout:
     @property
     def log(self) -> Path:
         return self.root / "mirror.log"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / ".lock"

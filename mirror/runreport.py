@@ -11,6 +11,7 @@ from mirror.archive.fsutil import atomic_write_text
 from mirror.archive.manifest_queries import ManifestReader
 from mirror.config import SiteConfig
 from mirror.crawl.history import Changes, compare
+from mirror.layout import ArchiveLayout
 from mirror.model import ExitCode
 from mirror.report import RunData, build_report
 
@@ -18,7 +19,7 @@ UNFINISHED = ("running", "interrupted")
 
 
 def report_path(cfg: SiteConfig, run_id: int) -> Path:
-    return cfg.site.output_dir / "reports" / f"{run_id}.json"
+    return ArchiveLayout(cfg.site.output_dir).report(run_id)
 
 
 def changes(manifest: ManifestReader, run_id: int) -> Changes:
@@ -58,7 +59,7 @@ def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
         broken_links=m.broken_links(run),
         changes=changes(m, run),
         skipped_urls=m.skipped_urls(run),
-        warc_files=[p.name for p in index.warc_files(cfg.site.output_dir / "warc")],
+        warc_files=[p.name for p in index.warc_files(ArchiveLayout(cfg.site.output_dir).warc)],
         archive=str(cfg.site.output_dir),
     )
 

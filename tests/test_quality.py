@@ -28,7 +28,7 @@ LAYERS = {
     "crawl": {"crawl", "archive", "web", "model", "layout", "crashpoints", "config"},
     "replay": {"replay", "archive", "web", "model", "layout", "webapp"},
     "verify": {"verify", "archive", "web", "model", "layout"},
-    "demo": {"demo", "web", "webapp"},
+    "demo": {"demo", "web", "webapp", "config"},
 }
 
 

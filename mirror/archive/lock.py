@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from types import TracebackType
 
-LOCK_NAME = ".lock"
+from mirror.layout import ArchiveLayout
 
 
 class ArchiveLocked(Exception):
@@ -29,7 +29,7 @@ class ArchiveLock:
     """
 
     def __init__(self, folder: Path) -> None:
-        self.path = folder / LOCK_NAME
+        self.path = ArchiveLayout(folder).lock
         self._fd: int | None = None
 
     def __enter__(self) -> ArchiveLock:

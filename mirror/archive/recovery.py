@@ -23,6 +23,7 @@ from mirror.archive.warcwriter import (
     RecordLocation,
     Revisit,
 )
+from mirror.layout import ArchiveLayout
 from mirror.web.http import header_map
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ class Found:
 
 def remove_temporaries(output_dir: Path) -> None:
     """Delete what a crash while replacing index.cdxj or a report left beside them."""
-    for folder in (output_dir, output_dir / "reports"):
+    for folder in (output_dir, ArchiveLayout(output_dir).reports):
         for path in folder.glob(TEMP_GLOB) if folder.is_dir() else ():
             path.unlink(missing_ok=True)
     for path in output_dir.glob(".index-*") if output_dir.is_dir() else ():

@@ -21,6 +21,7 @@ from warcio.timeutils import (
 from mirror.archive import index
 from mirror.archive.warcread import RawRecord, ReadError, complete_prefix, read_raw
 from mirror.archive.warcwriter import OPEN_SUFFIX
+from mirror.layout import ArchiveLayout
 from mirror.web.codings import DecodeError, decode_body
 from mirror.web.http import mime_of
 from mirror.web.urls import DEFAULT_IGNORE_QUERY, InvalidURL, normalize
@@ -118,7 +119,7 @@ class Archive:
     def __init__(self, folder: Path, captures: Iterable[Capture],
                  ignore_query: Sequence[str] = DEFAULT_IGNORE_QUERY) -> None:
         self.folder = folder
-        self.warc_dir = folder / "warc"
+        self.warc_dir = ArchiveLayout(folder).warc
         self.ignore_query = tuple(ignore_query)
         self.captures = sorted(captures, key=lambda c: (c.url, c.timestamp))
         self._by_url: dict[str, list[Capture]] = {}
@@ -130,9 +131,10 @@ class Archive:
 
     @classmethod
     def load(cls, folder: Path, ignore_query: Sequence[str] = DEFAULT_IGNORE_QUERY) -> Archive:
-        captures = _read_index(folder / "index.cdxj")
+        layout = ArchiveLayout(folder)
+        captures = _read_index(layout.index)
         indexed = {c.filename for c in captures}
-        for path in _warc_paths(folder / "warc"):
+        for path in _warc_paths(layout.warc):
             if path.name not in indexed:
                 captures += _scan(path)
         return cls(folder, captures, ignore_query)

@@ -22,6 +22,7 @@ from warcio.timeutils import (
 from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
 from mirror.archive.warcread import ReadError
 from mirror.archive.warcwriter import OPEN_SUFFIX
+from mirror.layout import ArchiveLayout
 from mirror.replay.captures import Archive, Capture, Record
 from mirror.replay.export import REWRITTEN_TYPES, html_page, page_rows, shown_url
 from mirror.web.http import HTML_TYPES
@@ -126,7 +127,7 @@ class Source:
         self.info: dict[tuple[str, int], tuple[str | None, int]] = {}  # title and size cache
 
     def _state(self) -> tuple[object, ...]:
-        paths = [self.folder / "index.cdxj", *self.archive.warc_paths()]
+        paths = [ArchiveLayout(self.folder).index, *self.archive.warc_paths()]
         return tuple((p.name, 0 if p.name.endswith(OPEN_SUFFIX) else p.stat().st_mtime_ns)
                      for p in paths if p.exists())
 
@@ -143,7 +144,7 @@ class Source:
 
     def runs(self) -> list[Run]:
         try:
-            manifest = ManifestReader(self.folder / "manifest.sqlite3")
+            manifest = ManifestReader(ArchiveLayout(self.folder).manifest)
         except ManifestError:
             return []
         try:
