@@ -20,7 +20,7 @@ from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
 from mirror.config import ConfigError, SiteConfig, load_config
 from mirror.crawl.history import compare
 from mirror.layout import ArchiveLayout
-from mirror.model import ExitCode
+from mirror.model import ExitCode, RunState
 from mirror.progress import ProgressDisplay
 from mirror.report import (
     RunStatus,
@@ -162,7 +162,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def _history(args: argparse.Namespace) -> tuple[list[Run], Callable[[int], dict[str, Any]]]:
     cfg = load_config(args.config)
     manifest = ManifestReader(ArchiveLayout(cfg.site.output_dir).manifest)
-    runs = [r for r in manifest.runs() if r.state != "abandoned"]
+    runs = [r for r in manifest.runs() if r.state != RunState.ABANDONED]
     contents = {r.id: manifest.run_contents(r.id) for r in runs}
     manifest.close()
     return runs, contents.__getitem__

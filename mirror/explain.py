@@ -5,6 +5,7 @@ from __future__ import annotations
 from mirror.config import SiteConfig
 from mirror.crawl.robots import RobotsRules
 from mirror.crawl.scope import Scope
+from mirror.model import Mode
 from mirror.web.urls import InvalidURL, normalize
 
 #: what each skip rule means, for people
@@ -33,7 +34,7 @@ def explain(cfg: SiteConfig, raw: str, depth: int, robots: RobotsRules | None,
     for label, requisite in (("as a link", False), ("as a page requisite", True)):
         d = scope.decide(url, depth, requisite)
         if d.allowed:
-            what = "crawled as a page" if d.mode == "page" else "fetched, links not followed"
+            what = "crawled as a page" if d.mode == Mode.PAGE else "fetched, links not followed"
             lines.append(f"{label:<20} {what} ({d.reason})")
         else:
             lines.append(f"{label:<20} not fetched: rule {d.reason}: "

@@ -3,7 +3,56 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
+from enum import IntEnum, StrEnum
+
+
+class UrlState(StrEnum):
+    """A URL in a run (manifest urls.state; the machine: archive/manifest_schema.py)."""
+
+    PENDING = "pending"
+    LEASED = "leased"
+    DONE = "done"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class RunState(StrEnum):
+    """A run (manifest runs.state)."""
+
+    RUNNING = "running"
+    COMPLETE = "complete"
+    LIMIT = "limit"
+    INTERRUPTED = "interrupted"
+    ABANDONED = "abandoned"
+
+
+#: the states of a run that the next `mirror run` resumes
+UNFINISHED = frozenset({RunState.RUNNING, RunState.INTERRUPTED})
+
+
+class Mode(StrEnum):
+    """How a URL is crawled."""
+
+    PAGE = "page"  # fetched, and its links followed
+    REQUISITE = "requisite"  # fetched for a page's display, only its own requisites followed
+
+
+class Via(StrEnum):
+    """How a URL was found."""
+
+    START = "start"
+    LINK = "link"
+    REQUISITE = "requisite"
+    REDIRECT = "redirect"
+    ROBOTS = "robots"  # a robots.txt, fetched by the robots gate only
+
+
+class LinkKind(StrEnum):
+    """What a link is to the page that has it."""
+
+    LINK = "link"  # navigation: followed within scope and depth
+    REQUISITE = "requisite"  # needed to render the page: fetched with it
+    REDIRECT = "redirect"  # a 3xx's Location
 
 
 @dataclass(frozen=True)
@@ -27,7 +76,7 @@ class UrlItem:
     redirects_left: int
     mode: str
     tries: int
-    via: str = "link"  # start | link | requisite | redirect: how it was found
+    via: str = Via.LINK  # how it was found (Via)
 
 
 @dataclass(frozen=True)

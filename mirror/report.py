@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from mirror.crawl.history import Changes
+from mirror.model import RunState, UrlState
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ def human_bytes(n: float) -> str:
 def summary_line(d: RunData) -> str:
     """The one line a cron mail shows."""
     rate = d.captures / d.duration if d.duration > 0 else 0.0
-    failed = d.url_states.get("failed", 0)
+    failed = d.url_states.get(UrlState.FAILED, 0)
     c = d.changes.counts()
     return (
         f"{d.site}: run {d.run_id} {d.state} (exit {d.exit_code}): {d.captures} captures, "
@@ -141,7 +142,7 @@ def render_status(
     lines = [f"archive  {archive}"]
     for r in runs:
         state = r.state
-        if r is runs[-1] and r.state == "running":
+        if r is runs[-1] and r.state == RunState.RUNNING:
             state = f"running (pid {holder})" if holder else "died (resumes on the next run)"
         end = f" -> {r.finished_at}" if r.finished_at else ""
         code = f", exit {r.exit_code}" if r.exit_code is not None else ""
@@ -150,7 +151,8 @@ def render_status(
     if not runs:
         lines.append("no runs yet")
     if url_states:
-        order = ("done", "pending", "leased", "failed", "skipped")
+        order = (UrlState.DONE, UrlState.PENDING, UrlState.LEASED, UrlState.FAILED,
+                 UrlState.SKIPPED)
         parts = [f"{s} {url_states[s]}" for s in order if s in url_states]
         lines.append(f"URLs of the latest run: {', '.join(parts)}")
     total = sum(size for _, size in warc_files)

@@ -12,10 +12,8 @@ from mirror.archive.manifest_queries import ManifestReader
 from mirror.config import SiteConfig
 from mirror.crawl.history import Changes, compare
 from mirror.layout import ArchiveLayout
-from mirror.model import ExitCode
+from mirror.model import UNFINISHED, ExitCode, RunState
 from mirror.report import RunData, build_report
-
-UNFINISHED = ("running", "interrupted")
 
 
 def report_path(cfg: SiteConfig, run_id: int) -> Path:
@@ -24,7 +22,7 @@ def report_path(cfg: SiteConfig, run_id: int) -> Path:
 
 def changes(manifest: ManifestReader, run_id: int) -> Changes:
     """This run against the run before it (everything is new in the first run)."""
-    earlier = [r.id for r in manifest.runs() if r.id < run_id and r.state != "abandoned"]
+    earlier = [r.id for r in manifest.runs() if r.id < run_id and r.state != RunState.ABANDONED]
     before = manifest.run_contents(earlier[-1]) if earlier else {}
     return compare(before, manifest.run_contents(run_id))
 

@@ -15,7 +15,7 @@ from mirror.archive.manifest_schema import (
     ManifestError,
     create_or_upgrade,
 )
-from mirror.model import CaptureRow, NewUrl, Original, Previous, Run, UrlItem
+from mirror.model import CaptureRow, NewUrl, Original, Previous, Run, UrlItem, UrlState
 
 __all__ = ["CaptureRow", "Manifest", "ManifestError", "ManifestWriteError", "NewUrl",
            "Original", "Previous", "Run", "UrlItem"]
@@ -133,7 +133,8 @@ class Manifest(ManifestReader):
                 continue
             row = self.db.execute(
                 _UPSERT_URL,
-                (f.url, f.site, run_id, "skipped" if f.skip_reason else "pending", f.mode,
+                (f.url, f.site, run_id,
+                 UrlState.SKIPPED if f.skip_reason else UrlState.PENDING, f.mode,
                  f.depth, f.redirects_left, referrer, f.via, f.skip_reason),
             ).fetchone()
             if row is None:  # already in the manifest: look at what it holds
@@ -233,7 +234,8 @@ class Manifest(ManifestReader):
             )
             self.db.execute(
                 "UPDATE urls SET state=?, status=?, tries=tries+1, reason=? WHERE id=?",
-                ("failed" if failed_reason else "done", cap.status, failed_reason, item.id),
+                (UrlState.FAILED if failed_reason else UrlState.DONE, cap.status, failed_reason,
+                 item.id),
             )
             if failed_reason:
                 self._log_error(run_id, item.id, failed_reason)
@@ -263,7 +265,7 @@ class Manifest(ManifestReader):
             row = self.db.execute(
                 f"SELECT {URL_ITEM_COLUMNS}, state, changes() FROM urls WHERE url=?",
                 (url,)).fetchone()
-        if row[8] != "leased" or not row[9]:
+        if row[8] != UrlState.LEASED or not row[9]:
             return None
         return UrlItem(*row[:8])
 

@@ -105,8 +105,8 @@ class ManifestReader:
         sql = f"SELECT MIN(next_try) FROM urls WHERE state='pending' AND {FRONTIER_URLS}"
         if not pages:
             sql += " AND mode='requisite'"
-        row = self.db.execute(sql).fetchone()
-        return row[0]
+        due = self.db.execute(sql).fetchone()[0]
+        return None if due is None else float(due)
 
     def count_pending(self, pages_only: bool = False) -> int:
         sql = "SELECT COUNT(*) FROM urls WHERE state IN ('pending', 'leased')"

@@ -28,7 +28,7 @@ try:  # ISA-L's deflate: about 10x zlib's speed on web pages, output about 5% la
 
     GZIP_LEVEL = 2  # ISA-L's default; its level 3 halves the speed on incompressible data
 except ImportError:  # no isal wheel for this platform: the standard library's zlib
-    _deflate = zlib  # type: ignore[misc, no-redef]
+    _deflate = zlib  # type: ignore[misc, no-redef, unused-ignore]  # (no-redef with isal)
     GZIP_LEVEL = 6
 
 log = logging.getLogger(__name__)

@@ -45,7 +45,7 @@ from mirror.crawl.scope import Scope
 from mirror.crawl.startup import RunSession, Startup, now_iso
 from mirror.crawl.store import CaptureStore, StorageError
 from mirror.layout import ArchiveLayout
-from mirror.model import ExitCode, Progress
+from mirror.model import ExitCode, Progress, RunState, UrlState
 from mirror.web.http import header_map
 
 log = logging.getLogger(__name__)
@@ -209,14 +209,14 @@ class Crawler:
     def _outcome(self) -> tuple[int, str]:
         assert self.frontier is not None
         if self._fatal:
-            return ExitCode.INTERNAL, "interrupted"
+            return ExitCode.INTERNAL, RunState.INTERRUPTED
         if self._interrupted:
-            return ExitCode.INTERRUPTED, "interrupted"
+            return ExitCode.INTERRUPTED, RunState.INTERRUPTED
         if self.frontier.limit_reached and self.manifest.count_pending(pages_only=True):
-            return ExitCode.LIMIT, "limit"
-        if self.manifest.url_states(self.run_id).get("failed"):
-            return ExitCode.FAILED_URLS, "complete"
-        return ExitCode.OK, "complete"
+            return ExitCode.LIMIT, RunState.LIMIT
+        if self.manifest.url_states(self.run_id).get(UrlState.FAILED):
+            return ExitCode.FAILED_URLS, RunState.COMPLETE
+        return ExitCode.OK, RunState.COMPLETE
 
     def close(self) -> None:
         self.manifest.close()

@@ -8,7 +8,7 @@ from functools import lru_cache
 
 from mirror.config import SiteConfig
 from mirror.crawl.scope import REQUISITE, Scope
-from mirror.model import NewUrl, UrlItem
+from mirror.model import LinkKind, NewUrl, UrlItem, Via
 from mirror.web.codings import DecodeError, decode_body
 from mirror.web.extract import Link, extract
 from mirror.web.http import REDIRECT_STATUSES, mime_of
@@ -62,10 +62,10 @@ class Discovery:
 
     def links(self, item: UrlItem, found: tuple[Link, ...]) -> list[NewUrl]:
         # requisites are never crawled further: only their own requisites are followed
-        links = [x for x in found if item.mode != REQUISITE or x.kind == "requisite"]
+        links = [x for x in found if item.mode != REQUISITE or x.kind == LinkKind.REQUISITE]
         kept, dropped = self.scope.cap_outlinks(links, keep_first=_is_requisite)
         urls = [self.decide(x.url, item.depth + 1, self.cfg.crawl.max_redirects,
-                            x.kind == "requisite", x.kind) for x in kept]
+                            x.kind == LinkKind.REQUISITE, x.kind) for x in kept]
         if dropped:
             log.warning("%s has %d links; the last %d were not followed (max_outlinks)",
                         item.url, len(links), dropped)
@@ -77,9 +77,9 @@ class Discovery:
 
     def redirect(self, item: UrlItem, location: str) -> tuple[str | None, list[NewUrl]]:
         # a requisite that redirects (an on-site image moved to a CDN) is still a requisite
-        requisite = item.mode == REQUISITE or item.via == "requisite"
+        requisite = item.mode == REQUISITE or item.via == Via.REQUISITE
         new = self.decide(join(item.url, location), item.depth, item.redirects_left - 1,
-                          requisite, "redirect")
+                          requisite, LinkKind.REDIRECT)
         if item.redirects_left <= 0 and not new.skip_reason:
             log.warning("redirect limit reached at %s -> %s", item.url, new.url)
             new = replace(new, mode="", skip_reason="max_redirects")
@@ -89,7 +89,8 @@ class Discovery:
         self, raw: str, depth: int, redirects_left: int, requisite: bool, kind: str
     ) -> NewUrl:
         """Normalise and scope one found reference; skipped URLs are kept with their rule."""
-        via = "requisite" if requisite else ("redirect" if kind == "redirect" else "link")
+        via = Via.REQUISITE if requisite else (
+            Via.REDIRECT if kind == LinkKind.REDIRECT else Via.LINK)
         try:
             url = normalize(raw, self.cfg.scope.ignore_query)
         except InvalidURL as exc:
@@ -111,4 +112,4 @@ def _parses(status: int, mime: str | None, truncated: str | None) -> bool:
 
 
 def _is_requisite(link: Link) -> bool:
-    return link.kind == "requisite"
+    return link.kind == LinkKind.REQUISITE

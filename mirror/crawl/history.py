@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mirror.archive.warcwriter import IDENTICAL, NOT_MODIFIED, Exchange, Revisit
-from mirror.model import Original, Previous
+from mirror.model import Original, Previous, Via
 
 GONE_STATUSES = frozenset({404, 410})
 
@@ -66,7 +66,7 @@ def choose_revisit(
 def capture_kind(ex: Exchange, revisit: Revisit | None, original: Original | None,
                  url_via: str, run_id: int) -> str:
     """What kind of capture this is, as the crash-point tests enumerate them."""
-    if url_via == "robots":
+    if url_via == Via.ROBOTS:
         return "robots"
     if revisit is not None and original is not None:
         if revisit.profile == NOT_MODIFIED:

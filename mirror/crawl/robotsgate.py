@@ -20,6 +20,7 @@ from mirror.crawl.robots import (
     robots_url,
     rules_from_response,
 )
+from mirror.model import Via
 from mirror.web.http import REDIRECT_STATUSES, header_map
 from mirror.web.urls import InvalidURL, join, normalize, site_key
 
@@ -134,7 +135,7 @@ class RunRobots:
         self._leased: dict[str, UrlItem] = {}
 
     def lookup(self, url: str) -> RawRecord | str | None:
-        item = self.manifest.ensure_url(self.run_id(), url, site_key(url), "robots")
+        item = self.manifest.ensure_url(self.run_id(), url, site_key(url), Via.ROBOTS)
         if item is not None:
             self._leased[url] = item
             return None

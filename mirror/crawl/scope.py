@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from mirror.config import SiteConfig
+from mirror.model import Mode
 from mirror.web.urls import canonical_site, host_of, site_key
 
-PAGE = "page"  # fetched, and its links followed
-REQUISITE = "requisite"  # fetched for a page's display, only its own requisites followed
+PAGE = Mode.PAGE
+REQUISITE = Mode.REQUISITE
 
 # Skip-rule tokens of the trap limits (P6), stable: reports and tests count by them.
 URL_LENGTH = "url_length"

@@ -20,6 +20,7 @@ from mirror.crawl.parsepool import Links, Page
 from mirror.crawl.politeness import http_error
 from mirror.crawl.scope import PAGE
 from mirror.crawl.store import CaptureStore
+from mirror.model import UNFINISHED, LinkKind, RunState, Via
 from mirror.web.urls import normalize, site_key
 
 log = logging.getLogger(__name__)
@@ -71,8 +72,8 @@ class Startup:
     def begin(self) -> tuple[int, bool]:
         """(the run to work on, whether it is resumed)."""
         last = self.manifest.last_run()
-        resumed = last is not None and last.state in ("running", "interrupted")
-        if last is not None and last.state == "running":  # the last run died: check first
+        resumed = last is not None and last.state in UNFINISHED
+        if last is not None and last.state == RunState.RUNNING:  # the last run died: check first
             damage = self.manifest.quick_check()
             if damage != "ok":
                 raise ManifestError(
@@ -100,7 +101,7 @@ class Startup:
         for raw in self.cfg.site.start_urls:
             url = normalize(raw, self.cfg.scope.ignore_query)
             seeds.append(NewUrl(url, site_key(url), 0, self.cfg.crawl.max_redirects, PAGE,
-                                "start", "link"))
+                                Via.START, LinkKind.LINK))
         return seeds
 
     def recover(self, run_id: int) -> None:
@@ -167,7 +168,7 @@ class Startup:
         if crashpoints.hook is not None:
             crashpoints.label = "adopted " + history.capture_kind(ex, revisit, original,
                                                                   item.via, self.run_id)
-        if item.via == "robots":  # stored out of band: no previous capture, no links
+        if item.via == Via.ROBOTS:  # stored out of band: no previous capture, no links
             links: Links = (None, [])
             self.store.commit(self.run_id, item, ex, f.location, None, revisit, original,
                               None, links)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 
+from mirror.model import LinkKind
 from mirror.web.urls import resolve
 
-LINK = "link"  # navigation: the crawler follows it within scope and depth
-REQUISITE = "requisite"  # needed to render the page: fetched with it
+LINK = LinkKind.LINK  # navigation: the crawler follows it within scope and depth
+REQUISITE = LinkKind.REQUISITE  # needed to render the page: fetched with it
 
 # (attribute, kind, source) read from every element of that name: the kind and source of the
 # extract.Link it makes (extract.SOURCES lists the sources). Rewriting maps these and more.
