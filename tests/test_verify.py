@@ -26,7 +26,6 @@ from mirror.verify import (
     check_archive,
     format_problems,
     uri_problem,
-    verify_archive,
     verify_warc,
 )
 
@@ -192,7 +191,7 @@ def test_revisit_resolves_across_files(tmp_path: Path) -> None:
 def test_index_of_a_hand_made_archive(tmp_path: Path) -> None:
     revisit_archive(tmp_path)
     (tmp_path / "archive" / "index.cdxj").unlink()
-    assert checks(verify_archive(tmp_path / "archive", None)) == {"index-missing"}
+    assert checks(check_archive(tmp_path / "archive", None).problems) == {"index-missing"}
 
 
 async def chunked(request: web.Request) -> web.StreamResponse:
@@ -232,7 +231,7 @@ async def test_clean_crawl_verifies(make_site, crawl) -> None:  # type: ignore[n
     assert verdict.records == len(files) + 2 * 5  # a warcinfo each, 5 captures of 2 records
     chunked = [r for r in read_records(archive / "warc") if (r["uri"] or "").endswith("/c")]
     assert chunked[0]["http"].get_header("X-Mirror-Orig-Transfer-Encoding") == "chunked"
-    assert verify_archive(archive, None) == []
+    assert check_archive(archive, None).problems == ()
 
 
 async def test_archive_tampering(make_site, crawl) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,282 @@
+"""Checks on one WARC file: each record, then what its records say of each other."""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+from collections import Counter
+from collections.abc import Generator, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mirror.archive.warcwriter import OPEN_SUFFIX
+from mirror.verify.problem import Problem
+from mirror.verify.record import Block, head_problems
+from mirror.verify.stream import CHUNK, Head, Stream, read_head
+
+CAPTURE_TYPES = ("response", "revisit")
+
+
+# -- cross-record facts: warcinfo, request pairing, revisit targets ------------------------
+def key(*parts: str) -> bytes:
+    """A 16-byte stand-in for a string, so archive-wide maps stay small (~100 bytes/record)."""
+    return hashlib.blake2b("\0".join(parts).encode("utf-8"), digest_size=16).digest()
+
+
+@dataclass
+class Originals:
+    """What revisits may point at: (uri, date) -> payload digest; record id -> (uri, date)."""
+
+    captures: dict[bytes, bytes] = field(default_factory=dict)
+    ids: dict[bytes, bytes] = field(default_factory=dict)
+
+    def add(self, head: Head) -> None:
+        at = key(head.get("WARC-Target-URI") or "", head.get("WARC-Date") or "")
+        self.captures[at] = key(head.get("WARC-Payload-Digest") or "")
+        self.ids[key(head.get("WARC-Record-ID") or "")] = at
+
+    def update(self, other: Originals) -> None:
+        self.captures.update(other.captures)
+        self.ids.update(other.ids)
+
+
+@dataclass(frozen=True)
+class _Revisit:
+    where: str
+    profile: str
+    refers_to: str | None
+    uri: str | None
+    date: str | None
+    digest: str | None
+
+    @classmethod
+    def of(cls, head: Head, where: str) -> _Revisit:
+        return cls(where, head.get("WARC-Profile") or "", head.get("WARC-Refers-To"),
+                   head.get("WARC-Refers-To-Target-URI"), head.get("WARC-Refers-To-Date"),
+                   head.get("WARC-Payload-Digest"))
+
+    def problem(self, originals: Originals) -> str | None:
+        if not self.uri or not self.date:
+            return "no WARC-Refers-To-Target-URI or WARC-Refers-To-Date"
+        at = key(self.uri, self.date)
+        digest = originals.captures.get(at)
+        if digest is None:
+            return f"no record of {self.uri} at {self.date} in the archive"
+        if self.profile.endswith("/identical-payload-digest") \
+                and digest != key(self.digest or ""):
+            return f"the record of {self.uri} at {self.date} has another payload digest"
+        if self.refers_to and originals.ids.get(key(self.refers_to)) != at:
+            return f"WARC-Refers-To {self.refers_to} is not the record of {self.uri} at {self.date}"
+        return None
+
+
+def check_revisits(revisits: Iterable[_Revisit], originals: Originals) -> Iterator[Problem]:
+    for r in revisits:
+        if why := r.problem(originals):
+            yield Problem(r.where, "revisit-target", why)
+
+
+@dataclass(frozen=True)
+class _Ref:
+    where: str
+    uri: str
+    date: str
+    concurrent: tuple[str, ...]
+
+
+@dataclass
+class _Pairs:
+    """W3: each response/revisit has exactly one request, linked by WARC-Concurrent-To."""
+
+    subjects: dict[str, _Ref] = field(default_factory=dict)
+    requests: dict[str, _Ref] = field(default_factory=dict)
+    claimed: dict[str, list[str]] = field(default_factory=dict)  # request id -> subjects
+    excused: str | None = None  # the last capture of a torn file: its request was torn off
+
+    def add(self, head: Head, where: str) -> None:
+        rec_type, rid = head.get("WARC-Type"), head.get("WARC-Record-ID") or ""
+        ref = _Ref(where, head.get("WARC-Target-URI") or "", head.get("WARC-Date") or "",
+                   tuple(head.get_all("WARC-Concurrent-To")))
+        if rec_type == "request":
+            self.requests[rid] = ref
+        elif rec_type in CAPTURE_TYPES and ref.uri.startswith(("http:", "https:")):
+            self.subjects[rid] = ref
+            for other in ref.concurrent:
+                self.claimed.setdefault(other, []).append(rid)
+
+    def problems(self) -> Iterator[Problem]:
+        found: Counter[str] = Counter()
+        for rid, req in self.requests.items():
+            subjects = {c for c in req.concurrent if c in self.subjects}
+            subjects.update(self.claimed.get(rid, ()))
+            if not subjects:
+                yield Problem(req.where, "orphan-request",
+                              "no response or revisit in this file is WARC-Concurrent-To it")
+            found.update(subjects)
+            yield from (self._mismatch(req, self.subjects[s]) for s in sorted(subjects)
+                        if (req.uri, req.date) != (self.subjects[s].uri, self.subjects[s].date))
+        for sid, ref in self.subjects.items():
+            if found[sid] == 0 and sid != self.excused:
+                yield Problem(ref.where, "missing-request", "no request record for this capture")
+            elif found[sid] > 1:
+                yield Problem(ref.where, "extra-request", f"{found[sid]} request records")
+
+    @staticmethod
+    def _mismatch(req: _Ref, subject: _Ref) -> Problem:
+        return Problem(req.where, "concurrent-to", "request and response differ in "
+                       f"WARC-Target-URI or WARC-Date ({req.uri} {req.date} vs "
+                       f"{subject.uri} {subject.date})")
+
+
+# -- one WARC file ---------------------------------------------------------------------------
+class FileCheck:
+    """Streams one WARC file, yielding problems, and keeps what the archive checks need."""
+
+    def __init__(self, path: Path, label: str) -> None:
+        self.path, self.label = path, label
+        self.name = path.name.removesuffix(OPEN_SUFFIX)
+        self.records = 0
+        self.bounds = array("q")  # start of each complete gzip member, then the end of the last
+        self.captures = array("q")  # members holding a response or revisit
+        self.originals = Originals()
+        self.revisits: list[_Revisit] = []
+        self.pairs = _Pairs()
+        self.ids: set[str] = set()
+        self.infos: set[str] = set()
+        self.first_type: str | None = None
+        self.info_refs: list[tuple[str, str | None]] = []
+        self.multi = False
+        self.gzipped = True
+
+    def run(self) -> Iterator[Problem]:
+        with open(self.path, "rb") as f:
+            self.gzipped = not f.read(5).startswith(b"WARC/")
+            f.seek(0)
+            if not self.gzipped and self.path.name.endswith(".gz"):
+                yield Problem(self.label, "not-gzip", "the file is not gzip-compressed")
+            s = Stream(f, self.gzipped)
+            end = 0
+            while s.next_member():
+                yield from self._member(s)
+                if self.gzipped and not (s.torn or s.error):  # a whole member, good or not
+                    self.bounds.append(s.member_at)
+                    end = s.raw_at
+            self.bounds.append(end)
+            yield from self._tail(s)
+        yield from self._file_end()
+
+    def _tail(self, s: Stream) -> Iterator[Problem]:
+        where = f"{self.label}@{s.member_at}"
+        if s.torn:
+            size = self.path.stat().st_size
+            yield Problem(where, "torn-member", f"the file ends {size - s.member_at} bytes "
+                          "into this gzip member, before the member is complete")
+        elif s.error:
+            yield Problem(where, "gzip-error", f"not a gzip member: {s.error}")
+        if not (s.torn or s.error):
+            self.pairs.excused = None  # nothing was torn off after the last capture
+
+    def _member(self, s: Stream) -> Iterator[Problem]:
+        """The records of one gzip member (one, unless the writer got it wrong)."""
+        first = True
+        while True:
+            where = f"{self.label}@{s.member_at}" + ("" if first else f"+{s.pos}")
+            ok = yield from self._record(s, where, s.member_at if first else None)
+            if not ok:
+                s.skip()
+                return
+            if s.at_end():
+                return
+            if s.gzipped and not self.multi:
+                self.multi = True
+                yield Problem(where, "not-multi-member-gzip", "several records in one gzip "
+                              "member; each record must be its own member")
+            first = False
+
+    def _record(self, s: Stream, where: str,
+                member_at: int | None) -> Generator[Problem, None, bool]:
+        head = read_head(s)
+        if isinstance(head, str):
+            if not (s.torn or s.error):
+                yield Problem(where, "record-parse", head)
+            return False
+        self.records += 1
+        yield from head_problems(head, where)
+        length = head.get("Content-Length") or ""
+        if not length.isdigit():
+            yield from self._note(head, where, member_at)
+            return False
+        block = Block(head)
+        framed = yield from self._block(s, int(length), block, where)
+        if s.torn or s.error:
+            return False
+        if framed:
+            for check, detail in block.finish(bool(head.get("WARC-Truncated"))):
+                yield Problem(where, check, detail)
+        yield from self._note(head, where, member_at)
+        return framed
+
+    def _block(self, s: Stream, length: int, block: Block,
+               where: str) -> Generator[Problem, None, bool]:
+        left = length
+        while left and (data := s.read(min(left, CHUNK))):
+            block.feed(data)
+            left -= len(data)
+        if s.torn or s.error:
+            return False
+        if left:
+            yield Problem(where, "content-length", f"Content-Length is {length} but the "
+                          f"record ends after {length - left} bytes")
+            return False
+        if (tail := s.read(4)) != b"\r\n\r\n" and not (s.torn or s.error):
+            extra = len(tail) + (s.skip() if s.gzipped else 0)
+            yield Problem(where, "content-length", f"Content-Length is {length} but the block "
+                          f"is followed by {extra}+ bytes, not CRLF CRLF")
+            return False
+        return True
+
+    def _note(self, head: Head, where: str, member_at: int | None) -> Iterator[Problem]:
+        rec_type, rid = head.get("WARC-Type") or "", head.get("WARC-Record-ID") or ""
+        if rid in self.ids:
+            yield Problem(where, "duplicate-record-id", f"{rid} is used twice in this file")
+        self.ids.add(rid)
+        yield from self._warcinfo(head, rec_type, rid, where)
+        self.pairs.add(head, where)
+        self.pairs.excused = rid if rec_type in CAPTURE_TYPES else None
+        if rec_type in CAPTURE_TYPES:
+            self.originals.add(head)
+            if member_at is not None and self.gzipped:
+                self.captures.append(member_at)
+        if rec_type == "revisit":
+            self.revisits.append(_Revisit.of(head, where))
+
+    def _warcinfo(self, head: Head, rec_type: str, rid: str, where: str) -> Iterator[Problem]:
+        if self.first_type is None:
+            self.first_type = rec_type
+            if rec_type != "warcinfo":
+                yield Problem(where, "missing-warcinfo",
+                              f"the file starts with a {rec_type} record, not warcinfo")
+            elif (name := head.get("WARC-Filename")) != self.name:
+                yield Problem(where, "warcinfo-filename",
+                              f"WARC-Filename is {name!r}, the file is {self.name!r}")
+        if rec_type == "warcinfo":
+            self.infos.add(rid)
+        elif (ref := head.get("WARC-Warcinfo-ID")) not in self.infos:
+            self.info_refs.append((where, ref))  # maybe a warcinfo further on; decided at the end
+
+    def _file_end(self) -> Iterator[Problem]:
+        if self.first_type is None:
+            yield Problem(self.label, "missing-warcinfo", "the file holds no record")
+        if self.infos:
+            for where, ref in self.info_refs:
+                if ref not in self.infos:
+                    yield Problem(where, "warcinfo-id", f"WARC-Warcinfo-ID {ref} is not a "
+                                  "warcinfo record of this file")
+        yield from self.pairs.problems()
+
+
+def verify_warc(path: Path) -> Iterator[Problem]:
+    """Every check one WARC file allows on its own; revisits must point inside the file."""
+    check = FileCheck(path, path.name)
+    yield from check.run()
+    yield from check_revisits(check.revisits, check.originals)
