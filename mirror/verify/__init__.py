@@ -13,6 +13,7 @@ from typing import IO, Any, Protocol
 
 from mirror.archive import index
 from mirror.archive.warcwriter import OPEN_SUFFIX
+from mirror.layout import ArchiveLayout
 from mirror.verify.problem import Problem
 from mirror.verify.record import uri_problem
 from mirror.verify.stream import Head, Stream, read_head
@@ -302,7 +303,8 @@ def _index_file(path: Path, expected: Counter[bytes], seeker: _Seeker) -> Iterat
 
 def check_archive(output_dir: Path, manifest: ManifestLike | None) -> Verdict:
     """Every WARC file under warc/, the manifest against them, the index against both."""
-    warc_dir = output_dir / "warc"
+    layout = ArchiveLayout(output_dir)
+    warc_dir = layout.warc
     files = index.warc_files(warc_dir)
     problems = [Problem(f"warc/{p.name}", "open-file", "left open by a run that did not "
                         "finish; the next `mirror run` repairs and closes it")
@@ -320,7 +322,7 @@ def check_archive(output_dir: Path, manifest: ManifestLike | None) -> Verdict:
     try:
         if manifest is not None:
             problems += _check_manifest(manifest, seeker)
-        problems += _check_index(output_dir / "index.cdxj", files, seeker)
+        problems += _check_index(layout.index, files, seeker)
     finally:
         seeker.close()
     return Verdict(tuple(problems), len(files), records)
