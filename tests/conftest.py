@@ -17,7 +17,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from mirror.archive.manifest import Manifest
 from mirror.archive.warcwriter import utc_now
-from mirror.config import load_config
+from mirror.config import SiteConfig, load_config
 from mirror.crawl.crawler import Crawler, RunResult
 from mirror.runreport import write_missing_report, write_report
 from mirror.verify import check_archive
@@ -235,6 +235,19 @@ class RunClock:
         return datetime.now(UTC) + self.shift
 
 
+async def crawl_to_end(cfg: SiteConfig, timeout: float = 60, **options: Any) -> RunResult:
+    """One in-process `mirror run` as the CLI makes it: a report lost in a crash written
+    first, the run, its report. `options` go to the Crawler (clock, warc_opener...)."""
+    crawler = Crawler(cfg, **{"backoff_base": 0.01, "seed": 1, **options})
+    try:
+        write_missing_report(cfg, crawler.manifest)
+        result = await asyncio.wait_for(crawler.run(), timeout=timeout)
+        write_report(cfg, crawler.manifest, result.run_id)
+    finally:
+        crawler.close()
+    return result
+
+
 @pytest.fixture
 def crawl(tmp_path: Path) -> Callable[..., Awaitable[Crawl]]:
     """`await crawl([start], crawl={"workers": 2})` runs one in-process crawl to the end;
@@ -246,14 +259,7 @@ def crawl(tmp_path: Path) -> Callable[..., Awaitable[Crawl]]:
         sections.setdefault("crawl", {})
         sections["crawl"].setdefault("timeout", 10)
         cfg = load_config(write_config(tmp_path, start_urls, **sections))
-        crawler = Crawler(cfg, backoff_base=0.01, seed=1, warc_opener=warc_opener,
-                          clock=clock or utc_now)
-        try:
-            write_missing_report(cfg, crawler.manifest)
-            result = await asyncio.wait_for(crawler.run(), timeout=60)
-            write_report(cfg, crawler.manifest, result.run_id)
-        finally:
-            crawler.close()
+        result = await crawl_to_end(cfg, warc_opener=warc_opener, clock=clock or utc_now)
         return Crawl(result, tmp_path)
 
     return run

@@ -11,7 +11,6 @@ crash state of its steps, and each is then restarted on its own.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import io
 import itertools
@@ -26,7 +25,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from aiohttp import ClientSession, web
-from conftest import TestSite, write_config
+from conftest import TestSite, crawl_to_end, write_config
 from warcio.archiveiterator import ArchiveIterator
 from warcio.checker import Checker
 
@@ -34,10 +33,8 @@ from mirror import crashpoints
 from mirror.archive.manifest_queries import ManifestReader
 from mirror.archive.warcread import complete_prefix
 from mirror.config import load_config
-from mirror.crawl.crawler import Crawler
 from mirror.model import ExitCode
 from mirror.replay.serve import start_replay_server
-from mirror.runreport import write_missing_report, write_report
 from mirror.verify import check_archive
 
 PHASES = (1, 2, 3)  # run 1, the incremental run 2 (pages changed), run 3
@@ -145,14 +142,8 @@ class Scenario:
     async def run(self, folder: Path, phase: int) -> int:
         """One `mirror run` of the folder with the site as it is in `phase`: its exit code."""
         self.site.phase = phase
-        cfg = load_config(folder / "site.toml")
-        crawler = Crawler(cfg, backoff_base=0.01, seed=1, clock=self.clock.for_phase(phase))
-        try:
-            write_missing_report(cfg, crawler.manifest)
-            result = await asyncio.wait_for(crawler.run(), timeout=30)
-            write_report(cfg, crawler.manifest, result.run_id)
-        finally:
-            crawler.close()
+        result = await crawl_to_end(load_config(folder / "site.toml"), timeout=30,
+                                    clock=self.clock.for_phase(phase))
         return result.exit_code
 
     async def record(self, folder: Path, phase: int, keep: Callable[[str, str, int], bool],

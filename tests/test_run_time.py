@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import write_config
+from conftest import crawl_to_end, write_config
 from crashsim import copy_folder
 
 from mirror import crashpoints
 from mirror.config import load_config
-from mirror.crawl.crawler import Crawler
 from mirror.report import summary_line
-from mirror.runreport import write_missing_report, write_report
 
 LATENCY = 0.25
 PAGES = 8
@@ -20,14 +18,9 @@ PAGES = 8
 
 async def crawl(folder: Path, hook=None) -> None:  # noqa: ANN001 - a crash-point hook
     crashpoints.hook = hook
-    cfg = load_config(folder / "site.toml")
-    crawler = Crawler(cfg, backoff_base=0.01, seed=1)
     try:
-        write_missing_report(cfg, crawler.manifest)
-        result = await crawler.run()
-        write_report(cfg, crawler.manifest, result.run_id)
+        await crawl_to_end(load_config(folder / "site.toml"))
     finally:
-        crawler.close()
         crashpoints.hook = None
 
 
