@@ -3,6 +3,7 @@ parsing, log records carried back, and a helper that dies loses no page and no l
 
 from __future__ import annotations
 
+import asyncio
 import io
 import logging
 import os
@@ -139,7 +140,11 @@ async def test_a_helper_killed_mid_crawl_loses_no_page_and_no_link(make_site, cr
     def page(i: int):  # type: ignore[no-untyped-def]
         async def handler(request: web.Request) -> web.StreamResponse:
             if i in (5, 25):  # twice: the second kill hits the replacement
-                for pid in _helpers_of(os.getpid()):
+                for _ in range(200):  # a loaded machine starts the replacement slowly
+                    if helpers := _helpers_of(os.getpid()):
+                        break
+                    await asyncio.sleep(0.05)
+                for pid in helpers:
                     os.kill(pid, signal.SIGKILL)
                     killed.append(pid)
             return web.Response(text=links(f"/leaf{i}"), content_type="text/html")
