@@ -1,4 +1,4 @@
-"""Time HTML link extraction (mirror.extract.extract_html) per page.
+"""Time HTML link extraction (mirror.web.extract.extract_html) per page.
 
 Prints, for generated pages (bench/sitegen.py) and the demo site's pages, the median and
 90th percentile of milliseconds per page (each page's best of --repeat timings, to keep

@@ -11,7 +11,7 @@ hook is None and a mark costs one global lookup. Tests set a hook in two ways:
   the archive folder as the disk holds it then (what a SIGKILL at that moment would leave).
 
 The kind is the kind of capture being stored ("response", "redirect", "revisit", ...: see
-`mirror.history.capture_kind`), set by the crawler in `label` while a hook is set.
+`mirror.crawl.history.capture_kind`), set by the crawler in `label` while a hook is set.
 """
 
 from __future__ import annotations
