@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
 
-from mirror.archive.manifest import Manifest
+from mirror.archive.manifest_queries import ManifestReader
 from mirror.archive.warcwriter import utc_now
 from mirror.config import SiteConfig, load_config
 from mirror.crawl.crawler import Crawler, RunResult
@@ -189,7 +189,7 @@ class Crawl:
 
     def assert_verifies(self) -> None:
         """`mirror verify` finds nothing wrong: WARC files, manifest and index agree."""
-        manifest = Manifest(self.archive / "manifest.sqlite3", readonly=True)
+        manifest = ManifestReader(self.archive / "manifest.sqlite3")
         try:
             verdict = check_archive(self.archive, manifest)
         finally:

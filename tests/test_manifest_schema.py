@@ -189,18 +189,6 @@ def test_a_reader_reads_a_version_1_manifest_as_if_upgraded_and_writes_nothing(
     assert answers[-2][0]["record_type"] == "response" and answers[-2][0]["original_id"] is None
 
 
-def test_manifest_readonly_does_not_upgrade_either(v1: Path) -> None:
-    sha = digest(v1)
-    m = Manifest(v1, readonly=True)
-    try:
-        assert [r.state for r in m.runs()] == ["complete"]
-        with pytest.raises(ManifestError):  # the connection cannot write
-            m.start_run("t", "d")
-    finally:
-        m.close()
-    assert digest(v1) == sha
-
-
 @pytest.mark.parametrize("opener", [Manifest, ManifestReader], ids=["writer", "reader"])
 def test_a_manifest_of_a_newer_schema_is_refused(tmp_path: Path, opener: type) -> None:
     path = tmp_path / "manifest.sqlite3"

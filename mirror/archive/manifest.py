@@ -43,21 +43,16 @@ class ManifestWriteError(ManifestError):
 class Manifest(ManifestReader):
     """Crawl state in one SQLite file (WAL), opened read-write: an older schema is upgraded
     on opening. Every method is one short transaction; the queries are ManifestReader's.
-    The state machines of runs and URLs are in manifest_schema's docstring.
+    The state machines of runs and URLs are in manifest_schema's docstring."""
 
-    `readonly=True` opens it as ManifestReader does (nothing written, no upgrade), for
-    callers not yet moved to ManifestReader."""
-
-    def __init__(self, path: Path, *, durable: bool = False, readonly: bool = False) -> None:
-        self.durable, self.readonly = durable, readonly
+    def __init__(self, path: Path, *, durable: bool = False) -> None:
+        self.durable = durable
         self._known: dict[str, int] = {}  # url -> id, committed in run self._known_run
         self._staged: dict[str, int] = {}  # the same, from the open transaction
         self._known_run = 0
         super().__init__(path)
 
     def _connect(self) -> sqlite3.Connection:
-        if self.readonly:
-            return super()._connect()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         return self._open(self.path, partial(create_or_upgrade, durable=self.durable))
 
