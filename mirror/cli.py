@@ -329,7 +329,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from mirror.replay.captures import Archive
+    from mirror.replay.captures import CaptureIndex
     from mirror.replay.export import ExportError, export_folder
     from mirror.replay.wacz import write_wacz
 
@@ -338,7 +338,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UsageError("export needs --to DIR (optionally --at TIMESTAMP) or --wacz FILE")
     if args.at and not (args.at.isdigit() and len(args.at) <= 14):
         raise UsageError(f"--at {args.at!r}: expected 1 to 14 digits (YYYYmmddHHMMSS)")
-    archive = Archive.load(cfg.site.output_dir, cfg.scope.ignore_query)
+    archive = CaptureIndex.load(cfg.site.output_dir, cfg.scope.ignore_query)
     if not archive.captures:
         raise UsageError(f"{cfg.site.output_dir}: no captures to export")
     if args.to:

@@ -20,7 +20,7 @@ import offline_site as site_def
 import pytest
 from aiohttp import ClientSession, ClientWebSocketResponse
 
-from mirror.replay.captures import Archive
+from mirror.replay.captures import CaptureIndex
 from mirror.replay.export import export_folder
 from mirror.replay.serve import Site, start_replay_server
 
@@ -168,7 +168,7 @@ async def test_replay_and_export_render_in_a_browser_and_stay_offline(
     site, other, done = await site_def.crawl_site(make_site, crawl)
     crawled = len(site.log)
     out = tmp_path / "export"
-    export_folder(Archive.load(done.archive), out)
+    export_folder(CaptureIndex.load(done.archive), out)
     home = next(out.glob("http_*")) / "index.html"
     runner, base = await start_replay_server(done.archive, Site("test", start_urls=(site.base,)))
     try:

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mirror.cli import main
-from mirror.replay.captures import Archive
+from mirror.replay.captures import CaptureIndex
 from mirror.replay.export import MAX_NAME, export_folder, export_path, relative_ref
 
 MIMES = ["text/html", "text/css", "image/png", "application/octet-stream", "", "text/plain"]
@@ -163,7 +163,7 @@ async def test_export_opens_from_files_with_working_and_inert_links(
 ) -> None:
     site, other, done = await site_def.crawl_site(make_site, crawl)
     out = tmp_path / "export"
-    result = export_folder(Archive.load(done.archive), out)
+    result = export_folder(CaptureIndex.load(done.archive), out)
     assert (result.unreadable, result.redirects) == (1, 1)  # /corrupt: a notice instead
     host = out / f"http_127.0.0.1_{site.base.rsplit(':', 1)[1].strip('/')}"
     assert (host / "index.html").is_file() and (host / "about=.html").is_file()
@@ -188,7 +188,7 @@ async def test_export_as_of_an_earlier_run_and_from_an_interrupted_archive(
     make_site: Any, crawl: Any, tmp_path: Path
 ) -> None:
     site_def.write_history(tmp_path / "hist")
-    archive = Archive.load(tmp_path / "hist")
+    archive = CaptureIndex.load(tmp_path / "hist")
     old = export_folder(archive, tmp_path / "old", at="2024")
     page = next((tmp_path / "old").rglob("page=.html"))
     assert "first version" in page.read_text() and old.files == 1
@@ -202,7 +202,7 @@ async def test_export_as_of_an_earlier_run_and_from_an_interrupted_archive(
     shutil.copy(warc, cut / "warc" / (warc.name + ".open"))
     with open(cut / "warc" / (warc.name + ".open"), "ab") as f:
         f.write(b"\x1f\x8b\x08\x00torn")
-    export_folder(Archive.load(cut), tmp_path / "from-cut")
+    export_folder(CaptureIndex.load(cut), tmp_path / "from-cut")
     assert "second version" in next((tmp_path / "from-cut").rglob("page=.html")).read_text()
 
 
@@ -228,9 +228,9 @@ async def test_a_run_of_revisits_exports_the_same_files(
     """Run 2 finds nothing changed, so its captures are revisits: exported, they must give
     back the very bytes of run 1."""
     site, other, done = await site_def.crawl_site(make_site, crawl)
-    first = export_folder(Archive.load(done.archive), tmp_path / "first")
+    first = export_folder(CaptureIndex.load(done.archive), tmp_path / "first")
     await crawl([site.base], scope={"exclude": [re.escape(other.base)]})
-    archive = Archive.load(done.archive)
+    archive = CaptureIndex.load(done.archive)
     assert sum(c.is_revisit for c in archive.latest()) >= 10
     second = export_folder(archive, tmp_path / "second")
     assert (first.files, first.unreadable, second.unreadable) == (second.files, 1, 1)

@@ -9,7 +9,7 @@ from aiohttp import web
 from conftest import RunClock
 
 from mirror.model import ExitCode
-from mirror.replay.captures import Archive
+from mirror.replay.captures import CaptureIndex
 
 
 class VersionedSite:
@@ -135,7 +135,7 @@ async def test_second_run_is_incremental(aiohttp_server, crawl):
         if p not in ("/s/8",):
             stamps = times[base + p.lstrip("/")]
             assert len(stamps) == 2 and stamps[0] < stamps[1], (p, stamps)
-    archive = Archive.load(second.archive)
+    archive = CaptureIndex.load(second.archive)
     for p, old in v1.items():
         cap = archive.closest(base + p.lstrip("/"), times[base + p.lstrip("/")][0])
         assert cap is not None and archive.read(cap).payload == old, p

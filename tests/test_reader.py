@@ -11,7 +11,7 @@ import offline_site as site_def
 import pytest
 
 from mirror.archive.warcread import ReadError
-from mirror.replay.captures import Archive, parse_cdxj
+from mirror.replay.captures import CaptureIndex, parse_cdxj
 
 
 def test_parse_cdxj_reads_index_lines_and_rejects_others() -> None:
@@ -30,7 +30,7 @@ def test_parse_cdxj_reads_index_lines_and_rejects_others() -> None:
 
 def test_every_revisit_reads_back_the_original_payload(tmp_path: Path) -> None:
     site_def.write_history(tmp_path)
-    archive = Archive.load(tmp_path)
+    archive = CaptureIndex.load(tmp_path)
     got = {(c.url, c.timestamp): archive.read(c) for c in archive.captures}
     assert got[(site_def.HISTORY_URL, "20240101000000")].payload == site_def.V1
     for ts in ("20250101000000", "20250601000000", "20250701000000"):
@@ -44,7 +44,7 @@ def test_every_revisit_reads_back_the_original_payload(tmp_path: Path) -> None:
 
 def test_closest_capture_and_latest_as_of(tmp_path: Path) -> None:
     site_def.write_history(tmp_path)
-    archive = Archive.load(tmp_path)
+    archive = CaptureIndex.load(tmp_path)
     url = site_def.HISTORY_URL
 
     def closest(ts: str) -> str:
@@ -67,7 +67,7 @@ def test_revisit_whose_original_is_gone_is_a_read_error(tmp_path: Path) -> None:
     site_def.write_history(tmp_path)
     lines = (tmp_path / "index.cdxj").read_text().splitlines(keepends=True)
     (tmp_path / "index.cdxj").write_text("".join(ln for ln in lines if "20250101" not in ln))
-    archive = Archive.load(tmp_path)
+    archive = CaptureIndex.load(tmp_path)
     revisit = archive.captures_of(site_def.HISTORY_URL)[-1]
     with pytest.raises(ReadError, match="original not found"):
         archive.read(revisit)
@@ -86,7 +86,7 @@ def test_warc_files_missing_from_the_index_are_read_from_their_complete_records(
     data = src.read_bytes()
     torn.write_bytes(data + gzip.compress(b"WARC/1.1\r\nWARC-Type: response\r\n")[:-12])
     (tmp_path / "index.cdxj").write_text("")
-    archive = Archive.load(tmp_path)
+    archive = CaptureIndex.load(tmp_path)
     files = {c.filename for c in archive.captures}
     assert files == {src.name, torn.name}
     assert len(archive.captures) == 2 * len(site_def.HISTORY)
@@ -97,7 +97,7 @@ def test_warc_files_missing_from_the_index_are_read_from_their_complete_records(
 
 def test_missing_warc_file_is_a_read_error(tmp_path: Path) -> None:
     path = site_def.write_history(tmp_path)
-    archive = Archive.load(tmp_path)
+    archive = CaptureIndex.load(tmp_path)
     os.remove(path)
     with pytest.raises(ReadError):
         archive.read(archive.captures[0])
@@ -105,7 +105,7 @@ def test_missing_warc_file_is_a_read_error(tmp_path: Path) -> None:
 
 async def test_crawled_bodies_read_back_as_served(make_site, crawl) -> None:
     site, _other, done = await site_def.crawl_site(make_site, crawl)
-    archive = Archive.load(done.archive)
+    archive = CaptureIndex.load(done.archive)
     headers_page = archive.closest(site.base + "headers?x=1", "2999")
     assert headers_page is not None
     record = archive.read(headers_page)

@@ -12,7 +12,7 @@ import replayers
 from aiohttp import ClientSession
 from conftest import RunClock
 
-from mirror.replay.captures import Archive
+from mirror.replay.captures import CaptureIndex
 from mirror.replay.wacz import write_wacz
 
 pytestmark = [pytest.mark.interop, pytest.mark.browser]
@@ -99,7 +99,7 @@ async def test_three_replayers_agree_with_the_live_site_in_any_order(
     tally = replayers.Tally()
     for q in queries:
         tally.add(q, "live", live[q.run][q.url])
-    wacz = write_wacz(Archive.load(done.archive), tmp_path / "site.wacz", title="test",
+    wacz = write_wacz(CaptureIndex.load(done.archive), tmp_path / "site.wacz", title="test",
                       start_urls=(site.base,)).path
     asked_live = len(site.log)
     async with replayers.http_replayers(done.archive, tmp_path / "pywb") as servers:

@@ -16,7 +16,7 @@ import pytest
 from aiohttp import ClientSession
 from bs4 import BeautifulSoup
 
-from mirror.replay.captures import Archive
+from mirror.replay.captures import CaptureIndex
 from mirror.replay.serve import REPLAY_CSP, Site, make_app, parse_target
 
 
@@ -26,7 +26,7 @@ async def served(make_site: Any, crawl: Any, aiohttp_client: Any) -> Any:
     any URL's; the crawl may cross a second boundary, so each capture has its own."""
     site, other, done = await site_def.crawl_site(make_site, crawl)
     client = await aiohttp_client(make_app(done.archive, Site("test", start_urls=(site.base,))))
-    archive = Archive.load(done.archive)
+    archive = CaptureIndex.load(done.archive)
 
     def stamp(url: str) -> str:
         cap = archive.closest(url, "99991231235959")

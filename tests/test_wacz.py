@@ -15,7 +15,7 @@ import offline_site as site_def
 import pytest
 
 from mirror.cli import main
-from mirror.replay.captures import Archive
+from mirror.replay.captures import CaptureIndex
 from mirror.replay.wacz import write_wacz
 
 
@@ -39,7 +39,7 @@ async def test_wacz_of_a_crawl_validates_and_holds_everything(
 ) -> None:
     site, _other, done = await site_def.crawl_site(make_site, crawl)
     out = tmp_path / "site.wacz"
-    result = write_wacz(Archive.load(done.archive), out, title="test", start_urls=(site.base,))
+    result = write_wacz(CaptureIndex.load(done.archive), out, title="test", start_urls=(site.base,))
     assert "Validation succeeded" in validate(out)
     with zipfile.ZipFile(out) as zf:
         names = zf.namelist()

@@ -108,7 +108,7 @@ class Record:
             return self.payload, False
 
 
-class Archive:
+class CaptureIndex:
     """Every capture of an archive folder, by URL and by payload digest, read-only.
 
     The index is the source of truth for the files it names; WARC files it does not name
@@ -130,7 +130,7 @@ class Archive:
                 self._by_digest.setdefault(cap.digest, cap)
 
     @classmethod
-    def load(cls, folder: Path, ignore_query: Sequence[str] = DEFAULT_IGNORE_QUERY) -> Archive:
+    def load(cls, folder: Path, ignore_query: Sequence[str] = DEFAULT_IGNORE_QUERY) -> CaptureIndex:
         layout = ArchiveLayout(folder)
         captures = _read_index(layout.index)
         indexed = {c.filename for c in captures}

@@ -16,7 +16,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from mirror.archive.warcread import ReadError
-from mirror.replay.captures import Archive, Capture, Record
+from mirror.replay.captures import Capture, CaptureIndex, Record
 from mirror.web.http import HTML_TYPES
 from mirror.web.rewrite import Mapper, rewrite_css_bytes, rewrite_html
 from mirror.web.urls import join
@@ -180,7 +180,7 @@ class ExportError(Exception):
     """The export folder cannot be used."""
 
 
-def plan_export(archive: Archive, at: str | None = None) -> dict[str, Entry]:
+def plan_export(archive: CaptureIndex, at: str | None = None) -> dict[str, Entry]:
     """URL -> what to write where: the newest capture of each URL at or before `at`."""
     plan = {}
     for cap in archive.latest(at):
@@ -194,7 +194,7 @@ def plan_export(archive: Archive, at: str | None = None) -> dict[str, Entry]:
 class Exporter:
     """Writes the files of one export; links resolve through the plan and redirect chains."""
 
-    def __init__(self, archive: Archive, plan: dict[str, Entry], out: Path) -> None:
+    def __init__(self, archive: CaptureIndex, plan: dict[str, Entry], out: Path) -> None:
         self.archive, self.plan, self.out = archive, plan, out
         self.redirects: dict[str, str] = {}  # source URL -> target URL (canonical)
         self.root = os.path.realpath(out)
@@ -278,7 +278,7 @@ class Exporter:
             f.write(data)
 
 
-def export_folder(archive: Archive, out: Path, at: str | None = None) -> ExportResult:
+def export_folder(archive: CaptureIndex, out: Path, at: str | None = None) -> ExportResult:
     """Write the export of `archive` (as of `at`) into `out`, an empty or earlier export."""
     if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
         raise ExportError(f"{out}: not empty and not an earlier export; choose another folder")

@@ -23,7 +23,7 @@ from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
 from mirror.archive.warcread import ReadError
 from mirror.archive.warcwriter import OPEN_SUFFIX
 from mirror.layout import ArchiveLayout
-from mirror.replay.captures import Archive, Capture, Record
+from mirror.replay.captures import Capture, CaptureIndex, Record
 from mirror.replay.export import REWRITTEN_TYPES, html_page, page_rows, shown_url
 from mirror.web.http import HTML_TYPES
 from mirror.web.rewrite import html_title, rewrite_css_bytes, rewrite_html
@@ -121,7 +121,7 @@ class Source:
 
     def __init__(self, folder: Path, ignore_query: tuple[str, ...]) -> None:
         self.folder, self.ignore_query = folder, ignore_query
-        self.archive = Archive.load(folder, ignore_query)
+        self.archive = CaptureIndex.load(folder, ignore_query)
         self._stamp, self._checked = self._state(), time.monotonic()
         self._lock = asyncio.Lock()
         self.info: dict[tuple[str, int], tuple[str | None, int]] = {}  # title and size cache
@@ -131,14 +131,14 @@ class Source:
         return tuple((p.name, 0 if p.name.endswith(OPEN_SUFFIX) else p.stat().st_mtime_ns)
                      for p in paths if p.exists())
 
-    async def get(self) -> Archive:
+    async def get(self) -> CaptureIndex:
         if time.monotonic() - self._checked >= RELOAD_EVERY:
             async with self._lock:
                 self._checked = time.monotonic()
                 stamp = await asyncio.to_thread(self._state)
                 if stamp != self._stamp:
                     self.archive = await asyncio.to_thread(
-                        Archive.load, self.folder, self.ignore_query)
+                        CaptureIndex.load, self.folder, self.ignore_query)
                     self._stamp = stamp
         return self.archive
 
@@ -152,7 +152,7 @@ class Source:
         finally:
             manifest.close()
 
-    def page_info(self, archive: Archive, cap: Capture) -> tuple[str | None, int]:
+    def page_info(self, archive: CaptureIndex, cap: Capture) -> tuple[str | None, int]:
         key = (cap.filename, cap.offset)
         if key not in self.info:
             try:
@@ -205,7 +205,7 @@ class Replay:
         url = join(referer.url, request.raw_path)
         raise web.HTTPFound(replay_path(referer.timestamp, url))
 
-    def not_archived(self, archive: Archive, url: str) -> web.Response:
+    def not_archived(self, archive: CaptureIndex, url: str) -> web.Response:
         search = "/?" + urlencode({"q": shown_url(archive.key(url))[:80]})
         return _ui(404, "Not in this archive", (
             f"<h1>Not in this archive</h1><p><b>{html.escape(shown_url(url))}</b> was not "
@@ -213,7 +213,7 @@ class Replay:
             f'web). <a href="{html.escape(search)}">Search the archive</a> or go to '
             '<a href="/">the list of pages</a>.</p>'))
 
-    def captures(self, archive: Archive, url: str) -> web.Response:
+    def captures(self, archive: CaptureIndex, url: str) -> web.Response:
         caps = archive.captures_of(url)
         if not caps:
             return self.not_archived(archive, url)
@@ -249,12 +249,12 @@ class Replay:
                 f"<th>status</th><th>bytes</th></tr>{page_rows(rows)}</table>")
         return _ui(200, f"{self.site.name} archive", body)
 
-    async def _info(self, archive: Archive, cap: Capture) -> tuple[str, int]:
+    async def _info(self, archive: CaptureIndex, cap: Capture) -> tuple[str, int]:
         title, size = await asyncio.to_thread(self.source.page_info, archive, cap)
         return title or "", size
 
 
-def _is_page(archive: Archive, cap: Capture) -> bool:
+def _is_page(archive: CaptureIndex, cap: Capture) -> bool:
     status, mime = archive.status_and_mime(cap)
     return mime in HTML_TYPES or (status is not None and 300 <= status < 400)
 

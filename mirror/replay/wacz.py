@@ -16,7 +16,7 @@ from warcio.timeutils import timestamp_to_iso_date
 from mirror import __version__
 from mirror.archive.warcread import ReadError, complete_prefix
 from mirror.archive.warcwriter import OPEN_SUFFIX
-from mirror.replay.captures import Archive, Capture
+from mirror.replay.captures import Capture, CaptureIndex
 from mirror.web.http import HTML_TYPES
 from mirror.web.rewrite import html_title
 
@@ -40,7 +40,7 @@ def final_name(filename: str) -> str:
     return filename.removesuffix(OPEN_SUFFIX)
 
 
-def page_lines(archive: Archive) -> Iterator[dict[str, str]]:
+def page_lines(archive: CaptureIndex) -> Iterator[dict[str, str]]:
     """pages.jsonl entries: every HTML page archived with a 2xx status, titles read back."""
     for cap in archive.captures:
         status, mime = archive.status_and_mime(cap)
@@ -118,7 +118,7 @@ def datapackage(resources: list[dict[str, object]], title: str,
     return package
 
 
-def write_wacz(archive: Archive, out: Path, *, title: str,
+def write_wacz(archive: CaptureIndex, out: Path, *, title: str,
                start_urls: tuple[str, ...] = ()) -> WaczResult:
     """Pack every WARC file of the archive into `out` (written aside, then renamed)."""
     paths = archive.warc_paths()

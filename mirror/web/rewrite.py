@@ -95,7 +95,9 @@ _DOCTYPE = re.compile(r"\s*(?:<!--.*?-->\s*)*<!doctype", re.I | re.S)
 
 
 @dataclass(frozen=True)
-class Page:
+class Rewritten:
+    """An HTML page rewritten: its body as UTF-8, and its title."""
+
     body: bytes  # UTF-8
     title: str | None  # the page's <title> text, whitespace collapsed
 
@@ -118,7 +120,7 @@ def html_title(body: bytes, content_type: str | None) -> str | None:
 
 def rewrite_html(
     body: bytes, url: str, content_type: str | None, mapper: Mapper, *, head: str = ""
-) -> Page:
+) -> Rewritten:
     """An HTML page with every reference mapped, re-encoded as UTF-8.
 
     Its <base href> is applied then removed, archived charset declarations are replaced by
@@ -128,7 +130,7 @@ def rewrite_html(
     """
     text, root = parse_html(body, content_type)
     if root is None:  # not markup at all: nothing to rewrite
-        return Page(text.encode("utf-8"), None)
+        return Rewritten(text.encode("utf-8"), None)
     base = _base_url(root, url)
     for el in list(root.iter(etree.Element)):
         if el.tag == "meta" and _charset_meta(el):
@@ -136,7 +138,7 @@ def rewrite_html(
         else:
             _rewrite_element(el, base, mapper)
     _insert_head(root, '<meta charset="utf-8">' + head)
-    return Page(_serialize(root, bool(_DOCTYPE.match(text))).encode("utf-8"), _title(root))
+    return Rewritten(_serialize(root, bool(_DOCTYPE.match(text))).encode("utf-8"), _title(root))
 
 
 def _serialize(root: Any, doctype: bool) -> str:
