@@ -53,7 +53,7 @@ def test_helper_answers_each_request_in_order_with_its_log_records(tmp_path: Pat
     stdin = io.BytesIO(frame(cfg) + frame((7, item, html_page(links("/a", "/b", "/c"))))
                        + frame((8, item, Page(301, {"location": "/moved"}, None, None))))
     stdout = io.BytesIO()
-    assert parsepool.serve(stdin, stdout) == 0
+    assert parsepool.run_helper(stdin, stdout) == 0
     ready, first, second = frames(stdout.getvalue())
     assert ready == "ready"
     request_id, ok, (location, found), records = first
@@ -85,7 +85,7 @@ def test_helper_reports_a_failing_page_and_goes_on(tmp_path: Path) -> None:
     stdin = io.BytesIO(frame(cfg) + frame((1, item, html_page("boom")))
                        + frame((2, item, html_page(links("/a")))))
     stdout = io.BytesIO()
-    parsepool.serve(stdin, stdout, make)
+    parsepool.run_helper(stdin, stdout, make)
     _, failed, fine = frames(stdout.getvalue())
     assert failed[:3] == (1, False, "ValueError: parser bug")
     assert failed[3][0][0] == logging.ERROR  # the traceback goes to the crawler's log
@@ -169,7 +169,7 @@ async def test_a_helper_killed_mid_crawl_loses_no_page_and_no_link(make_site, cr
 
 CRASHING_HELPER = """
 import os, sys
-from mirror.crawl.parsepool import _discovery, serve
+from mirror.crawl.parsepool import _discovery, run_helper
 
 def make(cfg):
     discovery = _discovery(cfg)
@@ -181,7 +181,7 @@ def make(cfg):
     discovery.discover = discover
     return discovery
 
-serve(sys.stdin.buffer, sys.stdout.buffer, make)
+run_helper(sys.stdin.buffer, sys.stdout.buffer, make)
 """
 
 

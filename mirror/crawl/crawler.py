@@ -31,7 +31,7 @@ from mirror.crawl import history
 from mirror.crawl.discover import Discovery
 from mirror.crawl.fetch import FetchError, Limits, fetch, open_session
 from mirror.crawl.frontier import Frontier
-from mirror.crawl.parsepool import Links, ParserPool
+from mirror.crawl.parsepool import Discovered, ParserPool
 from mirror.crawl.politeness import (
     BACKOFF_BASE,
     HostBackoffs,
@@ -118,7 +118,7 @@ class Crawler:
         self.discovery = Discovery(cfg, self.scope)
         self.parsers = ParserPool(cfg, self.discovery, cfg.crawl.parse_processes)
         self.store = CaptureStore(self.manifest, self.warc_dir, self.discovery.wants_body)
-        self.startup = Startup(cfg, self.manifest, self.store, self.parsers.here,
+        self.startup = Startup(cfg, self.manifest, self.store, self.parsers.discover_in_process,
                                self._stored, force_new_run=new_run)
         self.robots = RobotsGate(self._fetch_robots, RunRobots(
             self.manifest, lambda: self.run_id, self.store.warc_path, self.store_out_of_band))
@@ -370,7 +370,7 @@ class Crawler:
         self._store(item, ex, None, None, (None, []))
 
     def _store(self, item: UrlItem, ex: Exchange, error: str | None,
-               prev: Previous | None, links: Links) -> None:
+               prev: Previous | None, links: Discovered) -> None:
         self.store.store(self.run_id, item, ex, error, prev, links)
         self._stored(item, ex, error, links[1])
 

@@ -43,7 +43,7 @@ HELPER = (sys.executable, "-m", "mirror.crawl.parsepool")
 #: longest wait for a new helper to come up, for a page whose helper died
 READY_TIMEOUT = 30.0
 
-Links = tuple[str | None, list[NewUrl]]
+Discovered = tuple[str | None, list[NewUrl]]
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class ParserPool:
             return
         self._helpers.append(helper)
 
-    async def discover(self, item: UrlItem, page: Page) -> Links:
+    async def discover(self, item: UrlItem, page: Page) -> Discovered:
         """The page's redirect target and links, from a helper when one is ready.
 
         A page whose helper died is never parsed here (it may be what killed it): it goes
@@ -94,12 +94,12 @@ class ParserPool:
         without a body to parse (a redirect) is answered here: a helper would add only the
         round trip."""
         if page.body is None:
-            return self.here(item, page)
+            return self.discover_in_process(item, page)
         for dead in [h for h in self._helpers if h.died is not None]:
             await self._replace(dead, dead.died)  # it died between two pages
         helper = self._ready()
         if helper is None:
-            return self.here(item, page)
+            return self.discover_in_process(item, page)
         try:
             return await helper.discover(item, page)
         except HelperDied as exc:
@@ -132,7 +132,7 @@ class ParserPool:
                 w.cancel()
         return self._ready()
 
-    def here(self, item: UrlItem, page: Page) -> Links:
+    def discover_in_process(self, item: UrlItem, page: Page) -> Discovered:
         """Discovery in this process. A bug it hits costs the page its links, not its
         capture (as in a helper)."""
         try:
@@ -167,7 +167,7 @@ class _Helper:
     def __init__(self, proc: asyncio.subprocess.Process, ids: itertools.count[int]) -> None:
         self.proc = proc
         self.ids = ids
-        self.pending: dict[int, asyncio.Future[Links]] = {}
+        self.pending: dict[int, asyncio.Future[Discovered]] = {}
         self.ready = asyncio.Event()  # it said so: its imports are done
         self.died: HelperDied | None = None
         self._reader = asyncio.create_task(self._read(), name=f"parser-{proc.pid}")
@@ -189,9 +189,9 @@ class _Helper:
         assert self.proc.stdin is not None
         self.proc.stdin.write(_frame(message))
 
-    async def discover(self, item: UrlItem, page: Page) -> Links:
+    async def discover(self, item: UrlItem, page: Page) -> Discovered:
         request_id = next(self.ids)
-        future: asyncio.Future[Links] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Discovered] = asyncio.get_running_loop().create_future()
         self.pending[request_id] = future
         try:
             self._send((request_id, item, page))
@@ -292,7 +292,7 @@ class _Collect(logging.Handler):
         return records
 
 
-def serve(stdin: IO[bytes], stdout: IO[bytes],
+def run_helper(stdin: IO[bytes], stdout: IO[bytes],
           make: Callable[[SiteConfig], Discovery] | None = None) -> int:
     """The helper's loop: a config, then (id, item, page) requests until end of input."""
     def read() -> Any:
@@ -339,7 +339,7 @@ def main() -> int:
     # exit when the crawler closes their input, or dies (end of input too).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    return serve(sys.stdin.buffer, sys.stdout.buffer)
+    return run_helper(sys.stdin.buffer, sys.stdout.buffer)
 
 
 if __name__ == "__main__":

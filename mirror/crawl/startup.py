@@ -16,7 +16,7 @@ from mirror.archive.manifest import Manifest, ManifestError, NewUrl, UrlItem
 from mirror.archive.warcwriter import NOT_MODIFIED, OPEN_SUFFIX, Exchange
 from mirror.config import SiteConfig
 from mirror.crawl import history
-from mirror.crawl.parsepool import Links, Page
+from mirror.crawl.parsepool import Discovered, Page
 from mirror.crawl.politeness import http_error
 from mirror.crawl.scope import PAGE
 from mirror.crawl.store import CaptureStore
@@ -26,7 +26,7 @@ from mirror.web.urls import normalize, site_key
 log = logging.getLogger(__name__)
 
 #: link discovery in this process, for captures adopted before the helpers start
-Discover = Callable[[UrlItem, Page], Links]
+Discover = Callable[[UrlItem, Page], Discovered]
 #: told of every capture adopted: (item, exchange, error, URLs found)
 Stored = Callable[[UrlItem, Exchange, str | None, list[NewUrl]], None]
 
@@ -169,7 +169,7 @@ class Startup:
             crashpoints.label = "adopted " + history.capture_kind(ex, revisit, original,
                                                                   item.via, self.run_id)
         if item.via == Via.ROBOTS:  # stored out of band: no previous capture, no links
-            links: Links = (None, [])
+            links: Discovered = (None, [])
             self.store.commit(self.run_id, item, ex, f.location, None, revisit, original,
                               None, links)
             self.stored(item, ex, None, [])

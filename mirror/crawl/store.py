@@ -25,7 +25,7 @@ from mirror.archive.warcwriter import (
     WarcWriter,
 )
 from mirror.crawl import history
-from mirror.crawl.parsepool import Links, Page
+from mirror.crawl.parsepool import Discovered, Page
 from mirror.web.http import header_map, mime_of
 
 #: whether link discovery needs a response's body: (status, headers, truncated)
@@ -51,7 +51,7 @@ class CaptureStore:
         self.writer: WarcWriter | None = None  # opened once recovery has closed old files
 
     def store(self, run_id: int, item: UrlItem, ex: Exchange, error: str | None,
-              prev: Previous | None, links: Links) -> None:
+              prev: Previous | None, links: Discovered) -> None:
         """Append the capture's records, flush, commit. Raises StorageError when the archive
         cannot be written (the URL is then not done: it is fetched again on resume)."""
         assert self.writer is not None
@@ -72,7 +72,7 @@ class CaptureStore:
 
     def commit(self, run_id: int, item: UrlItem, ex: Exchange, loc: CaptureLocation,
                error: str | None, revisit: Revisit | None, original: Original | None,
-               prev: Previous | None, links: Links) -> None:
+               prev: Previous | None, links: Discovered) -> None:
         """Record a capture whose records are flushed (also one adopted at start-up) and
         what it links to, in one manifest transaction."""
         location, found = links
