@@ -231,8 +231,14 @@ class _ArchivedRobots:
     def __init__(self, layout: ArchiveLayout) -> None:
         self.layout = layout
         self.source = ""
+        self._seen: dict[str, Any] = {}
 
     def lookup(self, url: str) -> Any:
+        if url not in self._seen:
+            self._seen[url] = self._read(url)
+        return self._seen[url]
+
+    def _read(self, url: str) -> Any:
         from mirror.archive.warcread import read_raw
 
         if not self.layout.manifest.exists():

@@ -111,7 +111,6 @@ class Crawler:
         self._backlog = asyncio.Semaphore(cfg.crawl.workers)
         self._warc_opener = warc_opener  # fault injection in tests (ENOSPC)
         self._clock = clock  # WARC-Date of each record (tests pin it to tell runs apart)
-        self._history = False  # an earlier run stored captures: look for previous ones
         self._session: RunSession | None = None  # this process's time on the run
         self._backoffs = HostBackoffs(self.rng, backoff_base, cfg.crawl.max_retry_after)
         self._usage: dict[str, tuple[int, int]] = {}  # site -> (URLs, bytes) this run
@@ -179,7 +178,6 @@ class Crawler:
         """Choose and repair the run, then open its WARC writer and frontier."""
         self.run_id, resumed = self.startup.begin()
         self._session = RunSession(self.manifest, self.run_id)
-        self._history = self.manifest.has_captures_before(self.run_id)
         self.store.writer = WarcWriter(
             self.warc_dir,
             self.cfg.site.name,
@@ -257,8 +255,7 @@ class Crawler:
         Returns whether it was handed off (the finishing task then releases `item`)."""
         if not await self._permitted(session, item):
             return False
-        prev = (self.manifest.previous_capture(item.id, self.run_id) if self._history
-                else None)
+        prev = self.store.previous(self.run_id, item)
         try:
             ex = await fetch(session, item.url, self.limits,  # type: ignore[arg-type]
                              self._request_headers(item.url, prev))

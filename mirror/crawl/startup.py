@@ -67,7 +67,6 @@ class Startup:
         self.stored = stored
         self.force_new_run = force_new_run
         self.run_id = 0
-        self._history = False  # the run being repaired has earlier runs' captures
 
     def begin(self) -> tuple[int, bool]:
         """(the run to work on, whether it is resumed)."""
@@ -109,7 +108,7 @@ class Startup:
         them): torn tails cut, captures the manifest lost (a file cut short by power loss)
         re-queued, captures it never recorded adopted, .open files closed."""
         self.run_id = run_id
-        self._history = self.manifest.has_captures_before(run_id)
+        self.store.history = self.manifest.has_captures_before(run_id)
         warc_dir = self.store.warc_dir
         recovery.remove_temporaries(self.cfg.site.output_dir)
         open_paths = recovery.open_files(warc_dir)
@@ -174,7 +173,7 @@ class Startup:
                               None, links)
             self.stored(item, ex, None, [])
             return True
-        prev = self.manifest.previous_capture(item.id, self.run_id) if self._history else None
+        prev = self.store.previous(self.run_id, item)
         payload = original if revisit is not None and revisit.profile != NOT_MODIFIED else None
         links = self.discover(item, self.store.page(ex, prev, payload))
         error = http_error(ex.status, ex.truncated)

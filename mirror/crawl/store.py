@@ -49,6 +49,11 @@ class CaptureStore:
         self.warc_dir = warc_dir
         self.wants_body = wants_body
         self.writer: WarcWriter | None = None  # opened once recovery has closed old files
+        self.history = False  # an earlier run than the one stored into has captures
+
+    def previous(self, run_id: int, item: UrlItem) -> Previous | None:
+        """The URL's latest capture from an earlier run (no query when there is none)."""
+        return self.manifest.previous_capture(item.id, run_id) if self.history else None
 
     def store(self, run_id: int, item: UrlItem, ex: Exchange, error: str | None,
               prev: Previous | None, links: Discovered) -> None:
