@@ -260,6 +260,19 @@ class ManifestReader:
             (run_id, limit),
         ).fetchall()
 
+    def count_broken_links(self, run_id: int) -> int:
+        """How many targets broken_links would list without its limit."""
+        return int(self.db.execute(
+            """SELECT COUNT(DISTINCT d.id) FROM urls d JOIN links l ON l.dst = d.id
+               WHERE d.run_id=? AND (d.state='failed' OR d.status >= 400)""",
+            (run_id,)).fetchone()[0])
+
+    def count_pages(self) -> int:
+        """URLs with an HTML capture in any run: the pages the archive can show."""
+        return int(self.db.execute(
+            "SELECT COUNT(DISTINCT url_id) FROM captures "
+            "WHERE mime IN ('text/html', 'application/xhtml+xml')").fetchone()[0])
+
     def capture_stats(self, run_id: int) -> dict[str, object]:
         status = dict(self.db.execute(
             "SELECT CASE status WHEN 304 THEN 'not modified' ELSE (status / 100) || 'xx' END, "
