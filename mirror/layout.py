@@ -8,7 +8,8 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class ArchiveLayout:
-    """<root>/manifest.sqlite3, warc/, index.cdxj, reports/<run>.json, mirror.log, .lock"""
+    """<root>/manifest.sqlite3, warc/, index.cdxj, reports/<run>.json, mirror.log, .lock,
+    progress.json (only while a `mirror run` holds the lock: its live numbers)"""
 
     root: Path
 
@@ -38,3 +39,7 @@ class ArchiveLayout:
     @property
     def lock(self) -> Path:
         return self.root / ".lock"
+
+    @property
+    def progress(self) -> Path:
+        return self.root / "progress.json"

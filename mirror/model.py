@@ -143,14 +143,17 @@ class Previous:
 
 @dataclass(frozen=True)
 class Progress:
-    """A crawl's live numbers at one moment, for a progress display."""
+    """A crawl's live numbers at one moment (`Crawler.progress()`), for a progress display
+    and the archive's progress.json. Counts are this process's, except `queued`."""
 
-    done: int
-    queued: int  # waiting or in flight
-    failed: int
-    retried: int
-    bytes: int
+    run_id: int
+    done: int  # URLs stored (any status, 4xx too)
+    queued: int  # URLs of the run still to fetch: pending, waiting for a retry, in flight
+    failed: int  # URLs given up on
+    retried: int  # tries that failed and will be tried again
+    bytes: int  # body bytes stored
     elapsed: float  # seconds this process has worked
+    held_back: int  # hosts held back by a 429/503 backoff or a long robots.txt Crawl-delay
 
 
 class ExitCode(IntEnum):

@@ -1,42 +1,42 @@
-"""Live progress display on a terminal (rich); never used when stdout is not a terminal."""
+"""A run on a terminal (rich): the live progress display and the summary table; never used
+when stdout is not a terminal."""
 
 from __future__ import annotations
 
 import logging
-import time
+from pathlib import Path
 from types import TracebackType
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.logging import RichHandler
+from rich.progress_bar import ProgressBar
+from rich.table import Table
 from rich.text import Text
 
-from mirror.model import Progress
-from mirror.report import human_bytes
+from mirror.crawl.progressfile import LiveProgress
+from mirror.model import UrlState
+from mirror.report import RunData, human_bytes
 
-REFRESH = 0.25  # seconds between redraws
+BAR_WIDTH = 30
 
 
 class ProgressDisplay:
-    """One status line: done / queued / failed, pages/s, bytes, elapsed."""
+    """A bar of done out of (done + queued) and the run's numbers, redrawn at each
+    `update`; log records are printed above it. On stderr, so stdout keeps the summary."""
 
     def __init__(self, site: str) -> None:
         self.site = site
         self.console = Console(stderr=True)
         self.live = Live(Text(f"{site}: starting"), console=self.console,
-                         refresh_per_second=1 / REFRESH, transient=True)
-        self._last = 0.0
+                         auto_refresh=False, transient=True)
 
     def log_handler(self) -> logging.Handler:
-        """Log records printed above the live line instead of through it."""
+        """Log records printed above the live display instead of through it."""
         return RichHandler(console=self.console, show_path=False, markup=False)
 
-    def update(self, p: Progress) -> None:
-        now = time.monotonic()
-        if now - self._last < REFRESH:
-            return
-        self._last = now
-        self.live.update(Text(render_progress(self.site, p)))
+    def update(self, p: LiveProgress) -> None:
+        self.live.update(progress_renderable(self.site, p), refresh=True)
 
     def __enter__(self) -> ProgressDisplay:
         self.live.__enter__()
@@ -51,8 +51,98 @@ class ProgressDisplay:
         self.live.__exit__(exc_type, exc, tb)
 
 
-def render_progress(site: str, p: Progress) -> str:
-    rate = p.done / p.elapsed if p.elapsed > 0 else 0.0
-    return (f"{site}: {p.done} done, {p.queued} queued, {p.failed} failed, "
-            f"{p.retried} retries | {rate:.1f} pages/s | {human_bytes(p.bytes)} | "
-            f"{p.elapsed:.0f}s")
+def format_duration(seconds: float | None) -> str:
+    """'0:07', '12:34', '1:02:03'; '--' for unknown."""
+    if seconds is None:
+        return "--"
+    minutes, secs = divmod(int(seconds + 0.5), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def _numbers(p: LiveProgress) -> list[tuple[str, str]]:
+    """The display's parts after the bar, each with its rich style."""
+    parts = [
+        (f"{p.done}/{p.done + p.queued}", "bold"),
+        (f"{p.rate:.1f} pages/s", ""),
+        (f"ETA {format_duration(p.eta)}", "cyan"),
+        (human_bytes(p.bytes), ""),
+        (f"{p.failed} failed", "red" if p.failed else ""),
+        (f"{p.retried} retries", "yellow" if p.retried else ""),
+    ]
+    if p.held_back:
+        parts.append((f"{p.held_back} host{'' if p.held_back == 1 else 's'} held back",
+                      "yellow"))
+    parts.append((f"elapsed {format_duration(p.updated - p.started)}", "dim"))
+    return parts
+
+
+def render_progress(site: str, p: LiveProgress) -> str:
+    """The display as one plain line."""
+    return f"{site}: " + ", ".join(text for text, _ in _numbers(p))
+
+
+def progress_renderable(site: str, p: LiveProgress) -> RenderableType:
+    """The display, two lines that fit 80 columns: the site, a bar, done/total, rate and
+    ETA; then bytes, failures, retries, hosts held back and the time so far."""
+    parts = [Text(text, style=style) for text, style in _numbers(p)]
+    grid = Table.grid(padding=(0, 1))
+    grid.add_row(
+        Text(site, style="bold"),
+        ProgressBar(total=max(p.done + p.queued, 1), completed=p.done, width=BAR_WIDTH),
+        Text("  ").join(parts[:3]),
+    )
+    return Group(grid, Text(" " * (len(site) + 1)) + Text("  ").join(parts[3:]))
+
+
+def summary_table(d: RunData, max_items: int = 10) -> Table:
+    """The end-of-run summary (report.render_summary's content) as a table."""
+    rate = d.captures / d.duration if d.duration > 0 else 0.0
+    table = Table(title=f"{d.site}: run {d.run_id} {d.state} (exit {d.exit_code})",
+                  title_justify="left", show_header=False)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+
+    def row(label: str, value: str | list[str], style: str = "") -> None:
+        text = value if isinstance(value, str) else "\n".join(value)
+        table.add_row(Text(label), Text(text, style=style))  # Text: URLs are not markup
+
+    def listed(items: list[str], total: int) -> list[str]:
+        more = [f"... and {total - max_items} more"] if total > max_items else []
+        return items[:max_items] + more
+
+    failed = d.url_states.get(UrlState.FAILED, 0)
+    c = d.changes.counts()
+    row("captures", str(d.captures))
+    row("failed", str(failed), "red" if failed else "")
+    row("changes", f"{c['new']} new, {c['changed']} changed, {c['unchanged']} unchanged, "
+                   f"{c['gone']} gone")
+    row("status", _joined(dict(sorted(d.status_classes.items()))))
+    row("content types", _joined({k or "(none)": v for k, v in d.content_types.items()}))
+    if d.skipped:
+        row("skipped", _joined(d.skipped))
+    row("bytes", f"payload {human_bytes(d.payload_bytes)}, WARC {human_bytes(d.warc_bytes)}")
+    row("duration", f"{d.duration:.1f}s ({rate:.1f} pages/s)")
+    if d.top_errors:
+        row("most frequent errors",
+            listed([f"{n:>5}  {e}" for e, n in d.top_errors], len(d.top_errors)), "red")
+    if d.failed:
+        row(f"failed URLs ({len(d.failed)})",
+            listed([f"{u}  ({e})" for u, e in d.failed], len(d.failed)), "red")
+    if d.broken_links:
+        row(f"broken links ({len(d.broken_links)})", listed([
+            f"{u}  [{s if s is not None else 'failed'}]  linked from {ref}"
+            for u, s, ref in d.broken_links], len(d.broken_links)), "yellow")
+    row("archive", d.archive)
+    return table
+
+
+def _joined(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items()) or "-"
+
+
+def print_summary(d: RunData, report: Path) -> None:
+    """The summary table and the report's path, on stdout (a terminal)."""
+    console = Console()
+    console.print(summary_table(d))
+    console.print(Text(f"report  {report}"))

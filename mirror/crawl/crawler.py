@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Counters:
-    """Live numbers for the progress display (the manifest holds the truth)."""
+    """This process's live numbers for `Crawler.progress()` (the manifest holds the truth)."""
 
     done: int = 0
     failed: int = 0
@@ -61,9 +61,10 @@ class Counters:
     bytes: int = 0
     started: float = field(default_factory=time.monotonic)
 
-    def snapshot(self, queued: int) -> Progress:
-        return Progress(self.done, queued, self.failed, self.retried, self.bytes,
-                        time.monotonic() - self.started)
+    def snapshot(self, run_id: int, queued: int, held_back: int) -> Progress:
+        return Progress(run_id=run_id, done=self.done, queued=queued, failed=self.failed,
+                        retried=self.retried, bytes=self.bytes,
+                        elapsed=time.monotonic() - self.started, held_back=held_back)
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,6 @@ class Crawler:
         self,
         cfg: SiteConfig,
         *,
-        on_progress: Callable[[Progress], None] | None = None,
         backoff_base: float = BACKOFF_BASE,
         seed: int | None = None,
         warc_opener: Callable[[Path], IO[bytes]] | None = None,
@@ -93,7 +93,6 @@ class Crawler:
         self.cfg = cfg
         self.scope = Scope.from_config(cfg)
         self.counters = Counters()
-        self.on_progress = on_progress
         self.backoff_base = backoff_base
         self.rng = random.Random(seed)
         self.limits = Limits.from_config(cfg.crawl)
@@ -231,7 +230,6 @@ class Crawler:
             finally:
                 if not handed_off:
                     frontier.release(item)
-                    self._progress()
 
     @contextmanager
     def _guarded(self, item: UrlItem) -> Iterator[None]:
@@ -300,7 +298,6 @@ class Crawler:
             self.manifest.unlease([item.id])  # not stored: fetched again on resume
         assert self.frontier is not None
         self.frontier.release(item, slot_held=False)
-        self._progress()
 
     def _request_headers(self, url: str, prev: Previous | None) -> dict[str, str]:
         return {**self.cfg.headers_for(self.scope.on_site(url)),
@@ -385,10 +382,14 @@ class Crawler:
             self.counters.done += 1
         self.counters.bytes += ex.body_length
 
-    def _progress(self) -> None:
-        if self.on_progress is not None and self.frontier is not None:
-            queued = self.frontier.queued + self.frontier.in_flight
-            self.on_progress(self.counters.snapshot(queued))
+    def progress(self) -> Progress | None:
+        """The run's live numbers now (a progress display pulls them); None before the run
+        has begun. `queued` is counted in the manifest: every URL still to fetch, not only
+        those the frontier holds in memory."""
+        if self.frontier is None:
+            return None
+        return self.counters.snapshot(self.run_id, self.manifest.count_pending(),
+                                      self.frontier.held_back())
 
     def _fail_run(self, message: str) -> None:
         if self._fatal is None:

@@ -47,6 +47,7 @@ class Frontier:
         self._active: dict[str, int] = {}
         self._next_start: dict[str, float] = {}
         self._delays: dict[str, float] = {}  # per-host delay (robots.txt Crawl-delay)
+        self._held: dict[str, float] = {}  # host -> clock() its 429/503 hold ends
         self._buffered = 0
         self._last_refill = -REFILL_EVERY
         self.in_flight = 0
@@ -95,8 +96,20 @@ class Frontier:
 
     def hold(self, site: str, seconds: float) -> None:
         """No request starts to `site` for `seconds` (429/503 backoff, Retry-After)."""
-        self._next_start[site] = max(self._next_start.get(site, 0.0), self.clock() + seconds)
+        until = self.clock() + seconds
+        self._held[site] = max(self._held.get(site, 0.0), until)
+        self._next_start[site] = max(self._next_start.get(site, 0.0), until)
         self._notify()
+
+    def held_back(self) -> int:
+        """Hosts held back now: by a 429/503 hold not yet over, or by a robots.txt
+        Crawl-delay longer than the configured delay while they have URLs to fetch."""
+        now = self.clock()
+        for site in [s for s, until in self._held.items() if until <= now]:
+            del self._held[site]
+        slowed = {s for s, d in self._delays.items()
+                  if d > self.delay and (self._queues.get(s) or self._active.get(s))}
+        return len(slowed | self._held.keys())
 
     def notify(self) -> None:
         """New URLs may be pending in the manifest."""
