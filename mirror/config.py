@@ -147,7 +147,9 @@ def _is_http_url(text: str) -> bool:
     except ValueError:
         return False
     host = parts.hostname or ""
-    return parts.scheme.lower() in ("http", "https") and bool(host) and not re.search(r"\s", host)
+    # urlsplit drops tabs and newlines (as browsers do); a site file means none of them
+    return (parts.scheme.lower() in ("http", "https") and bool(host)
+            and not re.search(r"\s", host) and not re.search(r"[\x00-\x1f\x7f]", text.strip()))
 
 
 def _ipv6(text: str) -> str | None:

@@ -29,6 +29,9 @@ LAYERS = {
     "replay": {"replay", "archive", "web", "model", "layout", "webapp"},
     "verify": {"verify", "archive", "web", "model", "layout"},
     "demo": {"demo", "web", "webapp", "config"},
+    # the library app sits above everything but cli
+    "app": {"app", "archive", "web", "model", "layout", "config", "crawl", "replay", "verify",
+            "webapp", "report", "runreport", "explain", "progress", "crashpoints"},
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -13,15 +14,20 @@ from mirror import crashpoints
 TEMP_GLOB = ".*.tmp"
 
 
-def atomic_write_lines(path: Path, lines: Iterable[str]) -> None:
-    """Replace `path` with `lines` so that a reader sees either the old or the new file."""
+def atomic_write_lines(path: Path, lines: Iterable[str], *, keep_mode: bool = False) -> None:
+    """Replace `path` with `lines` so that a reader sees either the old or the new file.
+    The new file is private (0600) unless keep_mode: then it gets the old file's mode, or
+    for a new file what the umask allows (a file people edit, such as a site file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    mode = _mode_for(path) if keep_mode else None
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.writelines(lines)
             f.flush()
             os.fsync(f.fileno())
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
         crashpoints.reached("file:before-rename", path.name)
         os.replace(tmp, path)
     except BaseException:
@@ -34,5 +40,14 @@ def atomic_write_lines(path: Path, lines: Iterable[str]) -> None:
         os.close(dir_fd)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_lines(path, [text])
+def atomic_write_text(path: Path, text: str, *, keep_mode: bool = False) -> None:
+    atomic_write_lines(path, [text], keep_mode=keep_mode)
+
+
+def _mode_for(path: Path) -> int:
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask

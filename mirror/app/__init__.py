@@ -1,0 +1,1 @@
+"""The local library app (`mirror ui`) and the site files it edits."""
