@@ -12,6 +12,9 @@ enforces the table and that there is no import cycle):
               CaptureStore (the durability order) and the crawler's workers.
     replay/   the read side: an archive's captures, the replay server, folder and WACZ
               export. verify/ checks what the write side left, against the formats.
+    app/      `mirror ui` and `mirror add`: a library (a folder of site files), each site's
+              state read from its archive (lock, manifest, reports, progress.json), the
+              `mirror run` processes and jobs it starts, its pages and its doors.
     demo/     the bundled site and its server. At the top: cli, config (the site file),
               model (the frozen records passed between stages), layout (the archive
               folder), reports, progress, crash points.

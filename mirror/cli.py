@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
+import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,9 +21,10 @@ from mirror.archive.lock import ArchiveLock, ArchiveLocked
 from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
 from mirror.config import ConfigError, SiteConfig, load_config
 from mirror.crawl.history import compare
+from mirror.crawl.progressfile import LiveProgress, RateWindow, write_progress
 from mirror.layout import ArchiveLayout
 from mirror.model import ExitCode, RunState
-from mirror.progress import ProgressDisplay
+from mirror.progress import ProgressDisplay, print_summary
 from mirror.report import (
     RunStatus,
     render_changes,
@@ -54,6 +57,22 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("config", help="the site's TOML file")
         return sp
 
+    ui = cmd("ui", "the library app: every site, its runs and reports, in the browser",
+             config=False)
+    ui.add_argument("library", nargs="?", type=Path,
+                    help="a folder of site files (default: $MIRROR_LIBRARY, else ~/mirror)")
+    ui.add_argument("--host", default="127.0.0.1",
+                    help="address to bind (127.0.0.1; another one requires the printed token "
+                         "from other machines too)")
+    ui.add_argument("--port", type=int, default=0, help="port to bind (default: a free one)")
+    ui.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    add = cmd("add", "write a new site file for URL into the library", config=False)
+    add.add_argument("url", help="the site's start URL, e.g. https://example.com/")
+    add.add_argument("--library", metavar="DIR", type=Path,
+                     help="the library folder (default: $MIRROR_LIBRARY, else ~/mirror)")
+    add.add_argument("--name", metavar="N",
+                     help="the site's name: letters, digits, '_' and '-' (default: from the "
+                          "URL's host, e.g. example-com)")
     cmd("check", "validate a site file and print the effective settings")
     run = cmd("run", "crawl the site (resumes an unfinished run)")
     run.add_argument("-q", "--quiet", action="store_true",
@@ -119,6 +138,37 @@ def main_entry() -> None:
 
 
 # -- commands ------------------------------------------------------------------------------
+def cmd_ui(args: argparse.Namespace) -> int:
+    from mirror.app.library import default_library
+    from mirror.app.ui import serve_library
+
+    folder = (args.library or default_library()).expanduser().resolve()
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{folder}: not a folder (a library is a folder of site files)")
+    try:
+        return asyncio.run(serve_library(folder, host=args.host, port=args.port,
+                                         open_browser=not args.no_browser,
+                                         say=lambda text: print(text, flush=True)))
+    except OSError as exc:  # the port is taken, the address is not ours
+        raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") \
+            from exc
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    from mirror.app.library import default_library
+    from mirror.app.sitefile import SiteFileError, add_site
+
+    library = args.library.expanduser() if args.library else default_library()
+    try:
+        path = add_site(library, args.url, args.name)
+    except SiteFileError as exc:
+        raise UsageError(str(exc)) from exc
+    print(f"wrote {path}:")
+    print(path.read_text(encoding="utf-8"), end="")
+    print(f"next: mirror run {path}   (or open it in `mirror ui {library}`)")
+    return ExitCode.OK
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     print(f"{cfg.path}: OK")
@@ -200,76 +250,13 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    from mirror.crawl.robotslookup import robots_rules
     from mirror.explain import explain
 
     cfg = load_config(args.config)
-    rules, source = _robots_rules(cfg, args.url, offline=args.offline)
+    rules, source = asyncio.run(robots_rules(cfg, args.url, offline=args.offline))
     print("\n".join(explain(cfg, args.url, args.depth, rules, source)))
     return ExitCode.OK
-
-
-def _robots_rules(cfg: SiteConfig, raw: str, *, offline: bool) -> tuple[Any, str]:
-    """The robots.txt rules for a URL: the archived copy (of any run), else fetched now
-    through the crawl's own robots gate (redirects followed), archived nowhere."""
-    from mirror.crawl.robots import robots_url
-    from mirror.web.urls import InvalidURL, normalize
-
-    try:
-        target = robots_url(normalize(raw, cfg.scope.ignore_query))
-    except InvalidURL:
-        return None, "not an http(s) URL"
-    archived = _ArchivedRobots(ArchiveLayout(cfg.site.output_dir))
-    if offline and archived.lookup(target) is None:
-        return None, f"{target} is not in the archive (--offline)"
-    rules = asyncio.run(_gate_rules(cfg, target, archived))
-    return rules, archived.source or f"fetched {target} now"
-
-
-class _ArchivedRobots:
-    """robots.txt answers from the archive, any run (the latest); nothing is archived."""
-
-    def __init__(self, layout: ArchiveLayout) -> None:
-        self.layout = layout
-        self.source = ""
-        self._seen: dict[str, Any] = {}
-
-    def lookup(self, url: str) -> Any:
-        if url not in self._seen:
-            self._seen[url] = self._read(url)
-        return self._seen[url]
-
-    def _read(self, url: str) -> Any:
-        from mirror.archive.warcread import read_raw
-
-        if not self.layout.manifest.exists():
-            return None
-        manifest = ManifestReader(self.layout.manifest)
-        try:
-            stored = manifest.capture_in_run(None, url)
-        finally:
-            manifest.close()
-        if stored is None:
-            return None
-        self.source = self.source or f"archived {stored.warc_date}"
-        return read_raw(self.layout.warc / stored.filename, stored.offset)
-
-    def keep(self, url: str, answer: object) -> None:
-        pass
-
-
-async def _gate_rules(cfg: SiteConfig, target: str, archived: _ArchivedRobots) -> Any:
-    from mirror.crawl.fetch import Limits, fetch, open_session
-    from mirror.crawl.robotsgate import RobotsGate
-    from mirror.crawl.scope import Scope
-
-    limits = Limits.from_config(cfg.crawl)
-    on_site = Scope.from_config(cfg).on_site
-
-    async def fetch_one(session: object, url: str) -> Any:
-        return await fetch(session, url, limits, cfg.headers_for(on_site(url)))  # type: ignore[arg-type]
-
-    async with open_session(cfg.crawl.user_agent, 1) as session:
-        return await RobotsGate(fetch_one, archived).rules_for(session, target)
 
 
 def _existing_warc_dir(cfg: SiteConfig, args: argparse.Namespace) -> Path:
@@ -363,6 +350,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "ui": cmd_ui,
+    "add": cmd_add,
     "check": cmd_check,
     "run": cmd_run,
     "index": cmd_index,
@@ -387,21 +376,26 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
     from mirror.crawl.crawler import Crawler  # here: it loads aiohttp, which `check` needs not
     from mirror.runreport import write_missing_report, write_report
 
-    live = sys.stdout.isatty() and not quiet
-    display = ProgressDisplay(cfg.site.name) if live else None
+    terminal = sys.stdout.isatty()
+    display = ProgressDisplay(cfg.site.name) if terminal and not quiet else None
     layout = ArchiveLayout(cfg.site.output_dir)
     with ArchiveLock(layout.root), _logging(layout.log, verbose=verbose, display=display):
-        crawler = Crawler(cfg, on_progress=display.update if display else None,
-                          new_run=new_run)
         try:
-            write_missing_report(cfg, crawler.manifest)
-            with _signals(crawler), (display or _nothing()):
-                result = await crawler.run()
-            data, report_path = write_report(cfg, crawler.manifest, result.run_id)
-        finally:
-            crawler.close()
+            crawler = Crawler(cfg, new_run=new_run)
+            try:
+                write_missing_report(cfg, crawler.manifest)
+                with _signals(crawler), (display or _nothing()):
+                    async with _ticker(crawler, layout.progress, display):
+                        result = await crawler.run()
+                data, report_path = write_report(cfg, crawler.manifest, result.run_id)
+            finally:
+                crawler.close()
+        finally:  # ours, or left by a run killed -9: no run works once the lock is released
+            layout.progress.unlink(missing_ok=True)
     if quiet:
         print(summary_line(data))
+    elif terminal:
+        print_summary(data, report_path)
     else:
         print(render_summary(data))
         print(f"  report         {report_path}")
@@ -413,6 +407,46 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
 @contextmanager
 def _nothing() -> Iterator[None]:
     yield
+
+
+#: seconds between two looks at the run's numbers (progress.json and the display)
+TICK = 0.5
+
+
+@asynccontextmanager
+async def _ticker(crawler: Crawler, path: Path,
+                  display: ProgressDisplay | None) -> AsyncIterator[None]:
+    """While the run works, every TICK seconds (the first at once): its numbers to
+    progress.json, which the app reads (cron and terminal runs alike), and to the display."""
+    task = asyncio.create_task(_tick(crawler, path, display), name="progress")
+    try:
+        yield
+    finally:
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # this task is being cancelled too, not only the ticker
+
+
+async def _tick(crawler: Crawler, path: Path, display: ProgressDisplay | None) -> None:
+    pid, started, window, warned = os.getpid(), time.time(), RateWindow(), False
+    while True:
+        p = crawler.progress()
+        if p is not None:
+            live = LiveProgress.of(p, pid=pid, started=started, updated=time.time(),
+                                   rate=window.add(time.monotonic(), p.done))
+            if display is not None:
+                display.update(live)
+            try:
+                write_progress(path, live)
+            except OSError as exc:  # the crawl goes on without it (a full disk stops it)
+                if not warned:
+                    log.warning("cannot write %s: %s", path, exc)
+                warned = True
+        await asyncio.sleep(TICK)
 
 
 @contextmanager

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Callable
 
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
+
+__all__ = ["Handler", "Middleware", "host_allowed", "host_guard", "loopback_hosts",
+           "start_app", "until_signalled"]
 
 
 async def start_app(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, str]:
@@ -33,3 +38,28 @@ async def until_signalled() -> None:
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+
+
+def loopback_hosts(port: int) -> frozenset[str]:
+    """The Host headers a browser sends for a server on a loopback address and `port`."""
+    return frozenset(f"{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]"))
+
+
+def host_allowed(host: str | None, allowed: frozenset[str]) -> bool:
+    """Whether a request's Host header names this server: a page on another name that
+    resolves to 127.0.0.1 (DNS rebinding) must not reach it."""
+    return host is not None and host.lower() in allowed
+
+
+def host_guard(allowed: Callable[[], frozenset[str]]) -> Middleware:
+    """A middleware answering 421 to a Host header that is not one of `allowed()` (called
+    per request: the port is known only once the server listens)."""
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if not host_allowed(request.headers.get("Host"), allowed()):
+            return web.Response(status=421, text="421 Misdirected Request: this server "
+                                "answers only to its own address\n")
+        return await handler(request)
+
+    return guard

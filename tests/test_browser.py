@@ -87,11 +87,21 @@ class Tab:
 
     async def wait_for(self, expression: str, timeout: float = 10) -> None:
         deadline = asyncio.get_running_loop().time() + timeout
-        while not await self.eval(f"!!({expression})"):
+        while not await self._settled_eval(f"!!({expression})"):
             if asyncio.get_running_loop().time() > deadline:
                 raise AssertionError(f"timed out waiting for {expression} at "
                                      f"{await self.eval('location.href')}")
             await asyncio.sleep(0.05)
+
+    async def _settled_eval(self, expression: str) -> Any:
+        """eval, where a navigation that replaces the page under it (a clicked link) counts
+        as "not yet" instead of an error."""
+        try:
+            return await self.eval(expression)
+        except RuntimeError as exc:
+            if "navigated or closed" in str(exc) or "context was destroyed" in str(exc):
+                return False
+            raise
 
     async def screenshot(self, path: Path) -> None:
         shot = await self.browser.call("Page.captureScreenshot", {"format": "png"}, self.session)

@@ -10,7 +10,7 @@ import os
 import posixpath
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -20,6 +20,9 @@ from mirror.replay.captures import Capture, CaptureIndex, Record
 from mirror.web.http import HTML_TYPES
 from mirror.web.rewrite import Mapper, rewrite_css_bytes, rewrite_html
 from mirror.web.urls import join
+
+#: on_progress(done, total)
+Progress = Callable[[int, int], None]
 
 log = logging.getLogger(__name__)
 
@@ -194,8 +197,10 @@ def plan_export(archive: CaptureIndex, at: str | None = None) -> dict[str, Entry
 class Exporter:
     """Writes the files of one export; links resolve through the plan and redirect chains."""
 
-    def __init__(self, archive: CaptureIndex, plan: dict[str, Entry], out: Path) -> None:
+    def __init__(self, archive: CaptureIndex, plan: dict[str, Entry], out: Path,
+                 on_progress: Progress | None = None) -> None:
         self.archive, self.plan, self.out = archive, plan, out
+        self.on_progress = on_progress
         self.redirects: dict[str, str] = {}  # source URL -> target URL (canonical)
         self.root = os.path.realpath(out)
 
@@ -213,6 +218,8 @@ class Exporter:
             record = records.pop(url) if url in records else self._read(entry, result)
             title, size = self._write_entry(url, entry, record, result)
             result.files += 1
+            if self.on_progress is not None:
+                self.on_progress(result.files, len(self.plan))
             if entry.mime in HTML_TYPES or 300 <= entry.status < 400:
                 result.contents.append((entry, title, size))
         self._write(CONTENTS, contents_page(result.contents))
@@ -278,12 +285,14 @@ class Exporter:
             f.write(data)
 
 
-def export_folder(archive: CaptureIndex, out: Path, at: str | None = None) -> ExportResult:
-    """Write the export of `archive` (as of `at`) into `out`, an empty or earlier export."""
+def export_folder(archive: CaptureIndex, out: Path, at: str | None = None,
+                  on_progress: Progress | None = None) -> ExportResult:
+    """Write the export of `archive` (as of `at`) into `out`, an empty or earlier export;
+    on_progress(files written, files in all) after each file."""
     if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
         raise ExportError(f"{out}: not empty and not an earlier export; choose another folder")
     out.mkdir(parents=True, exist_ok=True)
-    return Exporter(archive, plan_export(archive, at), out).run()
+    return Exporter(archive, plan_export(archive, at), out, on_progress).run()
 
 
 # --- generated pages ----------------------------------------------------------------------

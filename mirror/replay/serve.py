@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import html
+import ipaddress
 import logging
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
@@ -28,7 +30,13 @@ from mirror.replay.export import REWRITTEN_TYPES, html_page, page_rows, shown_ur
 from mirror.web.http import HTML_TYPES
 from mirror.web.rewrite import html_title, rewrite_css_bytes, rewrite_html
 from mirror.web.urls import DEFAULT_IGNORE_QUERY, join
-from mirror.webapp import start_app, until_signalled
+from mirror.webapp import (
+    Middleware,
+    host_guard,
+    loopback_hosts,
+    start_app,
+    until_signalled,
+)
 
 log = logging.getLogger(__name__)
 
@@ -313,8 +321,9 @@ class Site:
     start_urls: tuple[str, ...] = ()
 
 
-def make_app(folder: Path, site: Site = Site()) -> web.Application:
-    app = web.Application()
+def make_app(folder: Path, site: Site = Site(),
+             middlewares: Sequence[Middleware] = ()) -> web.Application:
+    app = web.Application(middlewares=list(middlewares))
     replay = Replay(Source(folder, site.ignore_query), site)
     app.router.add_route("*", "/{tail:.*}", replay.handle)
     return app
@@ -323,8 +332,20 @@ def make_app(folder: Path, site: Site = Site()) -> web.Application:
 async def start_replay_server(
     folder: Path, site: Site = Site(), *, host: str = "127.0.0.1", port: int = 0
 ) -> tuple[web.AppRunner, str]:
-    """Start the replay server; returns (runner, base URL ending in '/'). Call cleanup()."""
-    return await start_app(make_app(folder, site), host, port)
+    """Start the replay server; returns (runner, base URL ending in '/'). Call cleanup().
+    On a loopback address it answers only to loopback Host headers (DNS rebinding)."""
+    bound: list[frozenset[str]] = [frozenset()]
+    guard = [host_guard(lambda: bound[0])] if _is_loopback(host) else []
+    runner, base = await start_app(make_app(folder, site, guard), host, port)
+    bound[0] = loopback_hosts(runner.addresses[0][1])
+    return runner, base
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 async def serve_forever(folder: Path, site: Site, *, host: str, port: int) -> int:

@@ -6,7 +6,7 @@ import hashlib
 import json
 import os
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -119,8 +119,10 @@ def datapackage(resources: list[dict[str, object]], title: str,
 
 
 def write_wacz(archive: CaptureIndex, out: Path, *, title: str,
-               start_urls: tuple[str, ...] = ()) -> WaczResult:
-    """Pack every WARC file of the archive into `out` (written aside, then renamed)."""
+               start_urls: tuple[str, ...] = (),
+               on_progress: Callable[[int, int], None] | None = None) -> WaczResult:
+    """Pack every WARC file of the archive into `out` (written aside, then renamed);
+    on_progress(WARC files packed, WARC files in all) after each file."""
     paths = archive.warc_paths()
     pages = list(page_lines(archive))
     lines = sorted((c.cdxj(final_name(c.filename)) for c in archive.captures),
@@ -129,9 +131,11 @@ def write_wacz(archive: CaptureIndex, out: Path, *, title: str,
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(tmp, "w") as zf:
         packer = _Packer(zf)
-        for path in paths:
+        for done, path in enumerate(paths, 1):
             size = complete_prefix(path) if path.name.endswith(OPEN_SUFFIX) else path.stat().st_size
             packer.add_file(f"archive/{final_name(path.name)}", path, size)
+            if on_progress is not None:
+                on_progress(done, len(paths))
         packer.add_bytes("indexes/index.cdxj", "".join(lines).encode("utf-8"))
         header = {"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}
         jsonl = "".join(json.dumps(p) + "\n" for p in [header, *pages])

@@ -1,0 +1,52 @@
+"""A run's report as the app shows it: the JSON report, or the manifest for a run under way."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from mirror.app.status import Reports
+from mirror.archive.manifest_queries import ManifestError, ManifestReader
+from mirror.config import SiteConfig
+from mirror.layout import ArchiveLayout
+from mirror.model import RunState
+from mirror.report import build_report
+from mirror.runreport import gather
+
+#: URLs listed per section before "and N more"
+SHOWN = 500
+
+
+def stamp(iso: str | None) -> str:
+    """A run time (2026-11-24T10:00:00Z) as a replay timestamp (20261124100000)."""
+    digits = re.sub(r"\D", "", iso or "")[:14]
+    return digits if len(digits) == 14 else "99991231235959"
+
+
+def report_context(cfg: SiteConfig, run_id: int, reports: Reports) -> dict[str, Any] | None:
+    """What report.html needs, or None when the archive has no such run."""
+    layout = ArchiveLayout(cfg.site.output_dir)
+    try:
+        manifest = ManifestReader(layout.manifest)
+    except ManifestError:
+        return None
+    try:
+        runs = [r for r in manifest.runs() if r.state != RunState.ABANDONED or r.id == run_id]
+        run = next((r for r in runs if r.id == run_id), None)
+        if run is None:
+            return None
+        report = reports.load(layout.report(run_id))
+        live = not report
+        if live:  # no report yet (the run is going on, or died): the manifest says it all
+            report = build_report(gather(cfg, manifest, run_id))
+    finally:
+        manifest.close()
+    earlier = [r for r in runs if r.id < run_id]
+    changes = report.get("changes", {})
+    lists = {kind: changes.get(kind, []) for kind in ("new", "changed", "gone")} \
+        if isinstance(changes, dict) else {}
+    return {
+        "run": run, "report": report, "live": live, "shown": SHOWN, "lists": lists,
+        "ts": stamp(run.finished_at or run.started_at),
+        "before_ts": stamp(earlier[-1].finished_at) if earlier else "",
+    }

@@ -1,0 +1,391 @@
+"""`mirror ui`: the library's pages and actions (aiohttp.web), live by server-sent events."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from mirror.app import sitefile
+from mirror.app.guard import CSRF_FIELD, Secrets, guard
+from mirror.app.jobs import ActionError, Jobs, Launcher
+from mirror.app.library import Library, SiteEntry
+from mirror.app.replays import Replays
+from mirror.app.reportpage import report_context
+from mirror.app.status import Reports, SiteState, SiteStatus, live_progress, site_status
+from mirror.app.views import environment
+from mirror.archive.lock import ArchiveLock
+from mirror.config import ConfigError
+from mirror.layout import ArchiveLayout
+
+log = logging.getLogger(__name__)
+
+TICK = 0.5  # seconds between two looks at the library for the live pages
+FULL_EVERY = 5.0  # seconds between two full reads of a running site's row
+_ADD_OWN = frozenset({"site.start_urls", "site.name"})  # the add form's own first fields
+STATIC = Path(__file__).parent / "static"
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One site as the home screen shows it."""
+
+    entry: SiteEntry
+    status: SiteStatus
+    shown_state: str  # the status's state, or "starting", or "broken"
+    note: str = ""  # why the last launch from the app failed
+
+    @property
+    def id(self) -> str:
+        return self.entry.id
+
+
+class LibraryApp:
+    """The request handlers and what they share; one per `mirror ui` process."""
+
+    def __init__(self, folder: Path, *, keys: Secrets, hosts: Callable[[], frozenset[str]],
+                 replay_host: str = "127.0.0.1", extra_hosts: frozenset[str] = frozenset(),
+                 state_dir: Path | None = None) -> None:
+        self.library = Library(folder)
+        self.keys = keys
+        self.hosts = hosts
+        self.env = environment()
+        self.reports = Reports()
+        self.launcher = Launcher(state_dir or folder / ".mirror-ui")
+        self.jobs = Jobs()
+        self.replays = Replays(replay_host, keys, extra_hosts)
+        self._rows: dict[str, tuple[tuple[object, ...], Row]] = {}
+        self._closing = asyncio.Event()  # set on shutdown: the event streams end
+
+    # -- the application -------------------------------------------------------------------
+    def make(self) -> web.Application:
+        app = web.Application(middlewares=[guard(self.keys, self.hosts)])
+        r = app.router
+        r.add_get("/", self.home)
+        r.add_get("/events", self.events)
+        r.add_get("/add", self.add_form)
+        r.add_post("/add", self.add)
+        r.add_get("/site/{id}", self.site)
+        r.add_post("/site/{id}/run", self.run)
+        r.add_post("/site/{id}/stop", self.stop)
+        r.add_post("/site/{id}/verify", self.verify)
+        r.add_post("/site/{id}/export", self.export)
+        r.add_get("/site/{id}/settings", self.settings_form)
+        r.add_post("/site/{id}/settings", self.settings)
+        r.add_get("/site/{id}/runs/{run}", self.report)
+        r.add_get("/site/{id}/explain", self.explain)
+        r.add_get("/site/{id}/browse", self.browse)
+        r.add_static("/static", STATIC, append_version=False)
+        app.on_shutdown.append(self._shutdown)
+        app.on_cleanup.append(self._cleanup)
+        return app
+
+    async def _shutdown(self, app: web.Application) -> None:
+        self._closing.set()
+
+    async def _cleanup(self, app: web.Application) -> None:
+        await self.launcher.close()
+        await self.jobs.close()
+        await self.replays.close()
+
+    def page(self, template: str, status: int = 200, **context: Any) -> web.Response:
+        html = self.env.get_template(template).render(csrf=self.keys.csrf,
+                                                      csrf_field=CSRF_FIELD, **context)
+        return web.Response(status=status, text=html, content_type="text/html")
+
+    def entry(self, request: web.Request) -> SiteEntry:
+        entry = self.library.get(request.match_info["id"])
+        if entry is None:
+            raise web.HTTPNotFound(text=f"no site file {request.match_info['id']}.toml "
+                                        f"in {self.library.folder}")
+        return entry
+
+    # -- rows: read from disk only when something changed ------------------------------------
+    def _signature(self, entry: SiteEntry) -> tuple[object, ...]:
+        """Cheap facts that change whenever the row would: the lock's holder, the live
+        progress file, the reports folder, the site file, what the app launched."""
+        launch = self.launcher.launches.get(entry.id)
+        if entry.config is None:
+            return ("broken", entry.file.stat().st_mtime_ns if entry.file.exists() else 0)
+        layout = ArchiveLayout(entry.config.site.output_dir)
+        holder = ArchiveLock.holder(layout.root)
+        live = live_progress(layout, holder)
+        # while a run goes on, its live numbers change the row at every tick, and the rest
+        # of it (pages, bytes on disk) is read again every FULL_EVERY seconds
+        epoch = int(time.monotonic() // FULL_EVERY) if holder else 0
+        return (holder, epoch, live.updated if live else None, _mtime(layout.reports),
+                _mtime(layout.manifest), _mtime(entry.file), self.launcher.starting(entry.id),
+                launch.exit_code if launch else None)
+
+    def row(self, entry: SiteEntry) -> Row:
+        signature = self._signature(entry)
+        cached = self._rows.get(entry.id)
+        if cached and cached[0] == signature:
+            return cached[1]
+        if entry.config is None:
+            row = Row(entry, SiteStatus(SiteState.BROKEN), "broken")
+        elif cached and cached[0][:2] == signature[:2] and signature[2] is not None:
+            # the same run, further on: only its live numbers changed
+            layout = ArchiveLayout(entry.config.site.output_dir)
+            live = live_progress(layout, cached[1].status.holder)
+            row = dataclasses.replace(cached[1], status=dataclasses.replace(
+                cached[1].status, live=live))
+        else:
+            status = site_status(entry.config.site.output_dir, self.reports)
+            shown = status.state.value
+            if self.launcher.starting(entry.id) and status.state != SiteState.RUNNING:
+                shown = "starting"
+            row = Row(entry, status, shown, self.launcher.last_output(entry.id))
+        self._rows[entry.id] = (signature, row)
+        return row
+
+    def rows(self, entries: list[SiteEntry]) -> list[Row]:
+        return [self.row(e) for e in entries]
+
+    def render_row(self, row: Row) -> str:
+        return self.env.get_template("_row.html").render(
+            row=row, csrf=self.keys.csrf, csrf_field=CSRF_FIELD)
+
+    # -- pages -----------------------------------------------------------------------------
+    async def home(self, request: web.Request) -> web.Response:
+        rows = await asyncio.to_thread(self.rows, self.library.sites())
+        return self.page("home.html", rows=rows, folder=self.library.folder,
+                         render_row=self.render_row)
+
+    async def site(self, request: web.Request) -> web.Response:
+        entry = self.entry(request)
+        row = await asyncio.to_thread(self.row, entry)
+        runs = await asyncio.to_thread(self._runs, entry)
+        return self.page("site.html", row=row, runs=runs, jobs=self.jobs.of(entry.id),
+                         render_row=self.render_row, defaults=self._export_defaults(entry),
+                         message=request.query.get("message", ""))
+
+    def _runs(self, entry: SiteEntry) -> list[Any]:
+        from mirror.archive.manifest_queries import ManifestError, ManifestReader
+
+        if entry.config is None:
+            return []
+        layout = ArchiveLayout(entry.config.site.output_dir)
+        try:
+            manifest = ManifestReader(layout.manifest)
+        except ManifestError:
+            return []
+        try:
+            runs = manifest.runs()
+        finally:
+            manifest.close()
+        return [self.reports.summary(layout, r) for r in reversed(runs)]
+
+    def _export_defaults(self, entry: SiteEntry) -> dict[str, str]:
+        base = self.library.folder / "exports"
+        return {"folder": str(base / entry.id), "wacz": str(base / f"{entry.id}.wacz")}
+
+    async def report(self, request: web.Request) -> web.Response:
+        entry = self.entry(request)
+        if entry.config is None:
+            raise web.HTTPNotFound(text=str(entry.error))
+        run = request.match_info["run"]
+        if not run.isdigit():
+            raise web.HTTPNotFound(text="no such run")
+        context = await asyncio.to_thread(report_context, entry.config, int(run), self.reports)
+        if context is None:
+            raise web.HTTPNotFound(text=f"{entry.title} has no run {run}")
+        return self.page("report.html", entry=entry, **context)
+
+    async def explain(self, request: web.Request) -> web.Response:
+        from mirror.crawl.robotslookup import robots_rules
+        from mirror.explain import explain
+
+        entry = self.entry(request)
+        url = request.query.get("url", "").strip()
+        lines: list[str] = []
+        if url and entry.config is not None:
+            rules, source = await robots_rules(entry.config, url, offline=True)
+            lines = explain(entry.config, url, 1, rules, source)
+        return self.page("explain.html", entry=entry, url=url, lines=lines)
+
+    async def browse(self, request: web.Request) -> web.Response:
+        entry = self.entry(request)
+        if entry.config is None or not ArchiveLayout(entry.config.site.output_dir).warc.is_dir():
+            raise web.HTTPNotFound(text=f"{entry.title} has no archive yet")
+        base = await self.replays.base(entry.id, entry.config)
+        url, ts = request.query.get("url", ""), request.query.get("ts", "")
+        ts = ts if ts.isdigit() and len(ts) <= 14 else "99991231235959"  # else the newest
+        raise web.HTTPSeeOther(base + (f"{ts}/{url}" if url else ""))
+
+    # -- actions ---------------------------------------------------------------------------
+    async def _act(self, request: web.Request, action: Callable[[SiteEntry], Any]) -> web.Response:
+        entry = self.entry(request)
+        try:
+            if entry.config is None:
+                raise ActionError(f"the site file has an error: {entry.error}")
+            message = await action(entry)
+        except ActionError as exc:
+            row = await asyncio.to_thread(self.row, entry)
+            return self.page("site.html", status=409, row=row, runs=self._runs(entry),
+                             jobs=self.jobs.of(entry.id), render_row=self.render_row,
+                             defaults=self._export_defaults(entry), message=str(exc))
+        self._rows.pop(entry.id, None)
+        back = request.headers.get("Referer", "")
+        target = "/" if back.endswith(f"{request.host}/") else f"/site/{entry.id}"
+        raise web.HTTPSeeOther(target + ("?" + _q(message) if message else ""))
+
+    async def run(self, request: web.Request) -> web.Response:
+        new_run = (await request.post()).get("new_run") == "1"
+
+        async def start(entry: SiteEntry) -> str:
+            assert entry.config is not None
+            launch = await self.launcher.start_run(entry.id, entry.file,
+                                                   entry.config.site.output_dir, new_run=new_run)
+            return f"started a run (pid {launch.pid})"
+        return await self._act(request, start)
+
+    async def stop(self, request: web.Request) -> web.Response:
+        async def stop(entry: SiteEntry) -> str:
+            assert entry.config is not None
+            pid = Launcher.stop(entry.config.site.output_dir)
+            return f"asked the run (pid {pid}) to stop; it finishes what is in flight"
+        return await self._act(request, stop)
+
+    async def verify(self, request: web.Request) -> web.Response:
+        from mirror.app.work import verify_work
+
+        async def verify(entry: SiteEntry) -> str:
+            assert entry.config is not None
+            self.jobs.start(entry.id, "verify", verify_work(entry.config))
+            return ""
+        return await self._act(request, verify)
+
+    async def export(self, request: web.Request) -> web.Response:
+        from mirror.app.work import export_work
+
+        form = await request.post()
+        kind = str(form.get("kind", "folder"))
+
+        async def export(entry: SiteEntry) -> str:
+            assert entry.config is not None
+            if kind not in ("folder", "wacz"):
+                raise ActionError("export kind must be folder or wacz")
+            to = Path(str(form.get("to", "")).strip() or self._export_defaults(entry)[kind])
+            to = to if to.is_absolute() else self.library.folder / to
+            label = "export folder" if kind == "folder" else "export WACZ"
+            self.jobs.start(entry.id, label, export_work(entry.config, kind, to.expanduser()))
+            return ""
+        return await self._act(request, export)
+
+    # -- site files ------------------------------------------------------------------------
+    def add_page(self, values: dict[str, str], error: ConfigError | None = None,
+                 status: int = 200, detail: str = "") -> web.Response:
+        key = error.key if error else ("site.name" if detail else None)
+        if error is not None:
+            detail = str(error).removeprefix(f"{error.path}: ")
+        return self.page("add.html", status=status, values=values, error=detail, key=key,
+                         fields=[f for f in sitefile.FORM_FIELDS if f.key not in _ADD_OWN],
+                         known={f.key for f in sitefile.FORM_FIELDS} | _ADD_OWN)
+
+    async def add_form(self, request: web.Request) -> web.Response:
+        values = sitefile.form_values(sitefile.new_site_text("https://example.com/"))
+        return self.add_page({**values, "site.start_urls": "", "site.name": ""})
+
+    async def add(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        values = {f.key: str(form.get(f.key, "")).strip() for f in sitefile.FORM_FIELDS
+                  if f.key in form}
+        url, name = values.pop("site.start_urls", ""), values.pop("site.name", "")
+        try:
+            path = await asyncio.to_thread(sitefile.add_site, self.library.folder, url,
+                                           name or None, values)
+        except ConfigError as exc:
+            return self.add_page({**values, "site.start_urls": url, "site.name": name}, exc,
+                                 status=400)
+        except sitefile.SiteFileError as exc:
+            return self.add_page({**values, "site.start_urls": url, "site.name": name},
+                                 status=409, detail=str(exc))
+        raise web.HTTPSeeOther(f"/site/{path.stem}?" + _q(f"added {path}"))
+
+    async def settings_form(self, request: web.Request) -> web.Response:
+        entry = self.entry(request)
+        text = entry.file.read_text(encoding="utf-8-sig")
+        return self.settings_page(entry, text, sitefile.form_values(text), None,
+                                  request.query.get("message", ""))
+
+    def settings_page(self, entry: SiteEntry, text: str, values: dict[str, str],
+                      error: ConfigError | None, message: str, status: int = 200) -> web.Response:
+        key = error.key if error else None
+        detail = str(error).removeprefix(f"{error.path}: ") if error else ""
+        fields = [f for f in sitefile.FORM_FIELDS]
+        return self.page("settings.html", status=status, entry=entry, fields=fields,
+                         values=values, error=detail, key=key, message=message, text=text,
+                         known={f.key for f in fields})
+
+    async def settings(self, request: web.Request) -> web.Response:
+        entry = self.entry(request)
+        form = await request.post()
+        values = {f.key: str(form.get(f.key, "")) for f in sitefile.FORM_FIELDS
+                  if f.key in form}
+        text = entry.file.read_text(encoding="utf-8-sig")
+        try:
+            new = sitefile.apply_form(text, entry.file, values)
+        except ConfigError as exc:
+            return self.settings_page(entry, text, {**sitefile.form_values(text), **values},
+                                      exc, "", status=400)
+        await asyncio.to_thread(sitefile.write_site_file, entry.file, new)
+        raise web.HTTPSeeOther(f"/site/{entry.id}/settings?message=" + _q("saved"))
+
+    # -- live ------------------------------------------------------------------------------
+    async def events(self, request: web.Request) -> web.StreamResponse:
+        """Server-sent events: `row` (a site's row, re-rendered when it changed), `jobs`
+        (a site's exports and verifies) and `library` (site files added or removed)."""
+        only = request.query.get("site")
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                               "Cache-Control": "no-store"})
+        await response.prepare(request)
+        sent: dict[str, Row] = {}
+        files, jobs_seen = None, -1
+        try:
+            while not self._closing.is_set():
+                now_files = [p.name for p in self.library.files()]
+                if files is not None and now_files != files and only is None:
+                    await _send(response, "library", {})
+                files = now_files
+                entries = [e for e in self.library.sites() if only in (None, e.id)]
+                rows = await asyncio.to_thread(self.rows, entries)
+                for row in rows:
+                    if sent.get(row.id) is not row:
+                        sent[row.id] = row
+                        await _send(response, "row", {"id": row.id, "html": self.render_row(row)})
+                if only is not None and self.jobs.version != jobs_seen:
+                    jobs_seen = self.jobs.version
+                    html = self.env.get_template("_jobs.html").render(jobs=self.jobs.of(only))
+                    await _send(response, "jobs", {"id": only, "html": html})
+                try:
+                    await asyncio.wait_for(self._closing.wait(), TICK)
+                except TimeoutError:
+                    pass
+        except ConnectionResetError:  # the page was closed
+            pass
+        return response
+
+
+async def _send(response: web.StreamResponse, event: str, data: dict[str, object]) -> None:
+    await response.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+def _q(message: str) -> str:
+    from urllib.parse import urlencode
+
+    return urlencode({"message": message})

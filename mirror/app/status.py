@@ -1,0 +1,156 @@
+"""What the home screen says of a site, from the truth on disk: manifest, lock, reports."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+from mirror.archive.lock import ArchiveLock
+from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
+from mirror.crawl.progressfile import LiveProgress, read_progress
+from mirror.layout import ArchiveLayout
+from mirror.model import UNFINISHED, ExitCode, RunState
+
+#: a progress file not rewritten for this long is a leftover (its writer rewrites it twice a
+#: second; the pid check catches the rest)
+STALE_AFTER = 30.0
+
+
+class SiteState(StrEnum):
+    NEVER_RUN = "never run"
+    IDLE = "idle"
+    RUNNING = "running"
+    BUSY = "busy"  # the lock is held by something that is not a run (verify, index)
+    INTERRUPTED = "interrupted"  # resumable: the next `mirror run` takes it up
+    FAILED = "failed"  # the last run ended on an internal error
+    BROKEN = "broken"  # the site file cannot be used
+
+
+def classify(holder: str | None, last: Run | None, live: bool) -> SiteState:
+    """The state of a site from who holds its lock, its last run and whether a live
+    progress file of the lock's holder exists."""
+    if holder is not None:
+        running = live or (last is not None and last.state == RunState.RUNNING)
+        return SiteState.RUNNING if running else SiteState.BUSY
+    if last is None:
+        return SiteState.NEVER_RUN
+    if last.state in UNFINISHED:
+        return SiteState.INTERRUPTED
+    if last.exit_code not in (ExitCode.OK, ExitCode.FAILED_URLS, ExitCode.LIMIT):
+        return SiteState.FAILED
+    return SiteState.IDLE
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run, with the numbers of its report when it has one."""
+
+    id: int
+    state: str
+    started_at: str
+    finished_at: str | None
+    exit_code: int | None
+    duration: float | None = None
+    captures: int | None = None
+    changes: dict[str, int] = field(default_factory=dict)  # new, changed, unchanged, gone, failed
+
+
+@dataclass(frozen=True)
+class SiteStatus:
+    state: SiteState
+    holder: str | None = None  # pid holding the lock
+    live: LiveProgress | None = None
+    last: RunSummary | None = None  # the last finished run (or the interrupted one)
+    runs: int = 0
+    pages: int = 0
+    warc_bytes: int = 0
+    broken_links: int = 0
+    error: str | None = None  # why the archive cannot be read
+
+
+class Reports:
+    """Report summaries, read once per file version (a 10,000-URL report is ~1 MB of JSON)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[Path, tuple[int, dict[str, object]]] = {}
+
+    def summary(self, layout: ArchiveLayout, run: Run) -> RunSummary:
+        data = self.load(layout.report(run.id))
+        changes = data.get("changes", {})
+        counts = changes.get("counts", {}) if isinstance(changes, dict) else {}
+        duration, captures = data.get("duration"), data.get("captures")
+        return RunSummary(run.id, run.state, run.started_at, run.finished_at, run.exit_code,
+                          float(duration) if isinstance(duration, int | float) else None,
+                          captures if isinstance(captures, int) else None,
+                          {k: v for k, v in counts.items() if isinstance(v, int)})
+
+    def load(self, path: Path) -> dict[str, object]:
+        """The report's JSON without its long lists; {} when missing or unreadable."""
+        try:
+            stamp = path.stat().st_mtime_ns
+        except OSError:
+            return {}
+        cached = self._seen.get(path)
+        if cached is None or cached[0] != stamp:
+            try:
+                data = json.loads(path.read_bytes())
+            except (OSError, ValueError):
+                data = {}
+            if not isinstance(data, dict):
+                data = {}
+            cached = self._seen[path] = (stamp, data)
+        return cached[1]
+
+
+def live_progress(layout: ArchiveLayout, holder: str | None) -> LiveProgress | None:
+    """The running process's own numbers, when the lock's holder wrote them lately."""
+    if holder is None:
+        return None
+    live = read_progress(layout.progress)
+    if live is None or str(live.pid) != holder:
+        return None
+    return live
+
+
+def site_status(root: Path, reports: Reports) -> SiteStatus:
+    """Everything the home screen row shows, read from the archive folder."""
+    layout = ArchiveLayout(root)
+    holder = ArchiveLock.holder(root)
+    live = live_progress(layout, holder)
+    warc_bytes = _warc_bytes(layout.warc)
+    if not layout.manifest.exists():
+        state = SiteState.RUNNING if live else (SiteState.BUSY if holder else SiteState.NEVER_RUN)
+        return SiteStatus(state, holder, live, warc_bytes=warc_bytes)
+    try:
+        manifest = ManifestReader(layout.manifest)
+    except ManifestError as exc:
+        return SiteStatus(SiteState.FAILED, holder, live, error=str(exc))
+    try:
+        runs = [r for r in manifest.runs() if r.state != RunState.ABANDONED]
+        last = runs[-1] if runs else None
+        state = classify(holder, last, live is not None)
+        shown = last
+        if state == SiteState.RUNNING and len(runs) > 1:
+            shown = runs[-2]  # the row's "last run" is the last one that ended
+        elif state == SiteState.RUNNING:
+            shown = None
+        return SiteStatus(
+            state, holder, live,
+            last=reports.summary(layout, shown) if shown else None,
+            runs=len(runs), pages=manifest.count_pages(), warc_bytes=warc_bytes,
+            broken_links=manifest.count_broken_links(shown.id) if shown else 0)
+    except ManifestError as exc:
+        return SiteStatus(SiteState.FAILED, holder, live, error=str(exc))
+    finally:
+        manifest.close()
+
+
+def _warc_bytes(folder: Path) -> int:
+    try:
+        with os.scandir(folder) as entries:
+            return sum(e.stat().st_size for e in entries if ".warc" in e.name and e.is_file())
+    except OSError:
+        return 0

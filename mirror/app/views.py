@@ -1,0 +1,64 @@
+"""The app's pages: Jinja2 templates (autoescaped) and the pure formatting they use."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+import jinja2
+
+from mirror.report import human_bytes
+
+STATE_CLASS = {
+    "running": "run", "starting": "run", "busy": "run", "idle": "ok", "never run": "none",
+    "interrupted": "warn", "failed": "bad", "broken": "bad",
+}
+EXIT_MEANING = {
+    0: "complete", 1: "internal error", 2: "bad config", 3: "some URLs failed",
+    4: "stopped at a limit", 75: "archive locked", 130: "interrupted",
+}
+
+
+def duration(seconds: float | None) -> str:
+    """'4.2 s', '3 min 05 s', '2 h 07 min'."""
+    if seconds is None:
+        return ""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def ago(iso: str | None, now: float | None = None) -> str:
+    """'5 min ago' for a run time (YYYY-mm-ddTHH:MM:SSZ); the time itself after a week."""
+    if not iso:
+        return ""
+    try:
+        then = datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return iso
+    seconds = max((time.time() if now is None else now) - then, 0.0)
+    for limit, unit, size in ((60, "s", 1), (3600, "min", 60), (86400, "h", 3600),
+                              (7 * 86400, "d", 86400)):
+        if seconds < limit:
+            return f"{int(seconds // size)} {unit} ago"
+    return iso.replace("T", " ").removesuffix("Z") + " UTC"
+
+
+def exit_text(code: int | None) -> str:
+    if code is None:
+        return ""
+    return f"exit {code} ({EXIT_MEANING.get(code, 'error')})"
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("mirror.app", "templates"),
+        autoescape=True, undefined=jinja2.StrictUndefined,
+        trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(bytes=human_bytes, duration=duration, ago=ago, exit=exit_text,
+                       state_class=lambda s: STATE_CLASS.get(str(s), "none"))
+    return env

@@ -1,0 +1,57 @@
+"""The jobs the app runs in a thread: export (folder or WACZ) and verify, as the CLI does them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from mirror.archive.lock import ArchiveLock, ArchiveLocked
+from mirror.archive.manifest_queries import ManifestReader
+from mirror.config import SiteConfig
+from mirror.layout import ArchiveLayout
+
+Progress = Callable[[int, int], None]
+
+
+def export_work(cfg: SiteConfig, kind: str, to: Path) -> Callable[[Progress], str]:
+    def work(progress: Progress) -> str:
+        from mirror.replay.captures import CaptureIndex
+        from mirror.replay.export import export_folder
+        from mirror.replay.wacz import write_wacz
+
+        archive = CaptureIndex.load(cfg.site.output_dir, cfg.scope.ignore_query)
+        if not archive.captures:
+            raise ValueError(f"{cfg.site.output_dir}: no captures to export")
+        if kind == "folder":
+            done = export_folder(archive, to, on_progress=progress)
+            return (f"exported {done.files} files ({done.pages} pages) to {to}; "
+                    f"open {to / 'index.html'}")
+        packed = write_wacz(archive, to, title=cfg.site.name, start_urls=cfg.site.start_urls,
+                            on_progress=progress)
+        return (f"wrote {packed.path} ({packed.captures} captures, {packed.pages} pages, "
+                f"{packed.bytes:,} bytes)")
+    return work
+
+
+def verify_work(cfg: SiteConfig) -> Callable[[Progress], str]:
+    def work(progress: Progress) -> str:
+        from mirror.verify import check_archive, format_problems
+
+        layout = ArchiveLayout(cfg.site.output_dir)
+        if not layout.warc.is_dir():
+            raise ValueError(f"{layout.root}: no archive yet")
+        try:
+            with ArchiveLock(layout.root):
+                manifest = ManifestReader(layout.manifest) if layout.manifest.exists() else None
+                try:
+                    verdict = check_archive(layout.root, manifest)
+                finally:
+                    if manifest is not None:
+                        manifest.close()
+        except ArchiveLocked as exc:
+            raise ValueError(f"not now: {exc}") from None
+        if verdict.problems:  # the job fails, with what is wrong
+            problems = format_problems(list(verdict.problems)[:20])
+            raise ValueError(f"{verdict.summary()}\n{problems}")
+        return verdict.summary()
+    return work

@@ -1,0 +1,104 @@
+"""The app's pure parts: the doors' checks, a site's state, the formatting of its pages."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mirror.app.guard import origin_ok, without_token
+from mirror.app.library import Library
+from mirror.app.status import SiteState, classify
+from mirror.app.ui import public_names
+from mirror.app.views import ago, duration, exit_text
+from mirror.model import Run
+from mirror.webapp import host_allowed, loopback_hosts
+
+
+def run(state: str, exit_code: int | None) -> Run:
+    return Run(1, "2026-11-24T10:00:00Z", None, state, "sha256:x", exit_code)
+
+
+@pytest.mark.parametrize(("holder", "last", "live", "state"), [
+    (None, None, False, SiteState.NEVER_RUN),
+    ("12", None, True, SiteState.RUNNING),  # before its first run row: the live file says
+    ("12", None, False, SiteState.BUSY),
+    ("12", run("running", None), False, SiteState.RUNNING),
+    ("12", run("complete", 0), False, SiteState.BUSY),  # verify or index holds it
+    (None, run("running", None), False, SiteState.INTERRUPTED),  # killed: resumable
+    (None, run("interrupted", 130), False, SiteState.INTERRUPTED),
+    (None, run("complete", 0), False, SiteState.IDLE),
+    (None, run("complete", 3), False, SiteState.IDLE),  # some URLs failed: still an archive
+    (None, run("limit", 4), False, SiteState.IDLE),
+    (None, run("complete", 1), False, SiteState.FAILED),
+])
+def test_a_sites_state_comes_from_its_lock_its_last_run_and_its_live_file(
+        holder: str | None, last: Run | None, live: bool, state: SiteState) -> None:
+    assert classify(holder, last, live) == state
+
+
+@pytest.mark.parametrize(("origin", "referer", "ok"), [
+    ("http://127.0.0.1:8700", None, True),
+    ("http://127.0.0.1:8700", "http://evil.test/", True),  # Origin decides when present
+    ("http://127.0.0.1:8701", None, False),  # another port: a replay server's pages
+    ("https://127.0.0.1:8700", None, False),
+    ("null", "http://127.0.0.1:8700/", False),  # a sandboxed frame or a data: page
+    (None, "http://127.0.0.1:8700/site/a", True),
+    (None, "http://127.0.0.1:8700", True),
+    (None, "http://127.0.0.1:87000/", False),
+    (None, "http://127.0.0.1:8700.evil.test/", False),
+    (None, None, False),
+])
+def test_a_state_change_must_come_from_the_apps_own_origin(
+        origin: str | None, referer: str | None, ok: bool) -> None:
+    assert origin_ok(origin, referer, "127.0.0.1:8700") is ok
+
+
+def test_the_host_check_knows_only_loopback_names_with_the_port() -> None:
+    allowed = loopback_hosts(8700)
+    assert allowed == {"127.0.0.1:8700", "localhost:8700", "[::1]:8700"}
+    assert host_allowed("LOCALHOST:8700", allowed)
+    for host in (None, "127.0.0.1", "127.0.0.1:8701", "rebind.evil.test:8700", ""):
+        assert not host_allowed(host, allowed), host
+
+
+def test_public_names_are_the_address_given_or_none_on_loopback() -> None:
+    assert public_names("127.0.0.1") == frozenset() == public_names("::1")
+    assert public_names("192.168.1.20") == {"192.168.1.20"}
+    assert public_names("fd00::5") == {"[fd00::5]"}
+    assert public_names("0.0.0.0")  # this machine's names
+
+
+def test_the_token_leaves_the_address_once_used() -> None:
+    assert without_token("/", {"token": "t"}) == "/"
+    assert without_token("/site/a", {"token": "t", "message": "hi there"}) == \
+        "/site/a?message=hi+there"
+
+
+def test_formatting() -> None:
+    assert duration(None) == "" and duration(4.24) == "4.2 s"
+    assert duration(185) == "3 min 05 s" and duration(7620) == "2 h 07 min"
+    now = 1_795_500_000.0  # 2026-11-24T06:00:00Z
+    assert ago("2026-11-18T00:00:00Z", now) == "6 d ago"
+    assert ago("2026-11-24T05:59:30Z", now) == "30 s ago"
+    assert ago("not a time") == "not a time" and ago(None) == ""
+    assert ago("2020-01-01T00:00:00Z", now) == "2020-01-01 00:00:00 UTC"
+    assert exit_text(3) == "exit 3 (some URLs failed)" and exit_text(None) == ""
+
+
+def test_the_library_reads_a_site_file_again_only_when_it_changes(tmp_path: Path) -> None:
+    site = tmp_path / "a.toml"
+    site.write_text('[site]\nname = "a"\nstart_urls = ["http://a.test/"]\n')
+    (tmp_path / "notes.txt").write_text("not a site")
+    (tmp_path / ".hidden.toml").write_text("x")
+    library = Library(tmp_path)
+    first = library.get("a")
+    assert first is not None and first.config is not None and library.get("a") is first
+    assert [e.id for e in library.sites()] == ["a"]
+    site.write_text('[site]\nname = "a"\nstart_urls = "http://a.test/"\n')
+    os.utime(site, ns=(1, 1))
+    second = library.get("a")
+    assert second is not first and second is not None and second.error is not None
+    assert second.error.key == "site.start_urls"
+    assert library.get("../a") is None and library.get("missing") is None
