@@ -364,3 +364,34 @@ async def test_explain_answers_for_a_url_from_the_archive(
     async with session.get(ui.base + "site/why/explain",
                            params={"url": "https://elsewhere.test/"}) as r:
         assert "rule host" in await r.text()
+
+
+async def test_another_loopback_address_is_its_own_host(library: Path) -> None:
+    ui = UiProcess.start(library, "--host", "127.0.0.2")
+    try:
+        assert ui.base.startswith("http://127.0.0.2:")
+        async with ui.session() as s, s.get(ui.base) as r:
+            assert r.status == 200
+    finally:
+        ui.stop()
+
+
+async def test_bound_beyond_loopback_the_replay_asks_for_the_token_too(
+        library: Path, make_site: Callable[[], Awaitable[TestSite]]) -> None:
+    site = chain_site(await make_site(), 2)
+    ui = UiProcess.start(library, "--host", "0.0.0.0")
+    try:
+        assert any("whoever can reach port" in line for line in ui.lines)
+        port = ui.base.rsplit(":", 1)[1].rstrip("/")
+        local = UiProcess(library, ui.proc, f"http://127.0.0.1:{port}/", ui.token)
+        async with local.session() as s:
+            await finished_site(local, s, library, site, "open")
+            async with s.get(local.base + "site/open/browse", allow_redirects=False) as r:
+                replay_port = r.headers["Location"].rsplit(":", 1)[1].split("/")[0]
+            replay = f"http://127.0.0.1:{replay_port}/"
+            async with s.get(replay) as r:
+                assert r.status == 200 and "archived pages" in await r.text()
+        async with aiohttp.ClientSession() as stranger, stranger.get(replay) as r:
+            assert r.status == 403
+    finally:
+        ui.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from mirror.app.guard import origin_ok, without_token
 from mirror.app.library import Library
 from mirror.app.status import SiteState, classify
-from mirror.app.ui import public_names
+from mirror.app.ui import host_names
 from mirror.app.views import ago, duration, exit_text
 from mirror.model import Run
 from mirror.webapp import host_allowed, loopback_hosts
@@ -63,11 +64,11 @@ def test_the_host_check_knows_only_loopback_names_with_the_port() -> None:
         assert not host_allowed(host, allowed), host
 
 
-def test_public_names_are_the_address_given_or_none_on_loopback() -> None:
-    assert public_names("127.0.0.1") == frozenset() == public_names("::1")
-    assert public_names("192.168.1.20") == {"192.168.1.20"}
-    assert public_names("fd00::5") == {"[fd00::5]"}
-    assert public_names("0.0.0.0")  # this machine's names
+def test_host_names_are_the_address_given_or_this_machines_for_a_wildcard() -> None:
+    assert host_names("127.0.0.2") == {"127.0.0.2"} and host_names("::1") == {"[::1]"}
+    assert host_names("192.168.1.20") == {"192.168.1.20"}
+    assert host_names("fd00::5") == {"[fd00::5]"}
+    assert socket.gethostname().lower() in host_names("0.0.0.0")
 
 
 def test_the_token_leaves_the_address_once_used() -> None:

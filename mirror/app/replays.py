@@ -18,10 +18,12 @@ from mirror.webapp import Handler, host_guard, loopback_hosts, start_app
 class Replays:
     """The replay servers of one app process, by site id."""
 
-    def __init__(self, host: str, keys: Secrets, extra_hosts: frozenset[str]) -> None:
+    def __init__(self, host: str, keys: Secrets, extra_hosts: frozenset[str], *,
+                 exposed: bool = False) -> None:
         self.host = host
         self.keys = keys
-        self.extra_hosts = extra_hosts  # names beside loopback ones (with --host)
+        self.extra_hosts = extra_hosts  # Host names beside the loopback ones (--host)
+        self.exposed = exposed  # bound to more than loopback: the token is asked here too
         self.servers: dict[str, tuple[web.AppRunner, str]] = {}
         self._lock = asyncio.Lock()
 
@@ -42,7 +44,7 @@ class Replays:
         async def token(request: web.Request, handler: Handler) -> web.StreamResponse:
             # cookies ignore ports: the app's cookie reaches its replay servers too, so that
             # with --host the archive is no more open than the app
-            if self.extra_hosts and not same(request.cookies.get(COOKIE), self.keys.token):
+            if self.exposed and not same(request.cookies.get(COOKIE), self.keys.token):
                 return web.Response(status=403, text="open the archive from `mirror ui`\n")
             return await handler(request)
 
@@ -50,9 +52,9 @@ class Replays:
         app = make_app(cfg.site.output_dir, site, middlewares=[host_guard(hosts), token])
         runner, base = await start_app(app, self.host, 0)
         port[0] = runner.addresses[0][1]
-        if self.host not in ("127.0.0.1", "::1", "localhost"):
-            base = f"http://{sorted(self.extra_hosts)[0]}:{port[0]}/" if self.extra_hosts \
-                else base
+        shown = sorted(self.extra_hosts - {"127.0.0.1", "localhost", "[::1]"})
+        if shown:  # a wildcard bind: the address the browser used for the app
+            base = f"http://{shown[0]}:{port[0]}/"
         return runner, base
 
     async def close(self) -> None:

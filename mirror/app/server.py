@@ -52,7 +52,7 @@ class LibraryApp:
 
     def __init__(self, folder: Path, *, keys: Secrets, hosts: Callable[[], frozenset[str]],
                  replay_host: str = "127.0.0.1", extra_hosts: frozenset[str] = frozenset(),
-                 state_dir: Path | None = None) -> None:
+                 exposed: bool = False, state_dir: Path | None = None) -> None:
         self.library = Library(folder)
         self.keys = keys
         self.hosts = hosts
@@ -60,7 +60,7 @@ class LibraryApp:
         self.reports = Reports()
         self.launcher = Launcher(state_dir or folder / ".mirror-ui")
         self.jobs = Jobs()
-        self.replays = Replays(replay_host, keys, extra_hosts)
+        self.replays = Replays(replay_host, keys, extra_hosts, exposed=exposed)
         self._rows: dict[str, tuple[tuple[object, ...], Row]] = {}
         self._closing = asyncio.Event()  # set on shutdown: the event streams end
 

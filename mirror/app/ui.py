@@ -25,11 +25,10 @@ def _shown(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
-def public_names(host: str) -> frozenset[str]:
-    """The Host names (without port) a browser may use for a non-loopback bind: the
-    address given, or for a wildcard (0.0.0.0, ::) this machine's names and addresses."""
-    if is_loopback(host):
-        return frozenset()
+def host_names(host: str) -> frozenset[str]:
+    """The Host names (without port) a browser may use for the bound address beside the
+    loopback ones: the address given, or for a wildcard (0.0.0.0, ::) this machine's names
+    and addresses."""
     try:
         wildcard = ipaddress.ip_address(host.strip("[]")).is_unspecified
     except ValueError:
@@ -49,21 +48,21 @@ async def serve_library(folder: Path, *, host: str, port: int, open_browser: boo
     """Serve the library until SIGINT/SIGTERM. Runs started from the app go on after it."""
     folder.mkdir(parents=True, exist_ok=True)
     keys = Secrets()
-    names = public_names(host)
+    names, exposed = host_names(host), not is_loopback(host)
     allowed: list[frozenset[str]] = [frozenset()]
     app = LibraryApp(folder, keys=keys, hosts=lambda: allowed[0], replay_host=host,
-                     extra_hosts=names)
+                     extra_hosts=names, exposed=exposed)
     runner, base = await start_app(app.make(), host, port)
     bound = runner.addresses[0][1]
     allowed[0] = loopback_hosts(bound) | {f"{n}:{bound}" for n in names}
-    shown = f"http://{sorted(names)[0]}:{bound}/" if names else base
-    address = f"{shown}?token={keys.token}"
+    if names - {"127.0.0.1", "localhost", "[::1]"}:
+        base = f"http://{sorted(names)[0]}:{bound}/"
+    address = f"{base}?token={keys.token}"
     try:
-        say(f"mirror ui: the library {folder}\n"
-            f"  open {address}\n"
-            "  (Ctrl-C stops the app; runs it started go on)")
-        if names:
-            say(f"  listening on {host}: anyone who can reach port {bound} needs the token")
+        say(f"mirror ui: the library {folder}")
+        if exposed:
+            say(f"  listening on {host}: whoever can reach port {bound} needs the token")
+        say(f"  open {address}\n  (Ctrl-C stops the app; runs it started go on)")
         if open_browser:
             await asyncio.to_thread(webbrowser.open, address)
         await until_signalled()
