@@ -34,6 +34,7 @@ class RunData:
     archive: str
     changes: Changes = field(default_factory=Changes)
     skipped_urls: dict[str, list[str]] = field(default_factory=dict)  # rule -> URLs
+    broken_links_total: int = 0  # broken_links lists the first 50
 
 
 def build_report(d: RunData) -> dict[str, object]:
@@ -108,7 +109,7 @@ def render_summary(d: RunData, max_items: int = 10) -> str:
         lines.append(f"  failed URLs ({len(d.failed)}):")
         lines += [f"    {u}  ({e})" for u, e in d.failed[:max_items]]
     if d.broken_links:
-        lines.append(f"  broken links ({len(d.broken_links)}):")
+        lines.append(f"  broken links ({max(d.broken_links_total, len(d.broken_links))}):")
         lines += [
             f"    {u}  [{s if s is not None else 'failed'}]  linked from {ref}"
             for u, s, ref in d.broken_links[:max_items]

@@ -55,6 +55,7 @@ def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
         top_errors=m.error_counts(run),
         failed=m.failed(run),
         broken_links=m.broken_links(run),
+        broken_links_total=m.count_broken_links(run),
         changes=changes(m, run),
         skipped_urls=m.skipped_urls(run),
         warc_files=[p.name for p in index.warc_files(ArchiveLayout(cfg.site.output_dir).warc)],

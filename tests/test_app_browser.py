@@ -5,6 +5,7 @@ check that an archived page's script cannot act on the app."""
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import sys
 from collections.abc import Awaitable, Callable
@@ -22,7 +23,8 @@ from mirror.layout import ArchiveLayout
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+#: MIRROR_SCREENSHOTS=docs writes the README's screenshots; else they stay in tmp_path
+SHOTS = os.environ.get("MIRROR_SCREENSHOTS")
 TIMEOUT = 30_000  # ms, for any one thing the page should show
 
 
@@ -66,6 +68,7 @@ async def test_the_library_app_in_a_browser(
         tmp_path: Path, make_site: Callable[[], Awaitable[TestSite]]) -> None:
     library = tmp_path / "library"
     library.mkdir()
+    shots = Path(SHOTS) if SHOTS else tmp_path
     slow = chain_site(await make_site(), 60)
     slow.latency = 0.2
     small = chain_site(await make_site(), 4)
@@ -115,7 +118,7 @@ async def test_the_library_app_in_a_browser(
                 seen.append(int(text))
                 await page.wait_for_timeout(300)
             assert seen == sorted(seen)
-            await page.screenshot(path=str(DOCS / "app-home.png"))
+            await page.screenshot(path=str(shots / "app-home.png"))
 
             # stop it (graceful), then resume it to the end
             await page.locator("#site-alpha button:has-text('Stop')").click()
@@ -133,7 +136,7 @@ async def test_the_library_app_in_a_browser(
             await page.wait_for_selector("h2#broken")
             body = await page.inner_text("main")
             assert "Broken links (3)" in body and "New (64)" in body
-            await page.screenshot(path=str(DOCS / "app-report.png"), full_page=False)
+            await page.screenshot(path=str(shots / "app-report.png"))
 
             # browse a page: it replays from another origin
             await page.locator("#new + ul a", has_text="p7.html").click()

@@ -221,6 +221,7 @@ async def test_network_failure_gives_up_after_max_tries(make_site, crawl, caplog
     report = json.loads((c.archive / "reports" / "1.json").read_text())
     assert [f["url"] for f in report["failed"]] == [site.base + "broken"]
     assert report["broken_links"][0]["linked_from"] == site.base
+    assert report["broken_links_total"] == len(report["broken_links"]) == 1
 
 
 async def test_server_errors_retried_and_last_answer_archived(make_site, crawl):
