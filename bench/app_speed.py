@@ -51,6 +51,7 @@ from run_mirror import (  # noqa: E402
     process_cpu,
     start_nginx,
     start_sitesrv,
+    stop_process,
     stop_server,
     write_site_toml,
 )
@@ -226,16 +227,7 @@ def start_app(library: Path, stderr: Path) -> App:
 
 
 def stop_app(app: App) -> None:
-    """SIGTERM (the app's own clean stop), SIGKILL if it does not exit in time."""
-    if app.proc.poll() is None:
-        app.proc.send_signal(signal.SIGTERM)
-        try:
-            app.proc.wait(timeout=APP_STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            app.proc.kill()
-            app.proc.wait(timeout=APP_STOP_TIMEOUT)
-    if app.proc.stdout is not None:
-        app.proc.stdout.close()
+    stop_process(app.proc, APP_STOP_TIMEOUT)
 
 
 def request(app: App, method: str, path: str, *, form: dict[str, str] | None = None,

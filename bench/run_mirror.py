@@ -191,18 +191,24 @@ def request_target(line: str) -> tuple[float, str]:
     return float(line.split()[0]), f"{method} {target}"
 
 
-def stop_server(server: Server) -> None:
-    """SIGTERM (the server then writes its request log), SIGKILL if it does not exit in time."""
-    if server.proc.poll() is None:
-        server.proc.send_signal(signal.SIGTERM)
+def stop_process(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM (the process's own clean stop), SIGKILL if it does not exit in time; then
+    its pipes are closed."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
         try:
-            server.proc.wait(timeout=SERVER_STOP_TIMEOUT)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            server.proc.kill()
-            server.proc.wait(timeout=SERVER_STOP_TIMEOUT)
-    for stream in (server.proc.stdout, server.proc.stderr):
+            proc.kill()
+            proc.wait(timeout=timeout)
+    for stream in (proc.stdout, proc.stderr):
         if stream is not None:
             stream.close()
+
+
+def stop_server(server: Server) -> None:
+    """Stop the server (on SIGTERM it writes its request log)."""
+    stop_process(server.proc, SERVER_STOP_TIMEOUT)
 
 
 def process_cpu(pid: int) -> float:
