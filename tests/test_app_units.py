@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from mirror.app.guard import origin_ok, without_token
+from mirror.app.jobs import Launch, Launcher
 from mirror.app.library import Library
 from mirror.app.status import SiteState, classify
 from mirror.app.ui import host_names
@@ -73,6 +77,7 @@ def test_host_names_are_the_address_given_or_this_machines_for_a_wildcard() -> N
 
 def test_the_token_leaves_the_address_once_used() -> None:
     assert without_token("/", {"token": "t"}) == "/"
+    assert without_token("//evil.test/x", {"token": "t"}) == "/evil.test/x"
     assert without_token("/site/a", {"token": "t", "message": "hi there"}) == \
         "/site/a?message=hi+there"
 
@@ -103,3 +108,20 @@ def test_the_library_reads_a_site_file_again_only_when_it_changes(tmp_path: Path
     assert second is not first and second is not None and second.error is not None
     assert second.error.key == "site.start_urls"
     assert library.get("../a") is None and library.get("missing") is None
+
+
+async def test_a_launch_is_starting_until_seen_with_its_lock_or_gone(tmp_path: Path) -> None:
+    """A run that released its lock and is still exiting must not block the next run (the
+    Resume right after a Stop): start_run waits for it to go, a moment at most."""
+    launcher = Launcher(tmp_path / "state")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "import time; time.sleep(0.3)")
+    launch = launcher.launches["s"] = Launch(proc.pid, time.monotonic(), tmp_path / "s.out")
+    reaper = asyncio.create_task(launcher._reap(proc, launch))
+    assert launcher.starting("s", None)  # alive, lock free, never seen holding it
+    await launcher._settle("s", tmp_path / "archive")
+    assert launch.exit_code == 0 and not launcher.starting("s", None)
+    await reaper
+    other = launcher.launches["t"] = Launch(4242, time.monotonic(), tmp_path / "t.out")
+    assert not launcher.starting("t", "4242") and other.held  # past its start for good
+    assert not launcher.starting("t", None)

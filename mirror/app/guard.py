@@ -46,7 +46,10 @@ def origin_ok(origin: str | None, referer: str | None, host: str) -> bool:
 
 
 def without_token(path: str, query: dict[str, str]) -> str:
+    """Where to send a browser that came with the token: the same page without it (never
+    "//host/...", which a browser would take for another site)."""
     rest = {k: v for k, v in query.items() if k != "token"}
+    path = "/" + path.lstrip("/")
     return path + ("?" + urlencode(rest) if rest else "")
 
 

@@ -33,6 +33,7 @@ class Launch:
     started: float
     output: Path
     exit_code: int | None = None
+    held: bool = False  # seen holding the archive's lock: past its start
 
 
 class Launcher:
@@ -45,19 +46,25 @@ class Launcher:
         self.launches: dict[str, Launch] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def starting(self, site_id: str) -> bool:
-        """Launched by us, alive, and maybe not holding its lock yet."""
+    def starting(self, site_id: str, holder: str | None) -> bool:
+        """Launched by us, alive, and not seen holding its lock yet (`holder`: the lock's
+        holder now). A run that has released its lock and is exiting is not starting."""
         launch = self.launches.get(site_id)
-        return (launch is not None and launch.exit_code is None
-                and time.monotonic() - launch.started < START_WINDOW)
+        if launch is None or launch.exit_code is not None or launch.held:
+            return False
+        if holder == str(launch.pid):
+            launch.held = True
+            return False
+        return time.monotonic() - launch.started < START_WINDOW
 
     async def start_run(self, site_id: str, site_file: Path, archive: Path, *,
                         new_run: bool = False) -> Launch:
+        await self._settle(site_id, archive)
         holder = ArchiveLock.holder(archive)
         if holder is not None:
             raise ActionError(f"a process (pid {holder}) is already using this archive; "
                               "one run at a time")
-        if self.starting(site_id):
+        if self.starting(site_id, holder):
             raise ActionError("a run of this site is starting")
         self.state_dir.mkdir(parents=True, exist_ok=True)
         output = self.state_dir / f"{site_id}.out"
@@ -75,6 +82,18 @@ class Launcher:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return launch
+
+    async def _settle(self, site_id: str, archive: Path, within: float = 3.0) -> None:
+        """Our last launch of the site is alive with the lock free: it is either starting
+        or exiting after its run. Wait (a little) until it holds the lock or has exited."""
+        launch = self.launches.get(site_id)
+        deadline = time.monotonic() + within
+        while (launch is not None and launch.exit_code is None and not launch.held
+               and time.monotonic() < deadline):
+            if ArchiveLock.holder(archive) == str(launch.pid):
+                launch.held = True
+                break
+            await asyncio.sleep(0.05)
 
     async def _reap(self, proc: asyncio.subprocess.Process, launch: Launch) -> None:
         launch.exit_code = await proc.wait()

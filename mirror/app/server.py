@@ -9,7 +9,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from aiohttp import web
 
@@ -31,6 +31,20 @@ TICK = 0.5  # seconds between two looks at the library for the live pages
 FULL_EVERY = 5.0  # seconds between two full reads of a running site's row
 _ADD_OWN = frozenset({"site.start_urls", "site.name"})  # the add form's own first fields
 STATIC = Path(__file__).parent / "static"
+
+
+class Signature(NamedTuple):
+    """What a row is made of that can be checked cheaply, twice a second, for every site:
+    when none of it changed, neither did the row."""
+
+    holder: str | None  # the lock's holder
+    epoch: int  # FULL_EVERY-second slot while the lock is held (else 0)
+    live: float | None  # `updated` of the holder's progress.json
+    reports: int  # mtimes: a report is written by a rename into reports/
+    manifest: int
+    site_file: int
+    starting: bool  # launched by this app, not yet seen holding the lock
+    exit_code: int | None  # of this app's last launch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +75,7 @@ class LibraryApp:
         self.launcher = Launcher(state_dir or folder / ".mirror-ui")
         self.jobs = Jobs()
         self.replays = Replays(replay_host, keys, extra_hosts, exposed=exposed)
-        self._rows: dict[str, tuple[tuple[object, ...], Row]] = {}
+        self._rows: dict[str, tuple[Signature, Row]] = {}
         self._closing = asyncio.Event()  # set on shutdown: the event streams end
 
     # -- the application -------------------------------------------------------------------
@@ -108,21 +122,22 @@ class LibraryApp:
         return entry
 
     # -- rows: read from disk only when something changed ------------------------------------
-    def _signature(self, entry: SiteEntry) -> tuple[object, ...]:
-        """Cheap facts that change whenever the row would: the lock's holder, the live
-        progress file, the reports folder, the site file, what the app launched."""
+    def _signature(self, entry: SiteEntry) -> Signature:
+        """Cheap facts that change whenever the row would."""
         launch = self.launcher.launches.get(entry.id)
+        site_file = _mtime(entry.file)
         if entry.config is None:
-            return ("broken", entry.file.stat().st_mtime_ns if entry.file.exists() else 0)
+            return Signature(None, 0, None, 0, 0, site_file, False, None)
         layout = ArchiveLayout(entry.config.site.output_dir)
         holder = ArchiveLock.holder(layout.root)
         live = live_progress(layout, holder)
         # while a run goes on, its live numbers change the row at every tick, and the rest
         # of it (pages, bytes on disk) is read again every FULL_EVERY seconds
         epoch = int(time.monotonic() // FULL_EVERY) if holder else 0
-        return (holder, epoch, live.updated if live else None, _mtime(layout.reports),
-                _mtime(layout.manifest), _mtime(entry.file), self.launcher.starting(entry.id),
-                launch.exit_code if launch else None)
+        return Signature(holder, epoch, live.updated if live else None,
+                         _mtime(layout.reports), _mtime(layout.manifest), site_file,
+                         self.launcher.starting(entry.id, holder),
+                         launch.exit_code if launch else None)
 
     def row(self, entry: SiteEntry) -> Row:
         signature = self._signature(entry)
@@ -131,7 +146,8 @@ class LibraryApp:
             return cached[1]
         if entry.config is None:
             row = Row(entry, SiteStatus(SiteState.BROKEN), "broken")
-        elif cached and cached[0][:2] == signature[:2] and signature[2] is not None:
+        elif (cached and signature.live is not None
+              and cached[0][:2] == signature[:2]):
             # the same run, further on: only its live numbers changed
             layout = ArchiveLayout(entry.config.site.output_dir)
             live = live_progress(layout, cached[1].status.holder)
@@ -140,7 +156,7 @@ class LibraryApp:
         else:
             status = site_status(entry.config.site.output_dir, self.reports)
             shown = status.state.value
-            if self.launcher.starting(entry.id) and status.state != SiteState.RUNNING:
+            if signature.starting and status.state != SiteState.RUNNING:
                 shown = "starting"
             row = Row(entry, status, shown, self.launcher.last_output(entry.id))
         self._rows[entry.id] = (signature, row)
@@ -221,7 +237,10 @@ class LibraryApp:
         raise web.HTTPSeeOther(base + (f"{ts}/{url}" if url else ""))
 
     # -- actions ---------------------------------------------------------------------------
-    async def _act(self, request: web.Request, action: Callable[[SiteEntry], Any]) -> web.Response:
+    async def _act(self, request: web.Request, action: Callable[[SiteEntry], Any], *,
+                   to_site: bool = False) -> web.Response:
+        """Do `action`, then back to the page the form was on (the site's page for a job,
+        which shows its progress); a refusal is shown on the site's page (409)."""
         entry = self.entry(request)
         try:
             if entry.config is None:
@@ -234,7 +253,8 @@ class LibraryApp:
                              defaults=self._export_defaults(entry), message=str(exc))
         self._rows.pop(entry.id, None)
         back = request.headers.get("Referer", "")
-        target = "/" if back.endswith(f"{request.host}/") else f"/site/{entry.id}"
+        home = back.endswith(f"{request.host}/") and not to_site
+        target = "/" if home else f"/site/{entry.id}"
         raise web.HTTPSeeOther(target + ("?" + _q(message) if message else ""))
 
     async def run(self, request: web.Request) -> web.Response:
@@ -261,7 +281,7 @@ class LibraryApp:
             assert entry.config is not None
             self.jobs.start(entry.id, "verify", verify_work(entry.config))
             return ""
-        return await self._act(request, verify)
+        return await self._act(request, verify, to_site=True)
 
     async def export(self, request: web.Request) -> web.Response:
         from mirror.app.work import export_work
@@ -278,7 +298,7 @@ class LibraryApp:
             label = "export folder" if kind == "folder" else "export WACZ"
             self.jobs.start(entry.id, label, export_work(entry.config, kind, to.expanduser()))
             return ""
-        return await self._act(request, export)
+        return await self._act(request, export, to_site=True)
 
     # -- site files ------------------------------------------------------------------------
     def add_page(self, values: dict[str, str], error: ConfigError | None = None,
@@ -320,7 +340,7 @@ class LibraryApp:
                       error: ConfigError | None, message: str, status: int = 200) -> web.Response:
         key = error.key if error else None
         detail = str(error).removeprefix(f"{error.path}: ") if error else ""
-        fields = [f for f in sitefile.FORM_FIELDS]
+        fields = list(sitefile.FORM_FIELDS)
         return self.page("settings.html", status=status, entry=entry, fields=fields,
                          values=values, error=detail, key=key, message=message, text=text,
                          known={f.key for f in fields})
