@@ -18,7 +18,7 @@ from replayers import chromium
 from uiproc import UiProcess, chain_site, site_file
 
 from mirror.archive.lock import ArchiveLock
-from mirror.archive.manifest_queries import ManifestReader
+from mirror.archive.manifest_queries import ManifestError, ManifestReader
 from mirror.layout import ArchiveLayout
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -29,9 +29,10 @@ TIMEOUT = 30_000  # ms, for any one thing the page should show
 
 
 def runs_of(archive: Path) -> list[Any]:
-    if not ArchiveLayout(archive).manifest.exists():
+    try:
+        manifest = ManifestReader(ArchiveLayout(archive).manifest)
+    except ManifestError:  # none yet, or the first run is making it (no tables yet)
         return []
-    manifest = ManifestReader(ArchiveLayout(archive).manifest)
     try:
         return manifest.runs()
     finally:

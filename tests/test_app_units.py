@@ -14,9 +14,10 @@ import pytest
 from mirror.app.guard import origin_ok, without_token
 from mirror.app.jobs import Launch, Launcher
 from mirror.app.library import Library
-from mirror.app.status import SiteState, classify
+from mirror.app.status import Reports, SiteState, classify, site_status
 from mirror.app.ui import host_names
 from mirror.app.views import ago, duration, exit_text
+from mirror.archive.lock import ArchiveLock
 from mirror.model import Run
 from mirror.webapp import host_allowed, loopback_hosts
 
@@ -125,3 +126,14 @@ async def test_a_launch_is_starting_until_seen_with_its_lock_or_gone(tmp_path: P
     other = launcher.launches["t"] = Launch(4242, time.monotonic(), tmp_path / "t.out")
     assert not launcher.starting("t", "4242") and other.held  # past its start for good
     assert not launcher.starting("t", None)
+
+
+def test_a_manifest_being_created_is_a_run_starting_not_a_failure(tmp_path: Path) -> None:
+    root = tmp_path / "archive"
+    root.mkdir()
+    (root / "manifest.sqlite3").write_bytes(b"")  # what a first run has made so far
+    with ArchiveLock(root):
+        status = site_status(root, Reports())
+        assert status.state == SiteState.BUSY and status.error is None
+    status = site_status(root, Reports())  # no one is making it: it is broken
+    assert status.state == SiteState.FAILED and "not a usable manifest" in (status.error or "")

@@ -132,6 +132,9 @@ def site_status(root: Path, reports: Reports) -> SiteStatus:
     try:
         manifest = ManifestReader(layout.manifest)
     except ManifestError as exc:
+        if holder is not None:  # the first run is creating it: no tables yet
+            return SiteStatus(SiteState.RUNNING if live else SiteState.BUSY, holder, live,
+                              warc_bytes=warc_bytes)
         return SiteStatus(SiteState.FAILED, holder, live, error=str(exc))
     try:
         runs = [r for r in manifest.runs() if r.state != RunState.ABANDONED]
