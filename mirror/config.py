@@ -227,6 +227,58 @@ def _show_headers(headers: tuple[tuple[str, str], ...], redact: bool) -> dict[st
             for name, text in headers}
 
 
+#: the CMS traps [scope] traps can skip: each is a scope rule "trap:<name>" (crawl/scope.py)
+TRAPS = ("replytocom", "login", "share", "print")
+
+
+def _optional_file(value: Any, ctx: _Context) -> Path | None:
+    """A path to a file, relative to the site file's folder; "" for none."""
+    if value == "":
+        return None
+    path = _directory(value, ctx)
+    if not path.is_file():
+        raise _Invalid(f"no such file: {path}")
+    return path
+
+
+def _show_path(value: Path | None, redact: bool) -> str:
+    return "" if value is None else str(value)
+
+
+def _login_fields(value: Any, ctx: _Context) -> tuple[tuple[str, str], ...]:
+    """name -> a string, or { env = "NAME" } read from the environment now (a secret that
+    stays out of the file); kept in the order written."""
+    if not isinstance(value, dict):
+        raise _expected('a table of field names to strings or { env = "NAME" }', value)
+    out = []
+    for name, given in value.items():
+        where = f".{_toml_key(name)}"
+        if isinstance(given, dict):
+            env = given.get("env")
+            if set(given) != {"env"} or not isinstance(env, str) or not env:
+                raise _Invalid('expected { env = "NAME" }, the name of an environment '
+                               "variable", where)
+            if env not in os.environ:
+                raise _Invalid(f"the environment variable {env} is not set", where)
+            given = os.environ[env]
+        elif not isinstance(given, str):
+            raise _expected('a string or { env = "NAME" }', given, where, secret=True)
+        out.append((name, given))
+    return tuple(out)
+
+
+def _show_fields(fields_: tuple[tuple[str, str], ...], redact: bool) -> dict[str, str]:
+    """Login field values are never shown: a user name is harmless, a password is not,
+    and the file cannot say which is which."""
+    return {name: REDACTED if redact else text for name, text in fields_}
+
+
+def _success(value: Any, ctx: _Context) -> str | int:
+    if isinstance(value, str) or (_is_int(value) and 100 <= value <= 599):
+        return value  # type: ignore[no-any-return]
+    raise _expected("a text the page shows once logged in, or an HTTP status (100-599)", value)
+
+
 def _key(rule: Rule, default: Any = dataclasses.MISSING, *,
          default_from: Callable[[dict[str, Any]], object] | None = None,
          show: Callable[[Any, bool], object] | None = None) -> Any:
@@ -274,6 +326,11 @@ class ScopeSection:
     max_host_pages: int = _key(_integer(0), 0)  # URLs fetched from one host per run
     max_host_bytes: int = _key(_integer(0), 0)  # body bytes fetched from one host per run
     robots: bool = _key(_boolean(), True)  # obey robots.txt (RFC 9309)
+    # read the sitemaps robots.txt names (else /sitemap.xml) and crawl their in-scope URLs
+    sitemaps: bool = _key(_boolean(), True)
+    # URL traps of the common CMSs skipped by default, each under its own rule; remove a
+    # name from the list to crawl those URLs again
+    traps: tuple[str, ...] = _key(_array(_choice(*TRAPS), "an array of trap names"), TRAPS)
 
 
 @dataclass(frozen=True)
@@ -297,6 +354,28 @@ class CrawlSection:
     headers: tuple[tuple[str, str], ...] = _key(_headers, (), show=_show_headers)
     # Seconds the first SIGINT/SIGTERM lets in-flight fetches finish before aborting them.
     stop_grace: float = _key(_number(0, inclusive=True), 5.0)
+    # Seconds one URL's retries may take from its first failure; past it the URL fails
+    max_retry_time: float = _key(_number(0, inclusive=True), 180.0)
+    # Connection failures (name does not resolve, refused, TLS) after which a host's other
+    # URLs fail at once with the same reason; 0: never
+    dead_host_after: int = _key(_integer(0), 1)
+    # a cookie jar for the run, its cookies sent to the site's own hosts only
+    cookies: bool = _key(_boolean(), True)
+    # a Netscape cookies.txt (what browser extensions export) loaded into the jar
+    cookies_file: Path | None = _key(_optional_file, None, show=_show_path)
+
+
+@dataclass(frozen=True)
+class LoginSection:
+    """A form login made before the crawl (and again when a page shows the form again)."""
+
+    url: str = _key(_string("an absolute http(s) URL such as 'https://example.com/login'",
+                            lambda s: s == "" or _is_http_url(s), str.strip), "")  # "": none
+    # form fields: a string, or { env = "NAME" } for a secret kept out of the file
+    fields: tuple[tuple[str, str], ...] = _key(_login_fields, (), show=_show_fields)
+    method: str = _key(_choice("POST", "GET"), "POST")
+    # logged in when the answer has this text (a string) or this status (an integer)
+    success: str | int = _key(_success, "")
 
 
 @dataclass(frozen=True)
@@ -315,6 +394,7 @@ class SiteConfig:
     site: SiteSection
     scope: ScopeSection
     crawl: CrawlSection
+    login: LoginSection
     archive: ArchiveSection
 
     def headers_for(self, on_site: bool) -> dict[str, str]:
@@ -391,6 +471,9 @@ def parse_config(text: str, path: Path) -> SiteConfig:
         name: _parse_section(kind, name, raw.get(name, {}), ctx, path)
         for name, kind in _SECTIONS.items()
     }
+    if sections["login"].fields and not sections["login"].url:
+        raise ConfigError(path, "login.url", "[login] url: required when [login] fields are "
+                          "given (the address the login form is sent to)")
     return SiteConfig(path=absolute, **sections)
 
 

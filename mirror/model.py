@@ -45,6 +45,7 @@ class Via(StrEnum):
     REQUISITE = "requisite"
     REDIRECT = "redirect"
     ROBOTS = "robots"  # a robots.txt, fetched by the robots gate only
+    SITEMAP = "sitemap"  # named by a robots.txt or a sitemap index, or /sitemap.xml
 
 
 class LinkKind(StrEnum):

@@ -142,7 +142,8 @@ UA = "a non-empty string without CR, LF or NUL"
 CRAWL_KEYS = (
     "workers, per_host, parse_processes, delay, max_crawl_delay, max_retry_after, "
     "max_redirects, max_tries, timeout, connect_timeout, "
-    "read_timeout, max_response_bytes, user_agent, headers, stop_grace"
+    "read_timeout, max_response_bytes, user_agent, headers, stop_grace, max_retry_time, "
+    "dead_host_after, cookies, cookies_file"
 )
 
 CASES = [
@@ -290,11 +291,11 @@ CASES = [
     (SITE + "[crawling]\nworkers = 3", "crawling",
      "[crawling]: unknown section; did you mean 'crawl'?"),
     (SITE + "[proxy]\nurl = 'x'", "proxy",
-     "[proxy]: unknown section; valid sections are: site, scope, crawl, archive"),
+     "[proxy]: unknown section; valid sections are: site, scope, crawl, login, archive"),
     ("workers = 3\n" + SITE, "workers",
      "workers: unknown top-level key; did you mean [crawl] workers?"),
     ("speed = 3\n" + SITE, "speed",
-     "speed: unknown top-level key; valid sections are: site, scope, crawl, archive"),
+     "speed: unknown top-level key; valid sections are: site, scope, crawl, login, archive"),
     (SITE + '[headers]\nCookie = "x"', "headers",
      "[headers]: unknown section; did you mean [crawl.headers]?"),
     # unknown names are reported before bad values

@@ -359,9 +359,11 @@ class Crawler:
         return await fetch(session, url, self.limits,  # type: ignore[arg-type]
                            self.cfg.headers_for(self.scope.on_site(url)))
 
-    def store_out_of_band(self, item: UrlItem, ex: Exchange) -> None:
-        """Archive a fetch made outside the frontier (robots.txt): no links followed."""
-        self._store(item, ex, None, None, (None, []))
+    def store_out_of_band(self, item: UrlItem, ex: Exchange,
+                          found: Discovered = (None, [])) -> None:
+        """Archive a fetch made outside the frontier (robots.txt), with what it links to
+        (the sitemaps a robots.txt names), if anything."""
+        self._store(item, ex, None, None, found)
 
     def _store(self, item: UrlItem, ex: Exchange, error: str | None,
                prev: Previous | None, links: Discovered) -> None:
