@@ -7,8 +7,9 @@ enforces the table and that there is no import cycle):
               links, rewriting, HTTP facts. No I/O.
     archive/  the on-disk formats both sides share: WARC writing and reading, start-up
               repair of WARC files, the SQLite manifest, the CDXJ index, the lock.
-    crawl/    the write side: frontier, fetch, politeness and retry policy, robots.txt,
-              scope, link discovery (in helper processes), revisit decisions, the
+    crawl/    the write side: frontier, fetch, politeness and retry policy (dead hosts,
+              retry budget), robots.txt and sitemaps, cookies and login, scope (CMS
+              traps), link discovery (in helper processes), revisit decisions, the
               CaptureStore (the durability order) and the crawler's workers.
     replay/   the read side: an archive's captures, the replay server, folder and WACZ
               export. verify/ checks what the write side left, against the formats.

@@ -18,6 +18,13 @@ RULES = {
     "path_depth": "its path has more segments than [scope] max_path_depth",
     "segment_repeats": "a path segment repeats more than [scope] max_segment_repeats times",
     "robots": "robots.txt disallows it for this user agent",
+    "trap:replytocom": "a comment-reply link (?replytocom=): one copy of the post per comment "
+                       "([scope] traps)",
+    "trap:login": "a login or password-reset page (or, with no session to keep, a logout "
+                  "link) ([scope] traps)",
+    "trap:share": "a share-button link (?share=) ([scope] traps)",
+    "trap:print": "a print or e-mail variant of a page ([scope] traps)",
+    "logout": "a logout link, which would end the crawl's session",
 }
 
 

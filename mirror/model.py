@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
+from typing import NamedTuple
 
 
 class UrlState(StrEnum):
@@ -92,6 +93,7 @@ class NewUrl:
     via: str
     kind: str  # link kind from the referrer: link | requisite | redirect
     skip_reason: str | None = None
+    lastmod: str | None = None  # a page's <lastmod> in the sitemap that lists it, as written
 
 
 @dataclass(frozen=True)
@@ -168,3 +170,15 @@ class ExitCode(IntEnum):
     DAMAGED = 65  # `mirror verify` found problems (sysexits EX_DATAERR)
     LOCKED = 75
     INTERRUPTED = 130
+
+
+class Discovered(NamedTuple):
+    """What discovery found in a stored response: where it redirects, the URLs it leads
+    to, and a note on the page (why it may need a browser to archive), if any."""
+
+    target: str | None
+    links: list[NewUrl]
+    note: str | None = None
+
+
+NOTHING = Discovered(None, [])

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from mirror.crawl.progressfile import LiveProgress
 from mirror.model import UrlState
-from mirror.report import RunData, human_bytes
+from mirror.report import RunData, human_bytes, unreachable_line
 
 BAR_WIDTH = 30
 
@@ -123,6 +123,12 @@ def summary_table(d: RunData, max_items: int = 10) -> Table:
         row("skipped", _joined(d.skipped))
     row("bytes", f"payload {human_bytes(d.payload_bytes)}, WARC {human_bytes(d.warc_bytes)}")
     row("duration", f"{d.duration:.1f}s ({rate:.1f} pages/s)")
+    if d.unreachable_hosts:
+        row("unreachable", unreachable_line(d.unreachable_hosts), "red")
+    if d.sitemap_only_pages:
+        row("sitemaps", f"{d.sitemap_only_pages} pages reached only through a sitemap")
+    if d.needs_browser:
+        row("needs a browser", f"{len(d.needs_browser)} pages may (see the report)", "yellow")
     if d.top_errors:
         row("most frequent errors",
             listed([f"{n:>5}  {e}" for e, n in d.top_errors], len(d.top_errors)), "red")

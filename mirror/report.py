@@ -35,6 +35,9 @@ class RunData:
     changes: Changes = field(default_factory=Changes)
     skipped_urls: dict[str, list[str]] = field(default_factory=dict)  # rule -> URLs
     broken_links_total: int = 0  # broken_links lists the first 50
+    sitemap_only_pages: int = 0  # pages no link of the run reached, only a sitemap
+    unreachable_hosts: list[tuple[str, str, int]] = field(default_factory=list)  # host, why, URLs
+    needs_browser: list[tuple[str, str]] = field(default_factory=list)  # page, why
 
 
 def build_report(d: RunData) -> dict[str, object]:
@@ -42,6 +45,9 @@ def build_report(d: RunData) -> dict[str, object]:
     out = asdict(d)
     out["pages_per_second"] = round(d.captures / d.duration, 2) if d.duration > 0 else None
     out["top_errors"] = [{"error": e, "count": n} for e, n in d.top_errors]
+    out["needs_browser"] = [{"url": u, "reason": r} for u, r in d.needs_browser]
+    out["unreachable_hosts"] = [{"host": h, "reason": r, "urls": n}
+                                for h, r, n in d.unreachable_hosts]
     out["failed"] = [{"url": u, "error": e} for u, e in d.failed]
     out["broken_links"] = [
         {"url": u, "status": s, "linked_from": ref} for u, s, ref in d.broken_links
@@ -93,6 +99,21 @@ def _counts(title: str, counts: dict[str, int]) -> list[str]:
     return [f"  {title:<14} {parts}"]
 
 
+def unreachable_line(hosts: list[tuple[str, str, int]], max_hosts: int = 5) -> str:
+    """"3 hosts unreachable: name does not resolve (a.example, b.example), connection
+    refused (127.0.0.1:9)", the failed URLs of hosts that never answered, by reason."""
+    by_reason: dict[str, list[str]] = {}
+    for host, reason, _ in hosts:
+        if host not in by_reason.setdefault(reason, []):
+            by_reason[reason].append(host)
+    count = len({h for h, _, _ in hosts})
+    parts = []
+    for reason, names in by_reason.items():
+        shown = ", ".join(names[:max_hosts]) + (" ..." if len(names) > max_hosts else "")
+        parts.append(f"{reason} ({shown})")
+    return f"{count} host{'' if count == 1 else 's'} unreachable: " + "; ".join(parts)
+
+
 def render_summary(d: RunData, max_items: int = 10) -> str:
     """A plain-text summary; readable in a terminal, a log file and a cron mail alike."""
     lines = [summary_line(d)]
@@ -102,6 +123,14 @@ def render_summary(d: RunData, max_items: int = 10) -> str:
     lines += _counts("changes", {**d.changes.counts(), "failed": len(d.failed)})
     lines.append(f"  {'bytes':<14} payload {human_bytes(d.payload_bytes)}, "
                  f"WARC {human_bytes(d.warc_bytes)}")
+    if d.unreachable_hosts:
+        lines.append(f"  {'unreachable':<14} {unreachable_line(d.unreachable_hosts)}")
+    if d.needs_browser:
+        lines.append(f"  {'needs browser':<14} {len(d.needs_browser)} pages may need a browser to "
+                     f"archive (scripts build them), e.g. {d.needs_browser[0][0]}")
+    if d.sitemap_only_pages:
+        lines.append(f"  {'sitemaps':<14} {d.sitemap_only_pages} pages reached only "
+                     "through a sitemap")
     if d.top_errors:
         lines.append("  most frequent errors:")
         lines += [f"    {n:>5}  {e}" for e, n in d.top_errors[:max_items]]

@@ -11,6 +11,7 @@ from mirror.archive.fsutil import atomic_write_text
 from mirror.archive.manifest_queries import ManifestReader
 from mirror.config import SiteConfig
 from mirror.crawl.history import Changes, compare
+from mirror.crawl.politeness import UNREACHABLE
 from mirror.layout import ArchiveLayout
 from mirror.model import UNFINISHED, ExitCode, RunState
 from mirror.report import RunData, build_report
@@ -56,6 +57,9 @@ def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
         failed=m.failed(run),
         broken_links=m.broken_links(run),
         broken_links_total=m.count_broken_links(run),
+        sitemap_only_pages=m.count_sitemap_only_pages(run),
+        unreachable_hosts=m.unreachable_hosts(run, f"{UNREACHABLE}: "),
+        needs_browser=m.needs_browser(run),
         changes=changes(m, run),
         skipped_urls=m.skipped_urls(run),
         warc_files=[p.name for p in index.warc_files(ArchiveLayout(cfg.site.output_dir).warc)],

@@ -291,7 +291,7 @@ def test_robots_are_obeyed_archived_and_explained(cli: Cli, site_in_thread, tmp_
     write_config(tmp_path, [site.base], scope={"robots": True})
     code, out, _ = cli("run", "site.toml")
     assert code == 0
-    assert sorted(site.log) == ["/", "/public", "/robots.txt"]  # robots.txt fetched once
+    assert sorted(site.log) == ["/", "/public", "/robots.txt", "/sitemap.xml"]  # once each
     assert "skipped        robots 1" in out
     code, out, _ = cli("explain", "site.toml", site.base + "private/x", "--offline")
     assert code == 0

@@ -20,7 +20,7 @@ from mirror.config import load_config
 from mirror.crawl import parsepool
 from mirror.crawl.discover import Discovery
 from mirror.crawl.parsepool import Page
-from mirror.model import UrlItem
+from mirror.model import NOTHING, UrlItem
 from tests.conftest import write_config
 
 LENGTH = struct.Struct("!Q")
@@ -56,7 +56,7 @@ def test_helper_answers_each_request_in_order_with_its_log_records(tmp_path: Pat
     assert parsepool.run_helper(stdin, stdout) == 0
     ready, first, second = frames(stdout.getvalue())
     assert ready == "ready"
-    request_id, ok, (location, found), records = first
+    request_id, ok, (location, found, _), records = first
     assert (request_id, ok, location) == (7, True, None)
     assert [(f.url, f.skip_reason) for f in found] == [
         ("http://h.test/a", None), ("http://h.test/b", None),
@@ -198,7 +198,7 @@ async def test_a_page_that_kills_its_helper_twice_loses_only_its_links(tmp_path,
         with caplog.at_level(logging.WARNING, logger="mirror.crawl.parsepool"):
             # parsed in this process, the page would give its link: it must not be
             lost = await pool.discover(item, html_page(links("/boom-link")))
-        assert lost == (None, [])
+        assert lost == NOTHING
         assert caplog.text.count("link-extraction process died (exit code 3); starting"
                                  " another") == 2
         assert "links of http://h.test/ not extracted" in caplog.text

@@ -121,7 +121,7 @@ async def test_a_long_crawl_delay_holds_its_host_back_while_it_has_urls(make_sit
     assert held and {p.held_back for p in held} == {1}
     assert held[-1].elapsed - held[0].elapsed >= 0.4  # "/a" and "/b" start 0.5 s apart
     # none once its URLs are done (robots.txt is stored too)
-    assert (last.done, last.queued, last.held_back) == (4, 0, 0)
+    assert (last.done, last.queued, last.held_back) == (5, 0, 0)  # robots.txt, sitemap.xml
 
 
 def test_the_display_shows_the_numbers(tmp_path):

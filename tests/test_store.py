@@ -15,6 +15,7 @@ from warcio.archiveiterator import ArchiveIterator
 from mirror.archive.manifest import Manifest, NewUrl, UrlItem
 from mirror.archive.warcwriter import Exchange, WarcWriter, default_info, sha1_digest
 from mirror.crawl.store import CaptureStore, StorageError
+from mirror.model import NOTHING
 
 BODY = b"<p>the same body</p>"
 
@@ -40,7 +41,7 @@ class Archive:
 
     def store_one(self, url: str, status: int = 200, body: bytes = BODY) -> None:
         self.store.store(self.run, self.item(url), exchange(url, status, body), None, None,
-                         (None, []))
+                         NOTHING)
 
     def rows(self) -> dict[str, tuple[str, int, str | None]]:
         return {u: (t, s, o) for u, t, s, o in self.manifest.db.execute(
@@ -101,7 +102,7 @@ def test_a_failed_commit_cuts_the_records_off_again(archive):
     a.manifest.db.execute("PRAGMA query_only = ON")  # every write now fails
     with pytest.raises(StorageError, match="cannot update the manifest"):
         a.store.store(a.run, item, exchange("http://x/two", body=b"other"), None, None,
-                      (None, []))
+                      NOTHING)
     a.manifest.db.execute("PRAGMA query_only = OFF")
     assert a.records() == before  # the manifest never misses a record the WARC has
     assert "http://x/two" not in a.rows()

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from conftest import Crawl, TestSite
 
-from mirror.config import ConfigError, parse_config
+from mirror.config import TRAPS, ConfigError, parse_config
 from mirror.crawl.scope import (
+    LOGOUT,
     MAX_HOST_BYTES,
     MAX_HOST_PAGES,
     PAGE,
     REQUISITE,
+    Decision,
     HostBudget,
     Scope,
     cap_outlinks,
+    cms_trap,
     trap_rule,
 )
 from mirror.web.urls import normalize
@@ -211,3 +217,174 @@ def test_fault_server_pairs_are_decided_as_promised() -> None:
     for pair in PAIRS:
         control = s.decide(normalize(BASE + pair.control), 1, False)
         assert control.allowed, (pair.name, control)
+
+
+# -- CMS traps ([scope] traps) and logout links ----------------------------------------------
+
+# (id, trap URL, rule under the default traps, a control URL that stays a page)
+CMS_CASES = [
+    ("replytocom", "/2024/05/hello/?replytocom=17", "trap:replytocom", "/2024/05/hello/"),
+    ("replytocom-second-param", "/p/?a=1&replytocom=3#respond", "trap:replytocom", "/p/?a=1"),
+    ("wp-login", "/wp-login.php", "trap:login", "/wp-content/login-help/"),
+    ("wp-login-redirect", "/wp-login.php?redirect_to=%2Fp%2F", "trap:login", "/p/?redirect=1"),
+    ("wp-lostpassword", "/wp-login.php?action=lostpassword", "trap:login", "/lost/"),
+    ("wp-admin", "/wp-admin/", "trap:login", "/wp-administrators/"),
+    ("wp-admin-page", "/wp-admin/post.php?post=1", "trap:login", "/admin-notes/post.php"),
+    ("login", "/login", "trap:login", "/login-tips"),
+    ("login-next", "/accounts/login/?next=/a/", "trap:login", "/accounts/"),
+    ("login-php", "/login.php", "trap:login", "/images/login.png"),
+    ("signin", "/signin", "trap:login", "/signing-day"),
+    ("sign-in", "/sign-in/", "trap:login", "/sign/"),
+    ("drupal-user-login", "/user/login?destination=/node/1", "trap:login", "/user/1"),
+    ("drupal-password", "/user/password", "trap:login", "/user/passwords-guide"),
+    ("account-login", "/account/login", "trap:login", "/account/"),
+    ("password-reset", "/password/reset", "trap:login", "/password/"),
+    ("forgot-password", "/forgot-password", "trap:login", "/forgot"),
+    ("woo-lost-password", "/my-account/lost-password/", "trap:login", "/my-account/"),
+    ("action-rp", "/wp-login.php?action=rp&key=k", "trap:login", "/?action=rpm"),
+    ("joomla-login", "/index.php?option=com_users&view=login", "trap:login",
+     "/index.php?option=com_users&view=profile"),
+    ("joomla-task", "/index.php?task=user.login", "trap:login", "/index.php?task=user.view"),
+    ("phpbb-login", "/ucp.php?mode=login", "trap:login", "/ucp.php?mode=register"),
+    ("dokuwiki-login", "/doku.php?id=start&do=login", "trap:login", "/doku.php?id=start"),
+    ("mediawiki-login", "/index.php?title=Special:UserLogin&returnto=Main",
+     "trap:login", "/index.php?title=Factory_reset"),
+    ("mediawiki-login-path", "/wiki/Special:UserLogin", "trap:login", "/wiki/Special:Search"),
+    ("share", "/2024/05/hello/?share=twitter&nb=1", "trap:share", "/2024/05/hello/?shared=1"),
+    ("share-email", "/p/?share=email", "trap:share", "/p/?sharer=1"),
+    ("print-param", "/p/?print=1", "trap:print", "/p/?printer_model=x"),
+    ("print-format", "/p/?format=print", "trap:print", "/p/?format=json"),
+    ("mediawiki-printable", "/index.php?title=Main&printable=yes", "trap:print",
+     "/index.php?title=Main"),
+    ("drupal-print", "/print/node/12", "trap:print", "/printing/node/12"),
+    ("drupal-printmail", "/printmail/12", "trap:print", "/mail/12"),
+    ("wp-print", "/2024/05/hello/print/", "trap:print", "/2024/05/print-hello/"),
+    ("joomla-mailto", "/index.php?option=com_mailto&tmpl=component", "trap:print",
+     "/index.php?option=com_content"),
+    ("logout-no-session", "/logout", "trap:login", "/log"),
+    ("wp-logout-no-session", "/wp-login.php?action=logout&_wpnonce=1", "trap:login", "/"),
+]
+
+
+@pytest.mark.parametrize(("trap", "rule", "control"), [c[1:] for c in CMS_CASES],
+                         ids=[c[0] for c in CMS_CASES])
+def test_cms_trap_and_control(trap: str, rule: str, control: str) -> None:
+    s = scope()
+    trap_url, control_url = normalize(BASE + trap), normalize(BASE + control)
+    assert s.decide(trap_url, 1, False) == Decision(False, "", rule)
+    assert s.decide(control_url, 1, False) == Decision(True, PAGE, "in scope")
+    assert cms_trap(trap_url, (), False) is None  # every trap can be turned off
+
+
+# (id, logout URL) skipped under "logout" while there is a session to keep
+LOGOUT_CASES = [
+    ("logout", "/logout"), ("log-out", "/account/log-out/"), ("signout", "/signout"),
+    ("sign-out", "/users/sign-out"), ("logoff", "/logoff.aspx"), ("logout-php", "/logout.php"),
+    ("wp", "/wp-login.php?action=logout&_wpnonce=abc"), ("param", "/index.php?logout=1"),
+    ("phpbb", "/ucp.php?mode=logout&sid=1"), ("joomla", "/index.php?task=user.logout"),
+    ("dokuwiki", "/doku.php?do=logout"), ("mediawiki", "/wiki/Special:UserLogout"),
+    ("mediawiki-query", "/index.php?title=Special%3AUserLogout&returnto=Main"),
+]
+
+
+@pytest.mark.parametrize("path", [c[1] for c in LOGOUT_CASES], ids=[c[0] for c in LOGOUT_CASES])
+def test_logout_links(path: str) -> None:
+    url = normalize(BASE + path)
+    assert cms_trap(url, TRAPS, keep_session=True) == LOGOUT
+    assert cms_trap(url, (), keep_session=True) == LOGOUT  # whatever the traps
+    assert cms_trap(url, TRAPS, keep_session=True, requisite=True) == LOGOUT
+    assert cms_trap(url, TRAPS, keep_session=False) == "trap:login"
+    assert cms_trap(url, ("share",), keep_session=False) is None
+
+
+@pytest.mark.parametrize("path", ["/blog/logout-tips", "/catalog/", "/images/logout.png",
+                                  "/?do=edit", "/p?logouts=2"])
+def test_logout_controls(path: str) -> None:
+    assert cms_trap(normalize(BASE + path), TRAPS, keep_session=True) is None
+
+
+def test_session_comes_from_login_cookies_file_or_cookie_header(tmp_path: Path) -> None:
+    def keeps(text: str) -> bool:
+        return Scope.from_config(parse_config(SITE + text, tmp_path / "s.toml")).keep_session
+
+    (tmp_path / "cookies.txt").write_text("# Netscape HTTP Cookie File\n", encoding="utf-8")
+    assert not keeps("")
+    assert keeps('[login]\nurl = "http://example.com/login"\n')
+    assert keeps('[crawl]\ncookies_file = "cookies.txt"\n')
+    assert not keeps('[crawl]\ncookies = false\ncookies_file = "cookies.txt"\n')
+    assert keeps('[crawl.headers]\nCookie = "sid=1"\n')
+    s = scope()
+    assert s.decide(BASE + "/logout", 1, False).reason == "trap:login"
+
+
+def test_requisites_meet_only_the_login_trap() -> None:
+    s = scope()
+    for path in ("/p/?share=twitter", "/p/?replytocom=2", "/print/logo.png", "/p/?print=1"):
+        assert s.decide(BASE + path, 1, True) == Decision(True, PAGE, "in scope")
+    # a protected image that redirects to the login form
+    assert s.decide(BASE + "/wp-login.php?redirect_to=/img.png", 1, True).reason == "trap:login"
+    off_site = "http://cdn.example.net/wp-login.php"
+    assert s.decide(off_site, 1, True).reason == "trap:login"
+    assert s.decide("http://cdn.example.net/x.png?share=1", 1, True).mode == REQUISITE
+
+
+def test_other_rules_come_first() -> None:
+    s = scope(exclude='["replytocom"]', max_depth=1)
+    assert s.decide(BASE + "/p/?replytocom=1", 1, False).reason == "exclude"
+    assert s.decide(BASE + "/p/?share=x", 2, False).reason == "max_depth"  # not fetched anyway
+    assert s.decide("http://other.org/wp-login.php", 1, False).reason == "host"
+    assert s.decide(BASE + "/a/a/a/login", 1, False).reason == "segment_repeats"
+
+
+def test_traps_config() -> None:
+    assert scope().traps == TRAPS == ("replytocom", "login", "share", "print")
+    assert scope(traps="[]").decide(BASE + "/p/?replytocom=1", 1, False).allowed
+    only = scope(traps='["share"]')
+    assert only.decide(BASE + "/p/?share=x", 1, False).reason == "trap:share"
+    assert only.decide(BASE + "/wp-login.php", 1, False).allowed
+    with pytest.raises(ConfigError, match=r"\[scope\] traps\[0\]: expected one of"):
+        scope(traps='["amp"]')
+
+
+def wordpress_like(site: TestSite) -> None:
+    """A blog: two posts with comment reply links, share and print links, a login link."""
+    traps = ('<a href="?replytocom={n}">Reply</a> <a href="?share=twitter&nb=1">Tweet</a> '
+             '<a href="?share=email">Mail</a> <a href="print/">Print</a> '
+             '<a href="?print=1">Print 2</a> <a href="/wp-login.php?redirect_to={path}">Log in</a>'
+             ' <a href="/wp-login.php?action=lostpassword">Lost your password?</a>')
+    site.page("/", '<a href="/2024/hello/">Hello</a> <a href="/2024/again/">Again</a> '
+              '<img src="/logo.png?share=1">')
+    site.page("/logo.png", b"\x89PNG", content_type="image/png")
+    for slug in ("hello", "again"):
+        path = f"/2024/{slug}/"
+        site.page(path, f"<h1>{slug}</h1>" + "".join(
+            traps.format(n=n, path=path) for n in (1, 2, 3)))
+        site.page(path + "print/", f"<h1>{slug} to print</h1>")
+    site.page("/wp-login.php", "<form><input type=password></form>")
+
+
+async def test_a_wordpress_like_site(crawl: Callable[..., Awaitable[Crawl]],
+                                     make_site: Callable[[], Awaitable[TestSite]]) -> None:
+    site = await make_site()
+    wordpress_like(site)
+    result = await crawl([site.base], crawl={"workers": 2})
+    assert sorted(set(site.log)) == ["/", "/2024/again/", "/2024/hello/", "/logo.png?share=1"]
+    report = json.loads(next((result.archive / "reports").glob("*.json")).read_text())
+    assert report["skipped"] == {"trap:replytocom": 6, "trap:share": 4, "trap:print": 4,
+                                 "trap:login": 3}
+    assert set(report["skipped_urls"]) == set(report["skipped"])
+    result.assert_verifies()
+
+
+async def test_a_wordpress_like_site_without_traps(
+        crawl: Callable[..., Awaitable[Crawl]],
+        make_site: Callable[[], Awaitable[TestSite]]) -> None:
+    site = await make_site()
+    wordpress_like(site)
+    result = await crawl([site.base], scope={"traps": []}, crawl={"workers": 2})
+    assert site.count("/2024/hello/?replytocom=2") == 1
+    assert site.count("/2024/hello/?share=twitter&nb=1") == 1
+    assert site.count("/2024/hello/print/") == 1
+    assert site.count("/wp-login.php?action=lostpassword") == 1
+    report = json.loads(next((result.archive / "reports").glob("*.json")).read_text())
+    assert not [rule for rule in report["skipped"] if rule.startswith("trap:")]

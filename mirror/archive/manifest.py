@@ -139,6 +139,11 @@ class Manifest(ManifestReader):
                 row = None  # a later link may still upgrade it
             if row is not None:
                 staged[f.url] = row[0]
+        self.db.executemany(
+            "INSERT INTO sitemap_lastmod (url_id, lastmod) VALUES (?, ?) "
+            "ON CONFLICT(url_id) DO UPDATE SET lastmod=excluded.lastmod",
+            [(url_id, f.lastmod) for f in found
+             if f.lastmod and (url_id := known.get(f.url) or staged.get(f.url))])
         if referrer is not None:
             ids = [(referrer, known.get(f.url) or staged.get(f.url), f.kind, f.url)
                    for f in found]
@@ -213,8 +218,10 @@ class Manifest(ManifestReader):
         found: Sequence[NewUrl],
         *,
         failed_reason: str | None = None,
+        note: str | None = None,
     ) -> None:
-        """One transaction: the capture row, the URL done (or failed), and what it linked to."""
+        """One transaction: the capture row, the URL done (or failed), what it linked to,
+        and a note on the page (why it may need a browser), if any."""
         with self._tx():
             self.db.execute(
                 """INSERT INTO captures (url_id, run_id, url, warc_date, record_id, filename,
@@ -234,6 +241,9 @@ class Manifest(ManifestReader):
             )
             if failed_reason:
                 self._log_error(run_id, item.id, failed_reason)
+            if note:
+                self.db.execute("INSERT OR REPLACE INTO notes (run_id, url_id, note) "
+                                "VALUES (?,?,?)", (run_id, item.id, note))
             self._add_urls(run_id, item.id, found)
             crashpoints.reached("commit:inside")
 

@@ -251,11 +251,13 @@ class ManifestReader:
         ).fetchall()
 
     def broken_links(self, run_id: int, limit: int = 50) -> list[tuple[str, int | None, str]]:
-        """(target URL, status or None, a page linking to it) for 4xx/5xx/failed targets."""
+        """(target URL, status or None, a page linking to it) for 4xx/5xx/failed targets.
+        A robots.txt is no page: the /sitemap.xml guessed for it may well be missing."""
         return self.db.execute(
             """SELECT d.url, d.status, MIN(s.url) FROM urls d
                  JOIN links l ON l.dst = d.id JOIN urls s ON s.id = l.src
                WHERE d.run_id=? AND (d.state='failed' OR d.status >= 400)
+                 AND s.via != 'robots'
                GROUP BY d.id ORDER BY d.url LIMIT ?""",
             (run_id, limit),
         ).fetchall()
@@ -264,8 +266,38 @@ class ManifestReader:
         """How many targets broken_links would list without its limit."""
         return int(self.db.execute(
             """SELECT COUNT(DISTINCT d.id) FROM urls d JOIN links l ON l.dst = d.id
-               WHERE d.run_id=? AND (d.state='failed' OR d.status >= 400)""",
+                 JOIN urls s ON s.id = l.src
+               WHERE d.run_id=? AND (d.state='failed' OR d.status >= 400)
+                 AND s.via != 'robots'""",
             (run_id,)).fetchone()[0])
+
+    def needs_browser(self, run_id: int) -> list[tuple[str, str]]:
+        """(url, why) of the pages of a run that may need a browser to archive."""
+        return self.db.execute(
+            "SELECT u.url, n.note FROM notes n JOIN urls u ON u.id = n.url_id "
+            "WHERE n.run_id=? ORDER BY u.url", (run_id,)).fetchall()
+
+    def unreachable_hosts(self, run_id: int, prefix: str) -> list[tuple[str, str, int]]:
+        """(host, reason, URLs) of the hosts whose URLs failed with a reason starting with
+        `prefix` ("host unreachable: "), by host."""
+        rows = self.db.execute(
+            "SELECT site, reason, COUNT(*) FROM urls WHERE run_id=? AND state='failed' "
+            "AND substr(reason, 1, ?) = ? GROUP BY site, reason ORDER BY site",
+            (run_id, len(prefix), prefix))
+        return [(site, reason[len(prefix):], n) for site, reason, n in rows]
+
+    def count_sitemap_only_pages(self, run_id: int) -> int:
+        """Pages of the run fetched because a sitemap lists them, that no page, start URL,
+        redirect or robots.txt of the run leads to: every link to them is from a sitemap
+        (a URL via 'sitemap' fetched as a requisite; the pages a sitemap lists are via
+        'sitemap' too, but pages). Links from URLs of earlier runs only do not count."""
+        return int(self.db.execute(
+            """SELECT COUNT(*) FROM (
+                 SELECT l.dst FROM links l JOIN urls s ON s.id = l.src WHERE s.run_id = ?
+                 GROUP BY l.dst HAVING MIN(s.via = 'sitemap' AND s.mode = 'requisite') = 1
+               ) AS only JOIN urls d ON d.id = only.dst
+               WHERE d.run_id = ? AND d.mode = 'page' AND d.state = 'done'
+                 AND d.via != 'start'""", (run_id, run_id)).fetchone()[0])
 
     def count_pages(self) -> int:
         """URLs with an HTML capture in any run: the pages the archive can show."""

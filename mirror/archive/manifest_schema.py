@@ -75,7 +75,7 @@ CREATE TABLE IF NOT EXISTS urls (
     depth INTEGER NOT NULL,
     redirects_left INTEGER NOT NULL,
     referrer INTEGER,
-    via TEXT NOT NULL,              -- start | link | requisite | redirect | robots
+    via TEXT NOT NULL,              -- start | link | requisite | redirect | robots | sitemap
     tries INTEGER NOT NULL DEFAULT 0,
     next_try REAL NOT NULL DEFAULT 0,
     reason TEXT,                    -- skip rule or last error
@@ -121,6 +121,19 @@ CREATE TABLE IF NOT EXISTS sessions (
     run_id INTEGER NOT NULL,
     started REAL NOT NULL,          -- Unix time
     alive REAL NOT NULL
+);
+-- What a run noticed about a page it stored: why it may need a browser to archive.
+CREATE TABLE IF NOT EXISTS notes (
+    run_id INTEGER NOT NULL,
+    url_id INTEGER NOT NULL,
+    note TEXT NOT NULL,
+    PRIMARY KEY (run_id, url_id)
+) WITHOUT ROWID;
+-- The <lastmod> of each page URL in the last sitemap read that lists it with one, as
+-- written (W3C datetime), kept across runs for incremental crawls.
+CREATE TABLE IF NOT EXISTS sitemap_lastmod (
+    url_id INTEGER PRIMARY KEY,
+    lastmod TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS errors (
     run_id INTEGER NOT NULL,

@@ -28,15 +28,30 @@ from mirror.archive.warcwriter import (
 )
 from mirror.config import SiteConfig
 from mirror.crawl import history
+from mirror.crawl.cookies import CookieFileError
 from mirror.crawl.discover import Discovery
-from mirror.crawl.fetch import FetchError, Limits, fetch, open_session
+from mirror.crawl.fetch import (
+    FetchError,
+    Limits,
+    Session,
+    SiteCookieJar,
+    fetch,
+    open_session,
+    site_cookie_jar,
+)
 from mirror.crawl.frontier import Frontier
-from mirror.crawl.parsepool import Discovered, ParserPool
+from mirror.crawl.login import LoginError, LoginKeeper
+from mirror.crawl.parsepool import ParserPool
 from mirror.crawl.politeness import (
     BACKOFF_BASE,
+    SOFT_FAILURES,
+    UNREACHABLE,
+    DeadHosts,
     HostBackoffs,
     host_delay,
+    host_failure,
     http_error,
+    out_of_time,
     retry_delay,
 )
 from mirror.crawl.robots import ROBOTS_RULE, RobotsRules, robots_url
@@ -45,8 +60,9 @@ from mirror.crawl.scope import Scope
 from mirror.crawl.startup import RunSession, Startup, now_iso
 from mirror.crawl.store import CaptureStore, StorageError
 from mirror.layout import ArchiveLayout
-from mirror.model import ExitCode, Progress, RunState, UrlState
+from mirror.model import NOTHING, Discovered, ExitCode, Progress, RunState, UrlState
 from mirror.web.http import header_map
+from mirror.web.urls import site_key
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +128,10 @@ class Crawler:
         self._clock = clock  # WARC-Date of each record (tests pin it to tell runs apart)
         self._session: RunSession | None = None  # this process's time on the run
         self._backoffs = HostBackoffs(self.rng, backoff_base, cfg.crawl.max_retry_after)
+        self._dead = DeadHosts(cfg.crawl.dead_host_after)
+        self.login: LoginKeeper | None = None  # [login]: keeps the run logged in
+        # url id -> when it first failed in this process (the retry budget runs from there)
+        self._failing_since: dict[int, float] = {}
         self._usage: dict[str, tuple[int, int]] = {}  # site -> (URLs, bytes) this run
         self.discovery = Discovery(cfg, self.scope)
         self.parsers = ParserPool(cfg, self.discovery, cfg.crawl.parse_processes)
@@ -119,7 +139,8 @@ class Crawler:
         self.startup = Startup(cfg, self.manifest, self.store, self.parsers.discover_in_process,
                                self._stored, force_new_run=new_run)
         self.robots = RobotsGate(self._fetch_robots, RunRobots(
-            self.manifest, lambda: self.run_id, self.store.warc_path, self.store_out_of_band))
+            self.manifest, lambda: self.run_id, self.store.warc_path, self.store_out_of_band,
+            self.parsers.discover_in_process))
 
     # -- lifecycle -------------------------------------------------------------------------
     def stop(self) -> None:
@@ -146,8 +167,9 @@ class Crawler:
         try:
             await self.parsers.start()
             async with open_session(
-                self.cfg.crawl.user_agent, self.cfg.crawl.workers
+                self.cfg.crawl.user_agent, self.cfg.crawl.workers, self._cookie_jar()
             ) as session:
+                await self._log_in(session)
                 self._workers = [
                     asyncio.create_task(self._work(session), name=f"worker-{i}")
                     for i in range(self.cfg.crawl.workers)
@@ -195,6 +217,24 @@ class Crawler:
             pages_done=self.manifest.count_done_pages(self.run_id),
         )
         return resumed
+
+    def _cookie_jar(self) -> SiteCookieJar | None:
+        """The run's cookie jar; a cookies_file that cannot be read stops the run."""
+        try:
+            return site_cookie_jar(self.cfg.crawl, self.scope.on_site)
+        except CookieFileError as exc:
+            self._fail_run(str(exc))
+            return None
+
+    async def _log_in(self, session: Session) -> None:
+        """[login]: log in before the first request; a failed login stops the run."""
+        if not self.cfg.login.url or self._fatal:
+            return
+        self.login = LoginKeeper(session, self.cfg, self.limits)
+        try:
+            await self.login.log_in()
+        except LoginError as exc:
+            self._fail_run(str(exc))
 
     def _end_files(self) -> None:
         self.store.close()
@@ -251,15 +291,22 @@ class Crawler:
         on to its next request at once: the CPU work (links, WARC records, manifest) of up
         to `workers` responses waits its turn while `workers` requests are in flight.
         Returns whether it was handed off (the finishing task then releases `item`)."""
-        if not await self._permitted(session, item):
+        if self._fail_if_dead(item) or not await self._permitted(session, item):
             return False
         prev = self.store.previous(self.run_id, item)
+        assert self.frontier is not None
+        await self.frontier.turn(item.site)
         try:
-            ex = await fetch(session, item.url, self.limits,  # type: ignore[arg-type]
-                             self._request_headers(item.url, prev))
-        except FetchError as exc:
-            self._retry_or_fail(item, str(exc), exc.retryable)
+            ex = await self._fetch_item(session, item, prev)
+        except LoginError as exc:  # logging in again failed: stop, resume later
+            self.manifest.unlease([item.id])
+            self._fail_run(str(exc))
             return False
+        except FetchError as exc:
+            if not self._host_failed(item.site, exc) or not self._fail_if_dead(item):
+                self._retry_or_fail(item, str(exc), exc.retryable)
+            return False
+        self._dead.answered(item.site)
         handed_off = False
         try:
             last_try = item.tries + 1 >= self.cfg.crawl.max_tries
@@ -284,7 +331,7 @@ class Crawler:
                       prev: Previous | None) -> None:
         """Links first, then the records and the manifest commit with no await between."""
         with self._guarded(item):
-            page = self.store.page(ex, prev)
+            page = self.store.page(ex, prev, item=item)
             links = await self.parsers.discover(item, page)
             self._store(item, ex, error, prev, links)
             self._usage[item.site] = _plus(self._usage.get(item.site), ex.body_length)
@@ -299,6 +346,14 @@ class Crawler:
         assert self.frontier is not None
         self.frontier.release(item, slot_held=False)
 
+    async def _fetch_item(self, session: object, item: UrlItem,
+                          prev: Previous | None) -> Exchange:
+        """fetch(), through the login keeper with [login]: when the answer asks to log in,
+        it logs in again and fetches once more."""
+        once = functools.partial(fetch, session, item.url, self.limits,  # type: ignore[arg-type]
+                                 self._request_headers(item.url, prev))
+        return await (self.login.fetch(once) if self.login else once())
+
     def _request_headers(self, url: str, prev: Previous | None) -> dict[str, str]:
         return {**self.cfg.headers_for(self.scope.on_site(url)),
                 **history.conditional_headers(prev)}
@@ -311,6 +366,8 @@ class Crawler:
             rules = await self.robots.rules_for(session, item.url)
             self.frontier_delay(item.site, rules)
             if not rules.allowed(item.url, self.cfg.crawl.user_agent):
+                if rules.unreachable and self._fail_if_dead(item):
+                    return False
                 if rules.unreachable:  # try again when robots.txt may be back, max_tries times
                     wait = self.robots.cache.expires_in(robots_url(item.url))
                     self._retry_or_fail(item, f"robots.txt {rules.reason}", True, wait)
@@ -344,6 +401,10 @@ class Crawler:
         tries = item.tries + 1
         delay = retry_delay(tries, self.cfg.crawl.max_tries, retryable, self.rng,
                             self.backoff_base, at_least)
+        now = time.monotonic()
+        since = self._failing_since.setdefault(item.id, now)
+        if delay is not None and out_of_time(since, now, delay, self.cfg.crawl.max_retry_time):
+            error, delay = f"{error} (retries would outlast max_retry_time)", None
         if delay is not None:
             log.info("retrying %s in %.1fs after %s (try %d of %d)",
                      item.url, delay, error, tries, self.cfg.crawl.max_tries)
@@ -352,15 +413,52 @@ class Crawler:
             self._heartbeat()
         else:
             log.warning("giving up on %s after %d tries: %s", item.url, tries, error)
-            self.manifest.give_up(self.run_id, item, error)
-            self.counters.failed += 1
+            self._give_up(item, error)
+
+    def _give_up(self, item: UrlItem, error: str) -> None:
+        self._failing_since.pop(item.id, None)
+        self.manifest.give_up(self.run_id, item, error)
+        self.counters.failed += 1
+
+    def _host_failed(self, site: str, exc: FetchError, *, first: bool = False) -> bool:
+        """Count a fetch error against its host; True when it says the host is unreachable.
+        A reset counts a third, as live hosts drop connections now and then, except on a
+        `first` request (robots.txt), which a host that serves anything answers."""
+        reason = host_failure(exc.kind, str(exc.args[0]))
+        if reason is None:
+            return False
+        known = self._dead.reason(site) is not None
+        soft = exc.kind in SOFT_FAILURES and not first
+        if self._dead.failed(site, reason, soft) and not known:
+            log.warning("%s is unreachable (%s): its other URLs fail at once", site, reason)
+        return True
+
+    def _fail_if_dead(self, item: UrlItem) -> bool:
+        """Fail `item` at once when its host is known to be unreachable."""
+        reason = self._dead.reason(item.site)
+        if reason is None:
+            return False
+        log.info("not fetching %s: host unreachable (%s)", item.url, reason)
+        self._give_up(item, f"{UNREACHABLE}: {reason}")
+        return True
 
     async def _fetch_robots(self, session: object, url: str) -> Exchange:
-        return await fetch(session, url, self.limits,  # type: ignore[arg-type]
-                           self.cfg.headers_for(self.scope.on_site(url)))
+        """robots.txt is a request to its host like any: its turn under `delay`, and its
+        connection failures count against the host."""
+        site = site_key(url)
+        assert self.frontier is not None
+        await self.frontier.turn(site)
+        try:
+            ex = await fetch(session, url, self.limits,  # type: ignore[arg-type]
+                             self.cfg.headers_for(self.scope.on_site(url)))
+        except FetchError as exc:
+            self._host_failed(site, exc, first=True)
+            raise
+        self._dead.answered(site)
+        return ex
 
     def store_out_of_band(self, item: UrlItem, ex: Exchange,
-                          found: Discovered = (None, [])) -> None:
+                          found: Discovered = NOTHING) -> None:
         """Archive a fetch made outside the frontier (robots.txt), with what it links to
         (the sitemaps a robots.txt names), if anything."""
         self._store(item, ex, None, None, found)
@@ -374,6 +472,7 @@ class Crawler:
                 found: list[NewUrl]) -> None:
         """After a capture's commit (also one adopted at start-up)."""
         self._heartbeat()
+        self._failing_since.pop(item.id, None)
         log.info("%d %s (%d bytes)", ex.status, item.url, ex.body_length)
         if found and self.frontier is not None:
             self.frontier.notify()

@@ -7,8 +7,9 @@ from dataclasses import replace
 from functools import lru_cache
 
 from mirror.config import SiteConfig
+from mirror.crawl import sitemaps
 from mirror.crawl.scope import REQUISITE, Scope
-from mirror.model import LinkKind, NewUrl, UrlItem, Via
+from mirror.model import NOTHING, Discovered, LinkKind, NewUrl, UrlItem, Via
 from mirror.web.codings import DecodeError, decode_body
 from mirror.web.extract import Link, extract
 from mirror.web.http import REDIRECT_STATUSES, mime_of
@@ -25,7 +26,8 @@ MAX_SKIPPED_URL = 2083
 
 class Discovery:
     """Turns one response into NewUrl rows: its redirect target, or its links and
-    requisites, each through the one normaliser and the scope rules."""
+    requisites, or the sitemaps a robots.txt points to, or what a sitemap lists; each
+    through the one normaliser and the scope rules."""
 
     def __init__(self, cfg: SiteConfig, scope: Scope) -> None:
         self.cfg = cfg
@@ -33,32 +35,40 @@ class Discovery:
         # a decision depends only on its arguments, and pages share most of their links
         self.decide = lru_cache(maxsize=1 << 12)(self._decide)  # bounded: a few MB
 
-    @staticmethod
-    def wants_body(status: int, headers: dict[str, str], truncated: str | None) -> bool:
-        """Whether `discover` reads links from this response's body (else it needs none)."""
-        return _parses(status, mime_of(headers.get("content-type")), truncated)
+    def wants_body(self, status: int, headers: dict[str, str], truncated: str | None,
+                   item: UrlItem | None = None) -> bool:
+        """Whether `discover` reads links from this response's body (else it needs none).
+        Without `item`, only a page's body is known to be wanted, not a sitemap's."""
+        if _parses(status, mime_of(headers.get("content-type")), truncated):
+            return True
+        return (item is not None and 200 <= status < 300
+                and (is_sitemap(item) or item.via == Via.ROBOTS) and self._reads_sitemaps(item))
 
     def discover(
         self, item: UrlItem, status: int, body: bytes | None, truncated: str | None,
         headers: dict[str, str],
-    ) -> tuple[str | None, list[NewUrl]]:
+    ) -> Discovered:
         """(canonical redirect target or None, URLs found) for one stored response.
         `body` is the raw body as received when `wants_body` says so, else None."""
+        if item.via == Via.ROBOTS:  # its redirects are followed by the robots gate
+            return Discovered(None, self.robots_links(item, status, body, truncated, headers))
+        if is_sitemap(item):
+            return self.sitemap_links(item, status, body, headers)
         if status in REDIRECT_STATUSES and "location" in headers:
             return self.redirect(item, headers["location"])
         mime = mime_of(headers.get("content-type"))
         if body is None or mime is None or not _parses(status, mime, truncated):
-            return None, []
+            return NOTHING
         try:
             text, cut = decode_body(body, headers.get("content-encoding"), MAX_PARSE_BYTES)
         except DecodeError as exc:
             log.warning("cannot decode %s for links: %s", item.url, exc)
-            return None, []
+            return NOTHING
         if cut:  # past MAX_PARSE_BYTES, or a compressed stream that ends early
             log.warning("links of %s taken from a partial body (%d bytes decoded)",
                         item.url, len(text))
         found = extract(text, item.url, mime, headers.get("content-type"))
-        return None, self.links(item, found.links)
+        return Discovered(None, self.links(item, found.links), found.needs_browser)
 
     def links(self, item: UrlItem, found: tuple[Link, ...]) -> list[NewUrl]:
         # requisites are never crawled further: only their own requisites are followed
@@ -75,7 +85,7 @@ class Discovery:
                      for x in links if x not in kept_set]
         return urls
 
-    def redirect(self, item: UrlItem, location: str) -> tuple[str | None, list[NewUrl]]:
+    def redirect(self, item: UrlItem, location: str) -> Discovered:
         # a requisite that redirects (an on-site image moved to a CDN) is still a requisite
         requisite = item.mode == REQUISITE or item.via == Via.REQUISITE
         new = self.decide(join(item.url, location), item.depth, item.redirects_left - 1,
@@ -83,7 +93,73 @@ class Discovery:
         if item.redirects_left <= 0 and not new.skip_reason:
             log.warning("redirect limit reached at %s -> %s", item.url, new.url)
             new = replace(new, mode="", skip_reason="max_redirects")
-        return new.url, [new]
+        return Discovered(new.url, [new])
+
+    def robots_links(self, item: UrlItem, status: int, body: bytes | None,
+                     truncated: str | None, headers: dict[str, str]) -> list[NewUrl]:
+        """The sitemaps of an on-site robots.txt answer (sitemaps.robots_sitemaps)."""
+        if not self._reads_sitemaps(item):
+            return []
+        found = sitemaps.robots_sitemaps(status, body, headers.get("content-encoding"),
+                                         truncated is not None)
+        return [self._sitemap(item.url, raw, self.cfg.crawl.max_redirects, LinkKind.LINK)
+                for raw in found]
+
+    def sitemap_links(self, item: UrlItem, status: int, body: bytes | None,
+                      headers: dict[str, str]) -> Discovered:
+        """A sitemap's redirect target, or what it lists: the sitemaps of an index; the
+        pages of a urlset or text sitemap, found at depth 1 (with their lastmod). Every URL
+        goes through the scope rules; a broken sitemap gives what was read before the damage."""
+        if status in REDIRECT_STATUSES and "location" in headers:
+            new = self._sitemap(item.url, headers["location"], item.redirects_left - 1,
+                                LinkKind.REDIRECT)
+            if item.redirects_left <= 0 and not new.skip_reason:
+                log.warning("redirect limit reached at %s -> %s", item.url, new.url)
+                new = replace(new, mode="", skip_reason="max_redirects")
+            return Discovered(new.url, [new])
+        if body is None or not self._reads_sitemaps(item):
+            return NOTHING
+        if mime_of(headers.get("content-type")) in PARSED_TYPES:
+            log.info("%s is not a sitemap (%s)", item.url, headers.get("content-type"))
+            return NOTHING
+        read = sitemaps.parse(body, headers.get("content-encoding"))
+        if read.problem:
+            log.warning("sitemap %s: %s", item.url, read.problem)
+        if read.is_index:
+            return Discovered(None, [
+                self._sitemap(item.url, e.loc, self.cfg.crawl.max_redirects, LinkKind.LINK)
+                for e in read.entries])
+        return Discovered(None, [self._page(item.url, e) for e in read.entries])
+
+    def _reads_sitemaps(self, item: UrlItem) -> bool:
+        """Sitemaps are on, and this robots.txt is the site's own (a sitemap: any)."""
+        return self.cfg.scope.sitemaps and (item.via != Via.ROBOTS
+                                            or self.scope.on_site(item.url))
+
+    def _sitemap(self, base: str, raw: str, redirects_left: int, kind: str) -> NewUrl:
+        """A sitemap to fetch: like a requisite (fetched, never crawled as a page), at
+        depth 0, wherever the scope allows it (a robots.txt may name another host's)."""
+        try:
+            url = normalize(join(base, raw), self.cfg.scope.ignore_query)
+        except InvalidURL as exc:
+            return NewUrl(raw[:MAX_SKIPPED_URL], "", 0, 0, "", Via.SITEMAP, kind,
+                          skip_reason=exc.reason)
+        decision = self.scope.decide(url, 0, True)
+        if not decision.allowed:
+            return NewUrl(url[:MAX_SKIPPED_URL], canonical_site(url)[0], 0, 0, "", Via.SITEMAP,
+                          kind, skip_reason=decision.reason)
+        return NewUrl(url, canonical_site(url)[0], 0, redirects_left, REQUISITE, Via.SITEMAP,
+                      kind)
+
+    def _page(self, base: str, entry: sitemaps.Entry) -> NewUrl:
+        """A page a sitemap lists: a link found at depth 1, as if on a start page."""
+        try:
+            raw = join(base, entry.loc)
+        except InvalidURL as exc:
+            return NewUrl(entry.loc[:MAX_SKIPPED_URL], "", 1, 0, "", Via.SITEMAP, LinkKind.LINK,
+                          skip_reason=exc.reason)
+        new = self.decide(raw, 1, self.cfg.crawl.max_redirects, False, LinkKind.LINK)
+        return replace(new, via=Via.SITEMAP, lastmod=None if new.skip_reason else entry.lastmod)
 
     def _decide(
         self, raw: str, depth: int, redirects_left: int, requisite: bool, kind: str
@@ -109,6 +185,11 @@ class Discovery:
 def _parses(status: int, mime: str | None, truncated: str | None) -> bool:
     """A complete-enough 2xx HTML, XHTML or CSS body: one links are read from."""
     return 200 <= status < 300 and mime in PARSED_TYPES and truncated != "time"
+
+
+def is_sitemap(item: UrlItem) -> bool:
+    """A sitemap to read (a page a sitemap lists is via it too, but is crawled as a page)."""
+    return item.via == Via.SITEMAP and item.mode == REQUISITE
 
 
 def _is_requisite(link: Link) -> bool:

@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import logging
 import os
 import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from http.cookies import BaseCookie
 
 import aiohttp
+from aiohttp.abc import AbstractCookieJar
+from aiohttp.typedefs import LooseCookies
 from yarl import URL
 
 from mirror.archive.warcwriter import Exchange, sha1_digest
 from mirror.config import CrawlSection
+from mirror.crawl.cookies import FileCookie, read_cookies_txt, site_filter
+from mirror.web.http import header_map
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +56,64 @@ class Limits:
                    read_timeout=crawl.read_timeout, max_bytes=crawl.max_response_bytes)
 
 
-def open_session(user_agent: str, connections: int) -> aiohttp.ClientSession:
-    """A session that never follows redirects, never decompresses and keeps no cookies.
-    Headers of the site file go with each request (secret ones only to the site's hosts)."""
+Session = aiohttp.ClientSession  # what open_session gives, for modules without aiohttp
+_NO_URL = URL()
+
+
+class SiteCookieJar(aiohttp.CookieJar):
+    """aiohttp's cookie jar (RFC 6265) that takes cookies from, and sends them to, the
+    site's own hosts only; loopback and other IP hosts included (tests, intranets)."""
+
+    def __init__(self, allowed: Callable[[str], bool]) -> None:
+        super().__init__(unsafe=True, quote_cookie=False)  # values sent as a browser does
+        self._allowed = allowed
+
+    def update_cookies(self, cookies: LooseCookies, response_url: URL = _NO_URL) -> None:
+        if self._allowed(str(response_url)):
+            super().update_cookies(cookies, response_url)
+
+    def update_cookies_from_headers(self, headers: Sequence[str], response_url: URL) -> None:
+        if self._allowed(str(response_url)):
+            super().update_cookies_from_headers(headers, response_url)
+
+    def filter_cookies(self, request_url: URL = _NO_URL) -> BaseCookie[str]:
+        if not self._allowed(str(request_url)):
+            return BaseCookie()
+        return super().filter_cookies(request_url)
+
+    def add_file_cookies(self, cookies: Iterable[FileCookie]) -> int:
+        """Put cookies of a cookies.txt in the jar, whatever their domain (they still go to
+        the site's hosts only); returns how many."""
+        n = 0
+        for cookie in cookies:
+            super().update_cookies({cookie.name: cookie.morsel()}, URL(cookie.url))
+            n += 1
+        return n
+
+
+def site_cookie_jar(crawl: CrawlSection, on_site: Callable[[str], bool]) -> SiteCookieJar | None:
+    """The run's jar ([crawl] cookies, cookies_file), or None when cookies are off; made in
+    the event loop. `on_site` takes canonical URLs (Scope.on_site). Raises CookieFileError."""
+    if not crawl.cookies:
+        return None
+    loaded = read_cookies_txt(crawl.cookies_file) if crawl.cookies_file is not None else []
+    jar = SiteCookieJar(site_filter(on_site))  # needs a running event loop
+    if crawl.cookies_file is not None:
+        log.info("loaded %d cookies from %s", jar.add_file_cookies(loaded), crawl.cookies_file)
+    return jar
+
+
+def open_session(user_agent: str, connections: int,
+                 cookie_jar: AbstractCookieJar | None = None) -> aiohttp.ClientSession:
+    """A session that never follows redirects and never decompresses; it keeps cookies in
+    `cookie_jar` (site_cookie_jar), none without one. Headers of the site file go with each
+    request (secret ones only to the site's hosts)."""
     base = {"User-Agent": user_agent, "Accept": ACCEPT, "Accept-Encoding": ACCEPT_ENCODING}
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=connections, limit_per_host=0),
         headers=base,
         auto_decompress=False,
-        cookie_jar=aiohttp.DummyCookieJar(),
+        cookie_jar=cookie_jar if cookie_jar is not None else aiohttp.DummyCookieJar(),
         trust_env=False,
         max_line_size=65536,
         max_field_size=65536,
@@ -77,18 +134,12 @@ async def fetch(
     )
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limits.timeout
-    try:
+    with _translated(limits):
         async with asyncio.timeout_at(deadline):
             resp = await session.get(
                 URL(url, encoded=True), allow_redirects=False, timeout=timeout,
                 headers=headers,
             )
-    except TimeoutError as exc:
-        raise FetchError("timeout", f"no response within {limits.timeout:g}s") from exc
-    except aiohttp.ClientError as exc:
-        raise _translate(exc) from exc
-    except (OSError, ValueError) as exc:
-        raise FetchError("connect", str(exc) or type(exc).__name__) from exc
     try:
         peer = _peer_ip(resp)
         body, length, truncated, digest = await _read_body(resp, deadline, limits.max_bytes)
@@ -111,6 +162,55 @@ async def fetch(
         peer_ip=peer,
         payload_digest=digest,
     )
+
+
+@dataclass(frozen=True)
+class FormAnswer:
+    """The last answer to send_form(), after the redirects it followed; not archived."""
+
+    url: str
+    statuses: tuple[int, ...]  # each answer's status, the first one first
+    headers: dict[str, str]  # the last answer's, names lower-cased (first value wins)
+    body: bytes  # the last answer's body as received (content-coded), cut at max_bytes
+
+
+async def send_form(
+    session: aiohttp.ClientSession, url: str, method: str, fields: Sequence[tuple[str, str]],
+    limits: Limits, headers: dict[str, str] | None = None, max_redirects: int = 10,
+) -> FormAnswer:
+    """Send form fields to `url` (POST: a urlencoded body; GET: the query), following
+    redirects, with the session's cookies. Failures before an answer raise FetchError."""
+    timeout = aiohttp.ClientTimeout(total=limits.timeout, sock_connect=limits.connect_timeout,
+                                    sock_read=limits.read_timeout)
+    post = method.upper() == "POST"
+    with _translated(limits):
+        async with asyncio.timeout(limits.timeout), session.request(
+            method.upper(), URL(url), data=list(fields) if post else None,
+            params=None if post else list(fields), headers=headers, timeout=timeout,
+            allow_redirects=max_redirects > 0, max_redirects=max(max_redirects, 1),
+        ) as resp:
+            body = bytearray()
+            async for chunk in resp.content.iter_chunked(CHUNK):
+                body += chunk[:limits.max_bytes - len(body)]
+                if len(body) >= limits.max_bytes:
+                    break
+            return FormAnswer(
+                url=str(resp.url), statuses=(*(r.status for r in resp.history), resp.status),
+                headers=header_map(resp.headers.items()),
+                body=bytes(body))
+
+
+@contextmanager
+def _translated(limits: Limits) -> Iterator[None]:
+    """Failures before an answer, as FetchError (aiohttp's never leave this module)."""
+    try:
+        yield
+    except TimeoutError as exc:
+        raise FetchError("timeout", f"no response within {limits.timeout:g}s") from exc
+    except aiohttp.ClientError as exc:
+        raise _translate(exc) from exc
+    except (OSError, ValueError) as exc:
+        raise FetchError("connect", str(exc) or type(exc).__name__) from exc
 
 
 async def _read_body(
@@ -161,6 +261,8 @@ def _translate(exc: aiohttp.ClientError) -> FetchError:
         return FetchError("connect", f"cannot connect to {exc.host}:{exc.port}: {reason}")
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return FetchError("disconnect", "server closed the connection before responding")
+    if isinstance(exc, aiohttp.ClientOSError) and exc.errno == errno.ECONNRESET:
+        return FetchError("reset", "the server reset the connection")
     if isinstance(exc, aiohttp.ClientResponseError):
         return FetchError("protocol", exc.message or str(exc))
     if isinstance(exc, aiohttp.InvalidURL):

@@ -90,6 +90,17 @@ class Frontier:
         self.in_flight -= 1
         self._notify()
 
+    async def turn(self, site: str) -> None:
+        """Wait until a request to `site` may start, and count it as started then: every
+        request (robots.txt too) starts `delay` after the one before to its host, measured
+        from the actual starts, whichever worker sends it. The slot is reserved before the
+        wait, with no await between the look and the reservation."""
+        now = self.clock()
+        start = max(now, self._next_start.get(site, 0.0))
+        self._next_start[site] = start + self._delays.get(site, self.delay)
+        if start > now:
+            await asyncio.sleep(start - now)
+
     def set_delay(self, site: str, seconds: float) -> None:
         """Seconds between request starts to `site` from now on (at least the configured)."""
         self._delays[site] = max(seconds, self.delay)
@@ -136,7 +147,6 @@ class Frontier:
             if item is None:
                 continue
             self._active[site] = self._active.get(site, 0) + 1
-            self._next_start[site] = now + self._delays.get(site, self.delay)
             self.in_flight += 1
             if item.mode == PAGE:
                 self.pages_taken += 1

@@ -30,7 +30,7 @@ from typing import IO, Any
 
 from mirror.config import SiteConfig
 from mirror.crawl.discover import Discovery
-from mirror.model import NewUrl, UrlItem
+from mirror.model import NOTHING, Discovered, UrlItem
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,6 @@ HELPER = (sys.executable, "-m", "mirror.crawl.parsepool")
 #: longest wait for a new helper to come up, for a page whose helper died
 READY_TIMEOUT = 30.0
 
-Discovered = tuple[str | None, list[NewUrl]]
 
 
 @dataclass(frozen=True)
@@ -112,7 +111,7 @@ class ParserPool:
                 await self._replace(helper, exc)
         log.warning("links of %s not extracted: the link-extraction process died while "
                     "parsing it", item.url)
-        return None, []
+        return NOTHING
 
     def _ready(self) -> _Helper | None:
         ready = [h for h in self._helpers if h.ready.is_set() and h.died is None]
@@ -140,7 +139,7 @@ class ParserPool:
                                            page.headers)
         except Exception:
             log.exception("link extraction failed on %s", item.url)
-            return None, []
+            return NOTHING
 
     async def _replace(self, helper: _Helper, exc: HelperDied | None) -> None:
         if helper not in self._helpers:
@@ -219,11 +218,10 @@ class _Helper:
                 if future is None or future.done():
                     continue
                 if ok:
-                    location, found = result
-                    future.set_result((location, found))
+                    future.set_result(Discovered(*result))
                 else:  # a bug in discovery: the page is kept, without links
                     log.error("link extraction failed on request %d: %s", request_id, result)
-                    future.set_result((None, []))
+                    future.set_result(NOTHING)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # end of output, or a message that makes no sense

@@ -122,3 +122,59 @@ def host_delay(configured: float, crawl_delay: float | None, cap: float) -> floa
     """Seconds between two request starts to a host: the configured delay, or the
     robots.txt Crawl-delay cut to `cap` when that is longer."""
     return max(configured, min(crawl_delay or 0.0, cap))
+
+
+#: how the error of a URL failed with its host begins ("host unreachable: connection refused")
+UNREACHABLE = "host unreachable"
+
+#: what a fetch error of each kind says of the whole host, when it says the host cannot be
+#: reached at all (a slow answer, a timeout, says nothing of the kind)
+HOST_FAILURES = {
+    "dns": "name does not resolve",
+    "tls": "TLS handshake failed",
+    "reset": "connection reset",
+    "disconnect": "connection closed before any answer",
+}
+#: kinds a live host also gives now and then (a dropped keep-alive connection): they count
+#: a third each, so a host is dead after three of them in a row with no answer between
+SOFT_FAILURES = frozenset({"reset", "disconnect"})
+
+
+def host_failure(kind: str, message: str) -> str | None:
+    """Why a fetch error means the host is unreachable ("connection refused"), or None."""
+    if kind == "connect":  # "cannot connect to host:port: Connection refused"
+        return message.rsplit(": ", 1)[-1].strip().lower() or "cannot connect"
+    return HOST_FAILURES.get(kind)
+
+
+class DeadHosts:
+    """Hosts that failed `after` connections in a row with no answer at all (no such name,
+    refused, TLS, reset): their other URLs fail at once, with the same reason, instead of
+    each waiting out its own retries. Any HTTP answer from a host clears its count."""
+
+    def __init__(self, after: int) -> None:
+        self.after = after  # 0: never
+        self._failures: dict[str, int] = {}  # in thirds of a failure
+        self.dead: dict[str, str] = {}  # site -> reason
+
+    def failed(self, site: str, reason: str, soft: bool = False) -> bool:
+        """Count a failure (a soft one: a third); True when the host is (now) dead."""
+        if site in self.dead:
+            return True
+        failures = self._failures[site] = self._failures.get(site, 0) + (1 if soft else 3)
+        if self.after and failures >= 3 * self.after:
+            self.dead[site] = reason
+            return True
+        return False
+
+    def answered(self, site: str) -> None:
+        self._failures.pop(site, None)
+
+    def reason(self, site: str) -> str | None:
+        return self.dead.get(site)
+
+
+def out_of_time(first_failure: float, now: float, delay: float, budget: float) -> bool:
+    """Whether a URL failing since `first_failure` would be tried again past its retry
+    budget (seconds from its first failure), if it waited `delay` more."""
+    return now + delay - first_failure > budget

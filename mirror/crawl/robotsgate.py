@@ -12,6 +12,7 @@ from mirror.archive.manifest import Manifest, UrlItem
 from mirror.archive.warcread import RawRecord, read_raw
 from mirror.archive.warcwriter import Exchange
 from mirror.crawl.fetch import FetchError
+from mirror.crawl.parsepool import Page
 from mirror.crawl.robots import (
     ROBOTS_MAX_BYTES,
     ROBOTS_MAX_REDIRECTS,
@@ -20,7 +21,7 @@ from mirror.crawl.robots import (
     robots_url,
     rules_from_response,
 )
-from mirror.model import Via
+from mirror.model import NOTHING, Discovered, Via
 from mirror.web.http import REDIRECT_STATUSES, header_map
 from mirror.web.urls import InvalidURL, join, normalize, site_key
 
@@ -122,16 +123,20 @@ class RobotsGate:
 
 
 class RunRobots:
-    """robots.txt in a run: leased in the manifest like a URL, archived through `store`;
-    one this run archived before a restart is read back, not fetched again."""
+    """robots.txt in a run: leased in the manifest like a URL, archived through `store`
+    with what it links to (its sitemaps, found by `discover`, as start-up finds them in a
+    robots.txt it adopts); one this run archived before a restart is read back, not
+    fetched again."""
 
     def __init__(self, manifest: Manifest, run_id: Callable[[], int],
                  warc_path: Callable[[str], Path],
-                 store: Callable[[UrlItem, Exchange], None]) -> None:
+                 store: Callable[[UrlItem, Exchange, Discovered], None],
+                 discover: Callable[[UrlItem, Page], Discovered] | None = None) -> None:
         self.manifest = manifest
         self.run_id = run_id
         self.warc_path = warc_path
         self.store = store
+        self.discover = discover
         self._leased: dict[str, UrlItem] = {}
 
     def lookup(self, url: str) -> RawRecord | str | None:
@@ -149,4 +154,17 @@ class RunRobots:
         if isinstance(answer, str):
             self.manifest.give_up(self.run_id(), item, answer)
         else:
-            self.store(item, answer)
+            self.store(item, answer, self._links(item, answer))
+
+    def _links(self, item: UrlItem, ex: Exchange) -> Discovered:
+        """What the robots.txt answer links to: the page discovery reads is the one
+        CaptureStore.page gives at adoption (a body only for a 2xx, read whole)."""
+        if self.discover is None:
+            return NOTHING
+        body = None
+        if 200 <= ex.status < 300:
+            ex.body.seek(0)
+            body = ex.body.read()
+            ex.body.seek(0)
+        return self.discover(item, Page(ex.status, header_map(ex.response_headers), body,
+                                        ex.truncated))

@@ -22,6 +22,9 @@ SEGMENT_REPEATS = "segment_repeats"
 MAX_OUTLINKS = "max_outlinks"
 MAX_HOST_PAGES = "max_host_pages"
 MAX_HOST_BYTES = "max_host_bytes"
+#: rule of logout links while there is a session to keep; CMS traps are "trap:<name>"
+LOGOUT = "logout"
+TRAP_RULE = "trap:"
 
 T = TypeVar("T")
 
@@ -90,6 +93,69 @@ def trap_rule(url: str, max_url_length: int, max_path_depth: int,
     return None
 
 
+def _rx(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
+
+
+# Known URL traps of the commonest CMSs (WordPress, Drupal, Joomla, MediaWiki, phpBB,
+# DokuWiki): (path pattern, query pattern) per [scope] traps name. A canonical path starts
+# with "/"; a query pattern sees the query without its "?".
+# the end of a path segment, a page's file suffix allowed ("login.php", not "login.png")
+_SEG = r"(?:\.(?:php\d?|aspx?|jspx?|s?html?|cgi|pl|do|action|cfm))?(?:/|$)"
+_ACT = r"(?:^|&)(?:action|task|do|mode|view)=(?:[\w-]+\.)?"  # "task=user.login" too
+_WIKI = r"Special(?::|%3A)User"  # MediaWiki's Special:UserLogin, Special:UserLogout
+_LOGOUT = (_rx(rf"/(?:log-?out|log-?off|sign-?out){_SEG}|{_WIKI}Logout"),
+           _rx(rf"{_ACT}log-?out(?:&|$)|(?:^|&)(?:logout|signout)(?:=|&|$)|{_WIKI}Logout"))
+CMS_TRAPS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
+    # one copy of a post per comment (WordPress)
+    "replytocom": (_rx(r"(?!)"), _rx(r"(?:^|&)replytocom=")),
+    # login and password-reset forms, often with a per-page return address
+    "login": (_rx(rf"/(?:wp-login\.php$|wp-admin{_SEG}|(?:log-?in|sign-?in|log-?on){_SEG}"
+                  rf"|(?:lost|forgot(?:ten)?|reset)[-_]?password{_SEG}"
+                  rf"|password[-_]?(?:reset|forgot|lost){_SEG}|password/reset{_SEG}"
+                  rf"|user/password{_SEG})|{_WIKI}Log(?:in|out)"),
+              _rx(rf"{_ACT}(?:log-?in|lostpassword|resetpass|resendpwd|sendpassword|remind"
+                  rf"|reset)(?:&|$)|(?:^|&)action=rp(?:&|$)|{_WIKI}Log(?:in|out)")),
+    # share buttons as links (Jetpack's ?share=twitter, ?share=email)
+    "share": (_rx(r"(?!)"), _rx(r"(?:^|&)share=")),
+    # print and e-mail variants of a page
+    "print": (_rx(r"^/(?:print|printpdf|printmail|print_pdf)/|/print/?$"),
+              _rx(r"(?:^|&)(?:print|printable|printer|printview)(?:=|&|$)"
+                  r"|(?:^|&)(?:format|output|view|type|layout|tmpl)=print(?:&|$)"
+                  r"|(?:^|&)option=com_mailto(?:&|$)")),
+}
+#: traps also skipped when a page requisite leads there: a login or logout URL is never an
+#: image or a stylesheet (a protected one redirects there); print paths may be asset folders
+_REQUISITE_TRAPS = frozenset({"login"})
+
+
+def cms_trap(url: str, traps: frozenset[str] | tuple[str, ...], keep_session: bool,
+             requisite: bool = False) -> str | None:
+    """The rule that skips a canonical URL as a known CMS trap or a logout link, or None.
+
+    Logout links are skipped under LOGOUT while there is a session to keep (keep_session),
+    else under "trap:login" when that trap is on. `requisite`: found as a page requisite,
+    for which only the login trap and the logout rule hold.
+    """
+    path, _, query = url.partition("://")[2].partition("#")[0].partition("?")
+    path = "/" + path.partition("/")[2]
+    if _matches(_LOGOUT, path, query):
+        if keep_session:
+            return LOGOUT
+        if "login" in traps:
+            return TRAP_RULE + "login"
+    for name in traps:
+        if requisite and name not in _REQUISITE_TRAPS:
+            continue
+        if _matches(CMS_TRAPS[name], path, query):
+            return TRAP_RULE + name
+    return None
+
+
+def _matches(patterns: tuple[re.Pattern[str], re.Pattern[str]], path: str, query: str) -> bool:
+    return bool(patterns[0].search(path) or (query and patterns[1].search(query)))
+
+
 def _twins(host: str) -> set[str]:
     bare = host[4:] if host.startswith("www.") else host
     return {bare, "www." + bare}
@@ -108,6 +174,8 @@ class Scope:
     max_segment_repeats: int = 2
     max_outlinks: int = 6000
     budget: HostBudget = field(default_factory=HostBudget)
+    traps: tuple[str, ...] = ()  # [scope] traps: the CMS traps skipped, see cms_trap()
+    keep_session: bool = False  # a login or cookies to keep: logout links are skipped
 
     @classmethod
     def from_config(cls, cfg: SiteConfig) -> Scope:
@@ -130,6 +198,8 @@ class Scope:
             max_segment_repeats=cfg.scope.max_segment_repeats,
             max_outlinks=cfg.scope.max_outlinks,
             budget=HostBudget(cfg.scope.max_host_pages, cfg.scope.max_host_bytes),
+            traps=cfg.scope.traps,
+            keep_session=_has_session(cfg),
         )
 
     def on_site(self, url: str) -> bool:
@@ -145,7 +215,9 @@ class Scope:
         Exclude wins over everything, then the trap limits (url_length, path_depth,
         segment_repeats), which apply to requisites too: a stylesheet can import itself down
         an ever deeper path. On-site URLs that pass include and max_depth are pages; anything
-        else needed to display a page is a requisite when requisites are on.
+        else needed to display a page is a requisite when requisites are on. A URL that would
+        be fetched is last checked against the CMS traps and the logout rule (cms_trap), so
+        those count only URLs the crawl would otherwise have fetched.
         """
         if any(p.search(url) for p in self.exclude):
             return Decision(False, "", "exclude")
@@ -154,10 +226,13 @@ class Scope:
             return Decision(False, "", trap)
         page_rule = self._page_rule(url, depth)
         if page_rule is None:
-            return Decision(True, PAGE, "in scope")
-        if requisite and self.page_requisites:
-            return Decision(True, REQUISITE, "page requisite")
-        return Decision(False, "", page_rule)
+            decision = Decision(True, PAGE, "in scope")
+        elif requisite and self.page_requisites:
+            decision = Decision(True, REQUISITE, "page requisite")
+        else:
+            return Decision(False, "", page_rule)
+        cms = cms_trap(url, self.traps, self.keep_session, requisite)
+        return Decision(False, "", cms) if cms else decision
 
     def cap_outlinks(
         self, links: Sequence[T], keep_first: Callable[[T], bool] | None = None
@@ -174,3 +249,9 @@ class Scope:
         if depth > self.max_depth:
             return "max_depth"
         return None
+
+
+def _has_session(cfg: SiteConfig) -> bool:
+    """Is there a session a logout link would end: a login, a cookies file or a Cookie header?"""
+    return bool(cfg.login.url or (cfg.crawl.cookies and cfg.crawl.cookies_file)
+                or any(name.lower() == "cookie" for name, _ in cfg.crawl.headers))

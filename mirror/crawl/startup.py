@@ -16,11 +16,11 @@ from mirror.archive.manifest import Manifest, ManifestError, NewUrl, UrlItem
 from mirror.archive.warcwriter import NOT_MODIFIED, OPEN_SUFFIX, Exchange
 from mirror.config import SiteConfig
 from mirror.crawl import history
-from mirror.crawl.parsepool import Discovered, Page
+from mirror.crawl.parsepool import Page
 from mirror.crawl.politeness import http_error
 from mirror.crawl.scope import PAGE
 from mirror.crawl.store import CaptureStore
-from mirror.model import UNFINISHED, LinkKind, RunState, Via
+from mirror.model import UNFINISHED, Discovered, LinkKind, RunState, Via
 from mirror.web.urls import normalize, site_key
 
 log = logging.getLogger(__name__)
@@ -167,16 +167,11 @@ class Startup:
         if crashpoints.hook is not None:
             crashpoints.label = "adopted " + history.capture_kind(ex, revisit, original,
                                                                   item.via, self.run_id)
-        if item.via == Via.ROBOTS:  # stored out of band: no previous capture, no links
-            links: Discovered = (None, [])
-            self.store.commit(self.run_id, item, ex, f.location, None, revisit, original,
-                              None, links)
-            self.stored(item, ex, None, [])
-            return True
-        prev = self.store.previous(self.run_id, item)
+        robots = item.via == Via.ROBOTS  # stored out of band: no previous capture, no error
+        prev = None if robots else self.store.previous(self.run_id, item)
         payload = original if revisit is not None and revisit.profile != NOT_MODIFIED else None
-        links = self.discover(item, self.store.page(ex, prev, payload))
-        error = http_error(ex.status, ex.truncated)
+        links = self.discover(item, self.store.page(ex, prev, payload, item))
+        error = None if robots else http_error(ex.status, ex.truncated)
         self.store.commit(self.run_id, item, ex, f.location, error, revisit, original, prev,
                           links)
         self.stored(item, ex, error, links[1])

@@ -25,11 +25,12 @@ from mirror.archive.warcwriter import (
     WarcWriter,
 )
 from mirror.crawl import history
-from mirror.crawl.parsepool import Discovered, Page
+from mirror.crawl.parsepool import Page
+from mirror.model import Discovered
 from mirror.web.http import header_map, mime_of
 
-#: whether link discovery needs a response's body: (status, headers, truncated)
-WantsBody = Callable[[int, dict[str, str], str | None], bool]
+#: whether link discovery needs a response's body: (status, headers, truncated, the URL)
+WantsBody = Callable[[int, dict[str, str], str | None, UrlItem | None], bool]
 
 
 class StorageError(Exception):
@@ -80,10 +81,10 @@ class CaptureStore:
                prev: Previous | None, links: Discovered) -> None:
         """Record a capture whose records are flushed (also one adopted at start-up) and
         what it links to, in one manifest transaction."""
-        location, found = links
+        location, found, note = links
         row = capture_row(ex, loc, location, revisit, original, prev)
         crashpoints.reached("commit:before")
-        self.manifest.commit_capture(run_id, item, row, found, failed_reason=error)
+        self.manifest.commit_capture(run_id, item, row, found, failed_reason=error, note=note)
         crashpoints.reached("commit:after")
 
     def warc_path(self, filename: str) -> Path:
@@ -91,19 +92,22 @@ class CaptureStore:
         path = self.warc_dir / filename
         return path if path.exists() else path.with_name(filename + OPEN_SUFFIX)
 
-    def page(self, ex: Exchange, prev: Previous | None, stored: Original | None = None) -> Page:
+    def page(self, ex: Exchange, prev: Previous | None, stored: Original | None = None,
+             item: UrlItem | None = None) -> Page:
         """What link discovery reads: the response, or for a 304 that confirms an earlier
         capture, the copy stored then (so discovery goes on through unchanged pages). An
-        identical-payload revisit read back from the WARC has its payload in `stored`."""
+        identical-payload revisit read back from the WARC has its payload in `stored`.
+        `item` (the URL fetched) says whether a body that is not a page's is wanted too:
+        a sitemap's, a robots.txt's."""
         confirmed = history.not_modified(ex, prev)
         if confirmed is not None:
             raw = warcread.read_raw(self.warc_path(confirmed.filename), confirmed.offset)
             status, headers = raw.status or 200, header_map(raw.headers or ())
-            wanted = self.wants_body(status, headers, None)
+            wanted = self.wants_body(status, headers, None, item)
             return Page(status, headers, raw.payload if wanted else None, None)
         headers = header_map(ex.response_headers)
         body = None
-        if self.wants_body(ex.status, headers, ex.truncated):
+        if self.wants_body(ex.status, headers, ex.truncated, item):
             if stored is not None:
                 body = warcread.read_raw(self.warc_path(stored.filename), stored.offset).payload
             else:

@@ -68,6 +68,7 @@ class Extracted:
     title: str | None  # HTML <title> text, whitespace collapsed; None if absent or empty
     charset: str  # the Python codec the body was decoded with
     base: str  # effective base URL (after <base href>)
+    needs_browser: str | None = None  # why the page looks built by scripts (browser_hint)
 
 
 class _Collector:
@@ -105,6 +106,77 @@ def extract_css(body: bytes, url: str, content_type: str | None = None) -> Extra
 
 # --- HTML ---------------------------------------------------------------------------------
 
+#: ids and attributes of the element a script-built app renders into
+APP_ROOT_IDS = frozenset({"root", "app", "__next", "__nuxt", "___gatsby", "svelte", "q-app"})
+APP_ROOT_ATTRIBUTES = ("ng-app", "data-reactroot", "ng-version")
+#: visible characters under which a page that runs scripts is only a shell
+TINY_TEXT = 200
+_HIDDEN = frozenset({"script", "style", "template", "noscript", "title", "head"})
+
+
+class ShellSigns:
+    """Signs, gathered during the parse, that a page is an empty shell that scripts fill:
+    its visible text, its scripts, an app root left empty, a <noscript> asking for
+    JavaScript (see browser_hint)."""
+
+    def __init__(self) -> None:
+        self.text = 0  # visible characters, whitespace left out
+        self.scripts = 0
+        self.empty_root: str | None = None
+        self.noscript: list[str] = []
+        self._hidden = 0  # depth inside elements whose text is not shown
+        self._noscript = 0
+        self._depth = 0
+        self._root: tuple[str, int] | None = None  # an app root, while nothing is in it
+
+    def start(self, tag: str, attrib: Mapping[str, str]) -> None:
+        self._depth += 1
+        self._root = None  # an element inside it: the app root is not empty
+        if tag == "script":
+            self.scripts += 1
+        if tag in _HIDDEN:
+            self._hidden += 1
+            self._noscript += tag == "noscript"
+        elif self.empty_root is None and tag in ("div", "main", "section", "app-root"):
+            name = attrib.get("id", "")
+            if name in APP_ROOT_IDS or tag == "app-root" or any(
+                    a in attrib for a in APP_ROOT_ATTRIBUTES):
+                self._root = (name or tag, self._depth)
+
+    def end(self, tag: str) -> None:
+        if self._root and self._root[1] == self._depth:
+            self.empty_root, self._root = self._root[0], None
+        self._depth -= 1
+        if tag in _HIDDEN and self._hidden:
+            self._hidden -= 1
+            self._noscript -= tag == "noscript" and self._noscript > 0
+
+    def data(self, text: str) -> None:
+        if self._noscript:
+            self.noscript.append(text)
+        if self._hidden or not text.strip():
+            return
+        self._root = None
+        self.text += len("".join(text.split()))
+
+    def hint(self) -> str | None:
+        return browser_hint(self.text, self.scripts, self.empty_root,
+                            " ".join(self.noscript))
+
+
+def browser_hint(text: int, scripts: int, empty_root: str | None,
+                 noscript: str) -> str | None:
+    """Why a page may need a browser to archive (scripts build what it shows), or None."""
+    said = noscript.lower()
+    if scripts and empty_root is not None:
+        return f"an empty app root ({empty_root}) that scripts fill"
+    if "javascript" in said and any(w in said for w in ("enable", "requir", "need", "turn on")):
+        return "its <noscript> asks for JavaScript"
+    if scripts and text < TINY_TEXT:
+        return f"{text} characters of text and {scripts} script{'s' if scripts > 1 else ''}"
+    return None
+
+
 # Elements kept until the parse ends (with any element that has a style attribute): those
 # that can hold a reference, and <base>, whose href applies to the references before it too.
 _KEPT = frozenset(ATTRIBUTE_RULES) | {"link", "input", "meta", "body", "style", "base"}
@@ -130,8 +202,10 @@ class _PageEvents:
         self._svg_depth = 0
         self._text: list[str] | None = None  # where the current <style> or <title> text goes
         self._text_tag = ""
+        self.shell = ShellSigns()
 
     def start(self, tag: str, attrib: Mapping[str, str]) -> None:
+        self.shell.start(tag, attrib)
         if tag in _KEPT or "style" in attrib:
             text: list[str] | None = None
             if tag == "style":
@@ -148,18 +222,20 @@ class _PageEvents:
         return text
 
     def end(self, tag: str) -> None:
+        self.shell.end(tag)
         if tag == "svg":
             self._svg_depth -= 1
         elif tag == self._text_tag:
             self._text, self._text_tag = None, ""
 
     def data(self, text: str) -> None:
+        self.shell.data(text)
         if self._text is not None:
             self._text.append(text)
 
     def close(self) -> _Page:
         """What the parse found; the target is then ready for the next document."""
-        page = _Page(self.elements, self.title)
+        page = _Page(self.elements, self.title, self.shell.hint())
         self._reset()
         return page
 
@@ -168,6 +244,7 @@ class _PageEvents:
 class _Page:
     elements: list[_Element]
     title: list[str] | None
+    needs_browser: str | None = None
 
 
 class _Parsers(threading.local):
@@ -197,7 +274,7 @@ def extract_html(body: bytes, url: str, content_type: str | None = None) -> Extr
     for tag, attrib, text in page.elements:
         _add_element(out, tag, attrib, text)
     title = None if page.title is None else title_text("".join(page.title))
-    return Extracted(out.links(), title, charset, out.base)
+    return Extracted(out.links(), title, charset, out.base, page.needs_browser)
 
 
 def _parse(text: str) -> _Page | None:

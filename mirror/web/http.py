@@ -35,6 +35,8 @@ def fix_response_headers(
         lower = name.lower()
         if lower == "transfer-encoding":
             out.append((RENAMED_PREFIX + name, value))
+        elif lower == "set-cookie":
+            out.append((name, redact_set_cookie(value)))
         elif lower == "content-length":
             if value.strip() != str(body_length):
                 out.append((RENAMED_PREFIX + name, value))
@@ -42,6 +44,13 @@ def fix_response_headers(
             out.append((name, value))
     out.append(("Content-Length", str(body_length)))
     return out
+
+
+def redact_set_cookie(value: str) -> str:
+    """A Set-Cookie as archived: the cookie's value REDACTED, its name and attributes kept."""
+    pair, semi, attributes = value.partition(";")
+    name, eq, _ = pair.partition("=")
+    return f"{name.strip()}={REDACTED}{semi}{attributes}" if eq else REDACTED + semi + attributes
 
 
 def header_map(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
