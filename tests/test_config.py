@@ -279,6 +279,27 @@ CASES = [
     # [archive]
     (SITE + "[archive]\nwarc_max_bytes = 0", "archive.warc_max_bytes",
      "[archive] warc_max_bytes: expected an integer >= 1, found 0 (an integer)"),
+    # issue 15's keys
+    (SITE + "[scope]\ntraps = ['replytocom', 'calendar']", "scope.traps",
+     "[scope] traps[1]: expected one of 'replytocom', 'login', 'share', 'print', found "
+     "'calendar' (a string)"),
+    (SITE + "[crawl]\ncookies_file = 'missing.txt'", "crawl.cookies_file",
+     f"[crawl] cookies_file: no such file: {Path('missing.txt').absolute()}"),
+    (SITE + "[crawl]\nmax_retry_time = -1", "crawl.max_retry_time",
+     "[crawl] max_retry_time: expected a number >= 0, found -1 (an integer)"),
+    (SITE + "[login]\nfields = { user = 'me' }", "login.url",
+     "[login] url: required when [login] fields are given (the address the login form is "
+     "sent to)"),
+    (SITE + "[login]\nurl = 'https://example.com/login'\n"
+            "fields = { pass = { env = 'MIRROR_TEST_UNSET_VARIABLE' } }", "login.fields",
+     "[login] fields.pass: the environment variable MIRROR_TEST_UNSET_VARIABLE is not set"),
+    (SITE + "[login]\nurl = 'https://example.com/login'\nfields = { pass = 12345 }",
+     "login.fields",
+     "[login] fields.pass: expected a string or { env = \"NAME\" }, found <redacted> "
+     "(an integer)"),
+    (SITE + "[login]\nurl = 'https://example.com/login'\nsuccess = 999", "login.success",
+     "[login] success: expected a text the page shows once logged in, or an HTTP status "
+     "(100-599), found 999 (an integer)"),
     # unknown names, with and without a hint
     (SITE + "[crawl]\nworker = 3", "crawl.worker",
      "[crawl] worker: unknown key; did you mean 'workers'?"),
