@@ -128,7 +128,8 @@ def summary_table(d: RunData, max_items: int = 10) -> Table:
     if d.sitemap_only_pages:
         row("sitemaps", f"{d.sitemap_only_pages} pages reached only through a sitemap")
     if d.needs_browser:
-        row("needs a browser", f"{len(d.needs_browser)} pages may (see the report)", "yellow")
+        n = len(d.needs_browser)
+        row("needs a browser", f"{n} page{'s' if n > 1 else ''} may (see the report)", "yellow")
     if d.top_errors:
         row("most frequent errors",
             listed([f"{n:>5}  {e}" for e, n in d.top_errors], len(d.top_errors)), "red")

@@ -126,8 +126,9 @@ def render_summary(d: RunData, max_items: int = 10) -> str:
     if d.unreachable_hosts:
         lines.append(f"  {'unreachable':<14} {unreachable_line(d.unreachable_hosts)}")
     if d.needs_browser:
-        lines.append(f"  {'needs browser':<14} {len(d.needs_browser)} pages may need a browser to "
-                     f"archive (scripts build them), e.g. {d.needs_browser[0][0]}")
+        n = len(d.needs_browser)
+        lines.append(f"  {'needs browser':<14} {n} page{'s' if n > 1 else ''} may need a browser "
+                     f"to archive (scripts build them), e.g. {d.needs_browser[0][0]}")
     if d.sitemap_only_pages:
         lines.append(f"  {'sitemaps':<14} {d.sitemap_only_pages} pages reached only "
                      "through a sitemap")
