@@ -365,4 +365,5 @@ async def test_a_failed_login_stops_the_run(crawl: Callable[..., Awaitable[Crawl
     result = await crawl([site.base], login=login)
     assert result.result.error is not None and "shows the login form again" in result.result.error
     assert "nope" not in result.result.error
+    assert (result.result.exit_code, result.result.state) == (2, "interrupted")  # resumable
     assert result.responses() == {}

@@ -120,6 +120,7 @@ class Crawler:
         self.run_id = 0
         self._interrupted = False
         self._fatal: str | None = None
+        self._fatal_code = ExitCode.INTERNAL  # USAGE when the site file's [login] failed
         self._workers: list[asyncio.Task[None]] = []
         self._finishing: set[asyncio.Task[None]] = set()  # responses being stored
         # responses fetched and waiting to be stored, at most one per worker
@@ -233,8 +234,8 @@ class Crawler:
         self.login = LoginKeeper(session, self.cfg, self.limits)
         try:
             await self.login.log_in()
-        except LoginError as exc:
-            self._fail_run(str(exc))
+        except LoginError as exc:  # the [login] settings do not log in: exit 2
+            self._fail_run(str(exc), ExitCode.USAGE)
 
     def _end_files(self) -> None:
         self.store.close()
@@ -246,7 +247,7 @@ class Crawler:
     def _outcome(self) -> tuple[int, str]:
         assert self.frontier is not None
         if self._fatal:
-            return ExitCode.INTERNAL, RunState.INTERRUPTED
+            return self._fatal_code, RunState.INTERRUPTED
         if self._interrupted:
             return ExitCode.INTERRUPTED, RunState.INTERRUPTED
         if self.frontier.limit_reached and self.manifest.count_pending(pages_only=True):
@@ -300,7 +301,7 @@ class Crawler:
             ex = await self._fetch_item(session, item, prev)
         except LoginError as exc:  # logging in again failed: stop, resume later
             self.manifest.unlease([item.id])
-            self._fail_run(str(exc))
+            self._fail_run(str(exc), ExitCode.USAGE)
             return False
         except FetchError as exc:
             if not self._host_failed(item.site, exc) or not self._fail_if_dead(item):
@@ -492,9 +493,9 @@ class Crawler:
         return self.counters.snapshot(self.run_id, self.manifest.count_pending(),
                                       self.frontier.held_back())
 
-    def _fail_run(self, message: str) -> None:
+    def _fail_run(self, message: str, code: ExitCode = ExitCode.INTERNAL) -> None:
         if self._fatal is None:
-            self._fatal = message
+            self._fatal, self._fatal_code = message, code
             log.error("%s; stopping (the run resumes with the next `mirror run`)", message)
             self.stop()
 
