@@ -24,6 +24,9 @@ from pathlib import Path
 
 from aiohttp import web
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run_mirror import run_mirror_async  # noqa: E402
+
 
 async def resetting_server() -> tuple[asyncio.Server, str]:
     def reset(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -70,15 +73,9 @@ async def one_run(work: Path) -> tuple[float, float, int]:
     site.write_text(f'[site]\nname = "dead"\nstart_urls = ["http://127.0.0.1:{port}/"]\n'
                     f'output_dir = "{work / "archive"}"\n')
     started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "mirror", "run", "-q", str(site),
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
     try:
-        code = await asyncio.wait_for(proc.wait(), 900)
+        code = await run_mirror_async(site)
     finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
         await runner.cleanup()
         resetter.close()
         await resetter.wait_closed()

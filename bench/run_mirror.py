@@ -12,6 +12,7 @@ Usage: python bench/run_mirror.py --pages 2000 [--latency 0.01] [--workers 16] [
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import re
@@ -189,6 +190,20 @@ def request_target(line: str) -> tuple[float, str]:
     else:
         method, target = line.split()[1:3]
     return float(line.split()[0]), f"{method} {target}"
+
+
+async def run_mirror_async(toml: Path, timeout: float = 900.0) -> int:
+    """`mirror run -q TOML` in a process of its own, awaited from an event loop (one that
+    serves the site under test); killed by its pid at the limit. Returns its exit code."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "mirror", "run", "-q", str(toml),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    try:
+        return await asyncio.wait_for(proc.wait(), timeout)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
 
 
 def stop_process(proc: subprocess.Popen[bytes], timeout: float) -> None:

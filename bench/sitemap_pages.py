@@ -20,6 +20,9 @@ from pathlib import Path
 
 from aiohttp import web
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run_mirror import run_mirror_async  # noqa: E402
+
 
 def site_app(pages: int) -> web.Application:
     paths = [f"/p/{i}.html" for i in range(pages)]
@@ -58,15 +61,9 @@ async def one_run(pages: int, sitemaps: bool) -> tuple[int, int, float]:
         site.write_text(f'[site]\nname = "s"\nstart_urls = ["http://127.0.0.1:{port}/"]\n'
                         f"[scope]\nsitemaps = {'true' if sitemaps else 'false'}\n")
         started = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "mirror", "run", "-q", str(site),
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
         try:
-            await asyncio.wait_for(proc.wait(), 900)
+            await run_mirror_async(site)
         finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
             await runner.cleanup()
         took = time.monotonic() - started
         report = json.loads((Path(tmp) / "archive" / "s" / "reports" / "1.json").read_text())

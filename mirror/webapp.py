@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import signal
 from collections.abc import Callable
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-__all__ = ["Handler", "Middleware", "host_allowed", "host_guard", "loopback_hosts",
-           "start_app", "until_signalled"]
+__all__ = ["Handler", "HostNames", "Middleware", "host_allowed", "host_guard", "is_loopback",
+           "loopback_hosts", "start_app", "until_signalled"]
 
 
 async def start_app(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, str]:
@@ -38,6 +39,29 @@ async def until_signalled() -> None:
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether an address to bind (127.0.0.2, ::1, [::1], localhost) is a loopback one."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+class HostNames:
+    """The Host headers a server answers to: the loopback names, and `names` (an address
+    it was bound to), each with its port, which is known only once it listens (bind)."""
+
+    def __init__(self, names: frozenset[str] = frozenset()) -> None:
+        self.names = names
+        self.allowed: frozenset[str] = frozenset()
+
+    def __call__(self) -> frozenset[str]:
+        return self.allowed
+
+    def bind(self, port: int) -> None:
+        self.allowed = loopback_hosts(port) | {f"{n}:{port}" for n in self.names}
 
 
 def loopback_hosts(port: int) -> frozenset[str]:

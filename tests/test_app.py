@@ -16,12 +16,10 @@ from typing import Any
 import aiohttp
 import pytest
 from conftest import TestSite
-from uiproc import UiProcess, chain_site, csrf_of, post, site_file, until
+from uiproc import UiProcess, archive_runs, chain_site, csrf_of, post, site_file, until
 
 from mirror.archive.lock import ArchiveLock
-from mirror.archive.manifest_queries import ManifestError, ManifestReader
 from mirror.config import load_config
-from mirror.layout import ArchiveLayout
 
 pytestmark = pytest.mark.slow
 
@@ -56,15 +54,7 @@ async def slow_site(make_site: Callable[[], Awaitable[TestSite]]) -> TestSite:
 
 
 def runs_of(library: Path, name: str) -> list[Any]:
-    path = ArchiveLayout(library / "archive" / name).manifest
-    try:
-        manifest = ManifestReader(path)
-    except ManifestError:  # none yet, or the first run is making it (no tables yet)
-        return []
-    try:
-        return manifest.runs()
-    finally:
-        manifest.close()
+    return archive_runs(library / "archive" / name)
 
 
 async def row_text(session: aiohttp.ClientSession, ui: UiProcess, name: str) -> str:

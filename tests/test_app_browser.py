@@ -10,33 +10,19 @@ import re
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import TestSite
 from replayers import chromium
-from uiproc import UiProcess, chain_site, site_file
+from uiproc import UiProcess, archive_runs, chain_site, site_file
 
 from mirror.archive.lock import ArchiveLock
-from mirror.archive.manifest_queries import ManifestError, ManifestReader
-from mirror.layout import ArchiveLayout
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 #: MIRROR_SCREENSHOTS=docs writes the README's screenshots; else they stay in tmp_path
 SHOTS = os.environ.get("MIRROR_SCREENSHOTS")
 TIMEOUT = 30_000  # ms, for any one thing the page should show
-
-
-def runs_of(archive: Path) -> list[Any]:
-    try:
-        manifest = ManifestReader(ArchiveLayout(archive).manifest)
-    except ManifestError:  # none yet, or the first run is making it (no tables yet)
-        return []
-    try:
-        return manifest.runs()
-    finally:
-        manifest.close()
 
 
 def hostile_page(app: str) -> str:
@@ -125,11 +111,11 @@ async def test_the_library_app_in_a_browser(
             await page.locator("#site-alpha button:has-text('Stop')").click()
             await page.wait_for_selector("#site-alpha .badge:has-text('interrupted')",
                                          timeout=TIMEOUT)
-            assert [(r.state, r.exit_code) for r in runs_of(library / "archive" / "alpha")] \
+            assert [(r.state, r.exit_code) for r in archive_runs(library / "archive" / "alpha")] \
                 == [("interrupted", 130)]
             await page.locator("#site-alpha button:has-text('Resume')").click()
             await page.wait_for_selector("#site-alpha .badge:has-text('idle')", timeout=60_000)
-            runs = runs_of(library / "archive" / "alpha")
+            runs = archive_runs(library / "archive" / "alpha")
             assert [(r.id, r.state, r.exit_code) for r in runs] == [(1, "complete", 0)]
 
             # the run's report
@@ -157,7 +143,7 @@ async def test_the_library_app_in_a_browser(
             assert "read:blocked" in result and "post:blocked" in result, result
             assert "csp:connect-src" in result and "csp:form-action" in result, result
             await page.wait_for_timeout(1000)  # give a request that got out time to land
-            assert runs_of(library / "archive" / "gamma") == []
+            assert archive_runs(library / "archive" / "gamma") == []
             assert ArchiveLock.holder(library / "archive" / "gamma") is None
             await context.close()
     finally:

@@ -16,6 +16,9 @@ from typing import Any
 import aiohttp
 from conftest import TestSite
 
+from mirror.archive.manifest_queries import ManifestError, ManifestReader
+from mirror.layout import ArchiveLayout
+
 ADDRESS = re.compile(r"open (http://\S+/)\?token=(\S+)")
 
 
@@ -70,6 +73,18 @@ class UiProcess:
     @property
     def origin(self) -> str:
         return self.base.rstrip("/")
+
+
+def archive_runs(archive: Path) -> list[Any]:
+    """The runs an archive's manifest holds; none while its first run is creating it."""
+    try:
+        manifest = ManifestReader(ArchiveLayout(archive).manifest)
+    except ManifestError:  # none yet, or the first run is making it (no tables yet)
+        return []
+    try:
+        return manifest.runs()
+    finally:
+        manifest.close()
 
 
 def csrf_of(page: str) -> str:

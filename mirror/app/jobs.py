@@ -144,10 +144,6 @@ class Job:
     message: str = ""
     started: float = field(default_factory=time.time)
 
-    @property
-    def percent(self) -> int | None:
-        return int(100 * self.done / self.total) if self.total else None
-
 
 Work = Callable[[Callable[[int, int], None]], str]
 

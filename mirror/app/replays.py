@@ -12,7 +12,7 @@ from aiohttp import web
 from mirror.app.guard import COOKIE, Secrets, same
 from mirror.config import SiteConfig
 from mirror.replay.serve import Site, make_app
-from mirror.webapp import Handler, host_guard, loopback_hosts, start_app
+from mirror.webapp import Handler, HostNames, host_guard, start_app
 
 
 class Replays:
@@ -35,10 +35,7 @@ class Replays:
             return self.servers[site_id][1]
 
     async def _start(self, cfg: SiteConfig) -> tuple[web.AppRunner, str]:
-        port: list[int] = [0]
-
-        def hosts() -> frozenset[str]:
-            return loopback_hosts(port[0]) | {f"{h}:{port[0]}" for h in self.extra_hosts}
+        hosts = HostNames(self.extra_hosts)
 
         @web.middleware
         async def token(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -51,10 +48,11 @@ class Replays:
         site = Site(cfg.site.name, cfg.scope.ignore_query, cfg.site.start_urls)
         app = make_app(cfg.site.output_dir, site, middlewares=[host_guard(hosts), token])
         runner, base = await start_app(app, self.host, 0)
-        port[0] = runner.addresses[0][1]
+        port = runner.addresses[0][1]
+        hosts.bind(port)
         shown = sorted(self.extra_hosts - {"127.0.0.1", "localhost", "[::1]"})
         if shown:  # a wildcard bind: the address the browser used for the app
-            base = f"http://{shown[0]}:{port[0]}/"
+            base = f"http://{shown[0]}:{port}/"
         return runner, base
 
     async def close(self) -> None:

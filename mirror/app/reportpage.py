@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from mirror.app.status import Reports
@@ -10,6 +9,7 @@ from mirror.archive.manifest_queries import ManifestError, ManifestReader
 from mirror.config import SiteConfig
 from mirror.layout import ArchiveLayout
 from mirror.model import RunState
+from mirror.replay.serve import run_timestamp
 from mirror.report import build_report
 from mirror.runreport import gather
 
@@ -18,9 +18,8 @@ SHOWN = 500
 
 
 def stamp(iso: str | None) -> str:
-    """A run time (2026-11-24T10:00:00Z) as a replay timestamp (20261124100000)."""
-    digits = re.sub(r"\D", "", iso or "")[:14]
-    return digits if len(digits) == 14 else "99991231235959"
+    """A run time as a replay timestamp; the newest capture when it has none."""
+    return run_timestamp(iso) or "99991231235959"
 
 
 def report_context(cfg: SiteConfig, run_id: int, reports: Reports) -> dict[str, Any] | None:

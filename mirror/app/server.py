@@ -176,12 +176,15 @@ class LibraryApp:
                          render_row=self.render_row)
 
     async def site(self, request: web.Request) -> web.Response:
-        entry = self.entry(request)
+        return await self.site_page(self.entry(request), request.query.get("message", ""))
+
+    async def site_page(self, entry: SiteEntry, message: str,
+                        status: int = 200) -> web.Response:
         row = await asyncio.to_thread(self.row, entry)
         runs = await asyncio.to_thread(self._runs, entry)
-        return self.page("site.html", row=row, runs=runs, jobs=self.jobs.of(entry.id),
-                         render_row=self.render_row, defaults=self._export_defaults(entry),
-                         message=request.query.get("message", ""))
+        return self.page("site.html", status=status, row=row, runs=runs,
+                         jobs=self.jobs.of(entry.id), render_row=self.render_row,
+                         defaults=self._export_defaults(entry), message=message)
 
     def _runs(self, entry: SiteEntry) -> list[Any]:
         from mirror.archive.manifest_queries import ManifestError, ManifestReader
@@ -247,10 +250,7 @@ class LibraryApp:
                 raise ActionError(f"the site file has an error: {entry.error}")
             message = await action(entry)
         except ActionError as exc:
-            row = await asyncio.to_thread(self.row, entry)
-            return self.page("site.html", status=409, row=row, runs=self._runs(entry),
-                             jobs=self.jobs.of(entry.id), render_row=self.render_row,
-                             defaults=self._export_defaults(entry), message=str(exc))
+            return await self.site_page(entry, str(exc), status=409)
         self._rows.pop(entry.id, None)
         back = request.headers.get("Referer", "")
         home = back.endswith(f"{request.host}/") and not to_site

@@ -65,7 +65,6 @@ class SiteStatus:
     holder: str | None = None  # pid holding the lock
     live: LiveProgress | None = None
     last: RunSummary | None = None  # the last finished run (or the interrupted one)
-    runs: int = 0
     pages: int = 0
     warc_bytes: int = 0
     broken_links: int = 0
@@ -150,8 +149,8 @@ def site_status(root: Path, reports: Reports) -> SiteStatus:
         if summary and broken is None:  # the report says it, else an SQL count (~30 ms
             broken = manifest.count_broken_links(summary.id)  # over 10,000 captures)
         return SiteStatus(
-            state, holder, live, last=summary, runs=len(runs),
-            pages=manifest.count_pages(), warc_bytes=warc_bytes, broken_links=broken or 0)
+            state, holder, live, last=summary, pages=manifest.count_pages(),
+            warc_bytes=warc_bytes, broken_links=broken or 0)
     except ManifestError as exc:
         return SiteStatus(SiteState.FAILED, holder, live, error=str(exc))
     finally:

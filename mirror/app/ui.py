@@ -11,14 +11,7 @@ from pathlib import Path
 
 from mirror.app.guard import Secrets
 from mirror.app.server import LibraryApp
-from mirror.webapp import loopback_hosts, start_app, until_signalled
-
-
-def is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return host == "localhost"
+from mirror.webapp import HostNames, is_loopback, start_app, until_signalled
 
 
 def _shown(host: str) -> str:
@@ -49,12 +42,12 @@ async def serve_library(folder: Path, *, host: str, port: int, open_browser: boo
     folder.mkdir(parents=True, exist_ok=True)
     keys = Secrets()
     names, exposed = host_names(host), not is_loopback(host)
-    allowed: list[frozenset[str]] = [frozenset()]
-    app = LibraryApp(folder, keys=keys, hosts=lambda: allowed[0], replay_host=host,
+    hosts = HostNames(names)
+    app = LibraryApp(folder, keys=keys, hosts=hosts, replay_host=host,
                      extra_hosts=names, exposed=exposed)
     runner, base = await start_app(app.make(), host, port)
     bound = runner.addresses[0][1]
-    allowed[0] = loopback_hosts(bound) | {f"{n}:{bound}" for n in names}
+    hosts.bind(bound)
     if names - {"127.0.0.1", "localhost", "[::1]"}:
         base = f"http://{sorted(names)[0]}:{bound}/"
     address = f"{base}?token={keys.token}"

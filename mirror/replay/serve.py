@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import html
-import ipaddress
 import logging
 import re
 import time
@@ -31,9 +30,10 @@ from mirror.web.http import HTML_TYPES
 from mirror.web.rewrite import html_title, rewrite_css_bytes, rewrite_html
 from mirror.web.urls import DEFAULT_IGNORE_QUERY, join
 from mirror.webapp import (
+    HostNames,
     Middleware,
     host_guard,
-    loopback_hosts,
+    is_loopback,
     start_app,
     until_signalled,
 )
@@ -287,9 +287,15 @@ def _runs_table(runs: list[Run], home: str | None) -> str:
             f"<th>state</th></tr>{rows}</table>" if rows else "")
 
 
+def run_timestamp(iso: str | None) -> str | None:
+    """A run time (2026-11-24T10:00:00Z) as a replay timestamp (20261124100000)."""
+    digits = re.sub(r"\D", "", iso or "")[:14]
+    return digits if len(digits) == 14 else None
+
+
 def _run_link(run: Run, home: str | None) -> str:
-    stamp = re.sub(r"\D", "", run.started_at)[:14]
-    if home is None or len(stamp) != 14:
+    stamp = run_timestamp(run.started_at)
+    if home is None or stamp is None:
         return str(run.id)
     return f'<a href="{html.escape(replay_path(stamp, home))}">{run.id}</a>'
 
@@ -334,18 +340,11 @@ async def start_replay_server(
 ) -> tuple[web.AppRunner, str]:
     """Start the replay server; returns (runner, base URL ending in '/'). Call cleanup().
     On a loopback address it answers only to loopback Host headers (DNS rebinding)."""
-    bound: list[frozenset[str]] = [frozenset()]
-    guard = [host_guard(lambda: bound[0])] if _is_loopback(host) else []
+    hosts = HostNames()
+    guard = [host_guard(hosts)] if is_loopback(host) else []
     runner, base = await start_app(make_app(folder, site, guard), host, port)
-    bound[0] = loopback_hosts(runner.addresses[0][1])
+    hosts.bind(runner.addresses[0][1])
     return runner, base
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 async def serve_forever(folder: Path, site: Site, *, host: str, port: int) -> int:

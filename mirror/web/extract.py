@@ -154,7 +154,9 @@ class ShellSigns:
     def data(self, text: str) -> None:
         if self._noscript:
             self.noscript.append(text)
-        if self._hidden or not text.strip():
+        if self._hidden or (self.text >= TINY_TEXT and self._root is None):
+            return  # past TINY_TEXT the count no longer matters: no work on the hot path
+        if not text.strip():
             return
         self._root = None
         self.text += len("".join(text.split()))
