@@ -80,7 +80,21 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-v", "--verbose", action="store_true", help="log every fetch")
     run.add_argument("--new-run", action="store_true",
                      help="start a new snapshot even if the last run did not finish")
-    cmd("index", "rebuild index.cdxj from the WARC files alone")
+    index_ = cmd("index", "rebuild index.cdxj from the WARC files alone")
+    index_.add_argument("--search", action="store_true",
+                        help="rebuild the full-text index of the pages instead (for archives "
+                             "made before it existed)")
+    search = cmd("search", "full-text search of the archived pages (titles and text)")
+    search.add_argument("query", help='words (all must match), "a phrase", prefix*, OR, NOT, '
+                                      "(groups); FTS5 query syntax")
+    which = search.add_mutually_exclusive_group()
+    which.add_argument("--run", type=int, metavar="N", help="search the pages of run N")
+    which.add_argument("--all-runs", action="store_true",
+                       help="search every version of every page (default: the newest capture "
+                            "of each page)")
+    search.add_argument("--limit", type=int, default=20, metavar="N",
+                        help="results to show (default 20)")
+    search.add_argument("--json", action="store_true", help="print results as JSON lines")
     cmd("status", "show the runs, URL counts, WARC files and last error (also during a run)")
     cmd("verify", "check every WARC file, the manifest and the index; exit 65 on any problem")
     explain = cmd("explain", "show the canonical form of a URL and whether it would be crawled")
@@ -92,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmd("runs", "list the runs with what changed in each")
     diff = cmd("diff", "what changed between two runs (default: the last two)")
     diff.add_argument("runs", nargs="*", type=int, metavar="RUN", help="run ids (0, 1 or 2)")
+    diff.add_argument("--page", metavar="URL",
+                      help="show how this page's text changed between the two runs, word by "
+                           "word")
     serve = cmd("serve", "browse the archive offline: a replay server on 127.0.0.1")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
     serve.add_argument("--port", type=int, default=8080, help="port to bind (8080; 0: any)")
@@ -287,11 +304,66 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_index(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
-    index_path = ArchiveLayout(cfg.site.output_dir).index
+    layout = ArchiveLayout(cfg.site.output_dir)
     warc_dir = _existing_warc_dir(cfg, args)
+    if args.search:
+        return _index_texts(layout, warc_dir)
     with ArchiveLock(cfg.site.output_dir):
-        n = index.rebuild_from_warcs(warc_dir, index_path)
-    print(f"wrote {index_path} ({n} lines from {len(index.warc_files(warc_dir))} WARC files)")
+        n = index.rebuild_from_warcs(warc_dir, layout.index)
+    print(f"wrote {layout.index} ({n} lines from {len(index.warc_files(warc_dir))} WARC files)")
+    return ExitCode.OK
+
+
+def _index_texts(layout: ArchiveLayout, warc_dir: Path) -> int:
+    from mirror.archive.manifest import Manifest
+    from mirror.archive.textindex import rebuild_texts
+
+    if not layout.manifest.exists():
+        raise UsageError(f"{layout.manifest}: no manifest (has `mirror run` run yet?)")
+    started = time.monotonic()
+    with ArchiveLock(layout.root):
+        manifest = Manifest(layout.manifest)
+        try:
+            done = rebuild_texts(manifest, warc_dir)
+        finally:
+            manifest.close()
+    unreadable = f"; {done.unreadable} unreadable (see above)" if done.unreadable else ""
+    print(f"indexed the text of {done.pages} page captures in "
+          f"{time.monotonic() - started:.1f}s{unreadable}")
+    return ExitCode.OK
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    import json
+
+    from mirror.archive.manifest_text import SearchError
+    from mirror.textview import hit_json, render_hits
+
+    cfg = load_config(args.config)
+    if args.limit < 1:
+        raise UsageError(f"--limit {args.limit}: expected a number of results >= 1")
+    manifest = ManifestReader(ArchiveLayout(cfg.site.output_dir).manifest)
+    try:
+        if args.run is not None and args.run not in {r.id for r in manifest.runs()}:
+            raise UsageError(f"--run {args.run}: no such run (see `mirror runs "
+                             f"{args.config}`)")
+        try:
+            hits = manifest.search(args.query, run_id=args.run, all_runs=args.all_runs,
+                                   limit=args.limit)
+        except SearchError as exc:
+            raise UsageError(str(exc)) from exc
+        unindexed = manifest.unindexed_pages()
+    finally:
+        manifest.close()
+    if args.json:
+        for hit in hits:
+            print(json.dumps(hit_json(hit), ensure_ascii=False))
+    else:
+        color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        print(render_hits(hits, args.query, color=color))
+    if unindexed:
+        print(f"mirror: {unindexed} page captures have no text in the search index yet: "
+              f"`mirror index --search {args.config}` reads them", file=sys.stderr)
     return ExitCode.OK
 
 
@@ -355,6 +427,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "check": cmd_check,
     "run": cmd_run,
     "index": cmd_index,
+    "search": cmd_search,
     "status": cmd_status,
     "verify": cmd_verify,
     "explain": cmd_explain,

@@ -172,13 +172,22 @@ class ExitCode(IntEnum):
     INTERRUPTED = 130
 
 
+class PageText(NamedTuple):
+    """A page's title and visible text (extract.visible_text), for search and diffs."""
+
+    title: str | None
+    body: str | None
+
+
 class Discovered(NamedTuple):
     """What discovery found in a stored response: where it redirects, the URLs it leads
-    to, and a note on the page (why it may need a browser to archive), if any."""
+    to, a note on the page (why it may need a browser to archive), and its text, if any
+    (same parse as its links)."""
 
     target: str | None
     links: list[NewUrl]
     note: str | None = None
+    text: PageText | None = None
 
 
 NOTHING = Discovered(None, [])

@@ -207,7 +207,8 @@ def committed(folder: Path) -> set[str]:
 
 
 # -- what a finished archive must show -------------------------------------------------------
-Replayed = tuple[int, str | None, bytes]  # status, redirect target, body as archived
+#: status, redirect target, body as archived, and the page's text in the search index
+Replayed = tuple[int, str | None, bytes, tuple[str, str] | None]
 
 
 def stored_per_run(archive: Path) -> Counter[tuple[int, str]]:
@@ -256,16 +257,43 @@ async def replay_all(archive: Path) -> dict[tuple[int, str], Replayed]:
     (`id_`), and for a redirect where the replay sends the browser."""
     runner, base = await start_replay_server(archive)
     out: dict[tuple[int, str], Replayed] = {}
+    words = page_texts(archive)
     try:
         async with ClientSession() as session:
             for run, url, ts in captures(archive):
-                out[run, url] = await _replay(session, base, ts, url)
+                out[run, url] = (*await _replay(session, base, ts, url), words.get((run, url)))
     finally:
         await runner.cleanup()
     return out
 
 
-async def _replay(session: ClientSession, base: str, ts: str, url: str) -> Replayed:
+def page_texts(archive: Path) -> dict[tuple[int, str], tuple[str, str]]:
+    """(run, URL) -> (title, text) of every capture that has a text in the search index."""
+    with contextlib.closing(sqlite3.connect(archive / "manifest.sqlite3")) as db:
+        return {(run, url): (title, body) for run, url, title, body in db.execute(
+            "SELECT c.run_id, c.url, t.title, t.body FROM captures c "
+            "JOIN texts t ON t.rowid = c.text_id")}
+
+
+def text_index_problems(archive: Path) -> list[str]:
+    """A text no capture has, or a latest_texts row that is not each URL's newest capture
+    with a text."""
+    with contextlib.closing(sqlite3.connect(archive / "manifest.sqlite3")) as db:
+        orphans = db.execute("SELECT rowid FROM texts WHERE rowid NOT IN "
+                             "(SELECT text_id FROM captures WHERE text_id IS NOT NULL)"
+                             ).fetchall()
+        latest = set(db.execute("SELECT url_id, capture_id, text_id FROM latest_texts"))
+        want = set(db.execute(
+            "SELECT url_id, MAX(id), text_id FROM captures WHERE text_id IS NOT NULL "
+            "GROUP BY url_id"))
+    found = [f"text {t} belongs to no capture" for (t,) in orphans]
+    if latest != want:
+        found.append(f"latest_texts {sorted(latest ^ want)[:5]} differ from the captures")
+    return found
+
+
+async def _replay(session: ClientSession, base: str, ts: str,
+                  url: str) -> tuple[int, str | None, bytes]:
     async with session.get(f"{base}{ts}id_/{url}", allow_redirects=False) as resp:
         status, body = resp.status, await resp.read()
     target = None
@@ -288,6 +316,7 @@ async def problems(archive: Path, reference: dict[tuple[int, str], Replayed],
         found.append(f"stored URLs differ: missing {sorted(set(reference) - set(counts))}, "
                      f"extra {sorted(set(counts) - set(reference))}")
     found += [f"fetched again after its commit: {url}" for url in refetched]
+    found += text_index_problems(archive)
     replayed = await replay_all(archive)
     found += [f"replay of {url} at run {run}: {replayed.get((run, url))!r:.120} != "
               f"{want!r:.120}" for (run, url), want in reference.items()

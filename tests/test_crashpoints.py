@@ -91,6 +91,8 @@ async def test_every_crash_point_restarts_to_the_uncrashed_archive(make_site, tm
     states = await enumerate_states(scenario, ref, tmp_path, OCCURRENCES)
     reference = await replay_all(ref / "archive")
     assert run_states(ref) == ["complete"] * 3
+    with_text = {url.rsplit("/", 1)[1] for (run, url), r in reference.items() if r[3]}
+    assert with_text == {"", "a", "new", "dup1", "dup2", "dup3", "noval", "etag"}
     failures = {}
     for state in states:
         if found := await check_state(scenario, state, reference):

@@ -550,3 +550,32 @@ def test_one_page_leaves_nothing_behind_for_the_next() -> None:
     page = extract_html(b"<title>second</title><a href=two.html>", D)
     assert page.title == "second"
     assert [(link.url, link.source) for link in page.links] == [(D + "two.html", "a")]
+
+
+# --- visible text (search and diffs) ------------------------------------------------------
+
+
+def test_visible_text_leaves_out_what_a_page_does_not_show() -> None:
+    html = (b"<html><head><title>T</title><style>p{}</style><script>var s</script></head>"
+            b"<body><noscript>enable js</noscript><template>tpl</template>"
+            b"<h1>Big  news</h1><p>one <b>bo</b>ld\n word</p><ul><li>a<li>b</ul>"
+            b"<table><tr><td>c1<td>c2</table>tail<br>end</body></html>")
+    found = extract_html(html, "http://x/")
+    assert found.title == "T"
+    assert found.text == "Big news\none bold word\na\nb\nc1\nc2\ntail\nend"
+
+
+def test_links_do_not_glue_words_and_punctuation_stays_put() -> None:
+    html = b"<nav><a href=/a>About</a><a href=/b>Blog</a></nav><p>See <a>here</a>, or <a>x</a>y."
+    assert extract_html(html, "http://x/").text == "About Blog\nSee here, or x y."
+
+
+def test_visible_text_is_capped_at_a_word_and_has_no_control_characters() -> None:
+    from mirror.web.extract import MAX_TEXT
+
+    words = b"word " * (MAX_TEXT // 4)
+    text = extract_html(b"<p>" + words + b"</p>", "http://x/").text
+    assert text is not None and MAX_TEXT // 2 < len(text) <= MAX_TEXT
+    assert text.endswith("word")
+    assert extract_html(b"<p>a\x02b\x03c\x7f</p>", "http://x/").text == "abc"
+    assert extract_html(b"<p> </p><script>x</script>", "http://x/").text is None

@@ -123,7 +123,8 @@ def reads(m: ManifestReader) -> list[object]:
             m.failed(1), m.error_counts(1), m.broken_links(1), m.run_time(1),
             m.item_for(1, A), m.committed_ends(), [dict(r) for r in m.captures()],
             m.db.execute("SELECT c.id, o.record_id FROM captures c LEFT JOIN captures o "
-                         "ON o.id = c.original_id WHERE c.original_id IS NOT NULL").fetchall()]
+                         "ON o.id = c.original_id WHERE c.original_id IS NOT NULL").fetchall(),
+            m.search("anything"), m.page_history(A), m.page_text(1), m.unindexed_pages()]
 
 
 def test_every_older_version_has_a_migration_and_a_way_to_be_read() -> None:
@@ -143,13 +144,13 @@ def test_the_writer_upgrades_a_version_1_manifest_keeping_its_rows(v1: Path) -> 
         assert after.pop("meta") == [("schema_version", str(SCHEMA_VERSION))]
         before.pop("meta")
         assert after == before
-        assert columns(m.db, "captures")[-2:] == ["record_type", "original_id"]
-        assert m.db.execute("SELECT record_type, original_id FROM captures").fetchall() == [
-            ("response", None), ("response", None)]
+        assert columns(m.db, "captures")[-3:] == ["record_type", "original_id", "text_id"]
+        assert m.db.execute("SELECT record_type, original_id, text_id FROM captures"
+                            ).fetchall() == [("response", None, None), ("response", None, None)]
         indexes = {r[0] for r in m.db.execute(
             "SELECT name FROM sqlite_master WHERE type='index' AND sql IS NOT NULL")}
         assert indexes == {"urls_frontier", "urls_due", "captures_url", "captures_run",
-                           "captures_digest"}
+                           "captures_digest", "captures_text", "latest_texts_text"}
         assert "sessions" in {r[0] for r in m.db.execute(
             "SELECT name FROM sqlite_master WHERE type='table'")}
         # and the crawl goes on from it: a new run, a revisit of a schema-1 capture
@@ -186,7 +187,8 @@ def test_a_reader_reads_a_version_1_manifest_as_if_upgraded_and_writes_nothing(
         assert answers == reads(expected)
     finally:
         expected.close()
-    assert answers[-2][0]["record_type"] == "response" and answers[-2][0]["original_id"] is None
+    captures = answers[-6]
+    assert captures[0]["record_type"] == "response" and captures[0]["original_id"] is None
 
 
 @pytest.mark.parametrize("opener", [Manifest, ManifestReader], ids=["writer", "reader"])

@@ -98,7 +98,8 @@ def test_only_fetch_imports_aiohttp_on_the_crawl_side() -> None:
 
 def test_only_the_manifest_runs_sql() -> None:
     assert {m for m in modules() if "sqlite3" in imports(m)} == {
-        "archive.manifest", "archive.manifest_schema", "archive.manifest_queries"}
+        "archive.manifest", "archive.manifest_schema", "archive.manifest_queries",
+        "archive.manifest_text"}
 
 
 def test_layers_import_only_downwards() -> None:

@@ -15,7 +15,16 @@ from mirror.archive.manifest_schema import (
     ManifestError,
     create_or_upgrade,
 )
-from mirror.model import CaptureRow, NewUrl, Original, Previous, Run, UrlItem, UrlState
+from mirror.model import (
+    CaptureRow,
+    NewUrl,
+    Original,
+    PageText,
+    Previous,
+    Run,
+    UrlItem,
+    UrlState,
+)
 
 __all__ = ["CaptureRow", "Manifest", "ManifestError", "ManifestWriteError", "NewUrl",
            "Original", "Previous", "Run", "UrlItem"]
@@ -202,7 +211,13 @@ class Manifest(ManifestReader):
                 "SELECT id, url_id, url FROM captures WHERE filename=? "
                 "AND MAX(offset + length, req_offset + req_length) > ?", (filename, size),
             ).fetchall()
+            texts = [(t,) for (t,) in self.db.execute(
+                "SELECT DISTINCT text_id FROM captures WHERE filename=? AND text_id IS NOT NULL "
+                "AND MAX(offset + length, req_offset + req_length) > ?", (filename, size))]
             self.db.executemany("DELETE FROM captures WHERE id=?", [(r[0],) for r in rows])
+            self.db.executemany("DELETE FROM texts WHERE rowid=? AND NOT EXISTS (SELECT 1 "
+                                "FROM captures WHERE text_id=texts.rowid)", texts)
+            self._relatest({r[1] for r in rows})
             self.db.executemany(
                 "UPDATE urls SET state='pending', status=NULL WHERE id=? AND run_id=?",
                 [(r[1], run_id) for r in rows],
@@ -219,21 +234,26 @@ class Manifest(ManifestReader):
         *,
         failed_reason: str | None = None,
         note: str | None = None,
+        text: PageText | None = None,
     ) -> None:
-        """One transaction: the capture row, the URL done (or failed), what it linked to,
-        and a note on the page (why it may need a browser), if any."""
+        """One transaction: the capture row, its page's text (a revisit shares its
+        original's), the URL done (or failed), what it linked to, and a note on the page
+        (why it may need a browser), if any."""
         with self._tx():
-            self.db.execute(
+            text_id = self._text_id(cap.original_id, text)
+            cur = self.db.execute(
                 """INSERT INTO captures (url_id, run_id, url, warc_date, record_id, filename,
                      offset, length, req_offset, req_length, status, mime, payload_digest,
                      payload_length, etag, last_modified, location, truncated, record_type,
-                     original_id)
-                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+                     original_id, text_id)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
                 (item.id, run_id, item.url, cap.warc_date, cap.record_id, cap.filename,
                  cap.offset, cap.length, cap.req_offset, cap.req_length, cap.status, cap.mime,
                  cap.payload_digest, cap.payload_length, cap.etag, cap.last_modified,
-                 cap.location, cap.truncated, cap.record_type, cap.original_id),
+                 cap.location, cap.truncated, cap.record_type, cap.original_id, text_id),
             )
+            if text_id is not None:
+                self._latest_text(item.id, cur.lastrowid, text_id)
             self.db.execute(
                 "UPDATE urls SET state=?, status=?, tries=tries+1, reason=? WHERE id=?",
                 (UrlState.FAILED if failed_reason else UrlState.DONE, cap.status, failed_reason,
@@ -247,6 +267,60 @@ class Manifest(ManifestReader):
             self._add_urls(run_id, item.id, found)
             crashpoints.reached("commit:inside")
 
+
+    def _text_id(self, original_id: int | None, text: PageText | None) -> int | None:
+        """The texts row of a capture: its original's for a revisit whose original has one
+        (the same payload has the same text), else a new row for its text, if any."""
+        if original_id is not None:
+            row = self.db.execute("SELECT text_id FROM captures WHERE id=?",
+                                  (original_id,)).fetchone()
+            if row is not None and row[0] is not None:
+                return int(row[0])
+        if text is None:
+            return None
+        cur = self.db.execute("INSERT INTO texts (title, body) VALUES (?, ?)",
+                              (text.title or "", text.body or ""))
+        return cur.lastrowid
+
+    def _latest_text(self, url_id: int, capture_id: int | None, text_id: int) -> None:
+        self.db.execute(
+            "INSERT INTO latest_texts (url_id, capture_id, text_id) VALUES (?, ?, ?) "
+            "ON CONFLICT(url_id) DO UPDATE SET capture_id=excluded.capture_id, "
+            "text_id=excluded.text_id WHERE excluded.capture_id > latest_texts.capture_id",
+            (url_id, capture_id, text_id))
+
+    def _relatest(self, url_ids: Iterable[int]) -> None:
+        """latest_texts again for these URLs, from their captures."""
+        for url_id in url_ids:
+            self.db.execute("DELETE FROM latest_texts WHERE url_id=?", (url_id,))
+            self.db.execute(
+                "INSERT INTO latest_texts (url_id, capture_id, text_id) "
+                "SELECT url_id, id, text_id FROM captures WHERE url_id=? AND text_id IS NOT "
+                "NULL ORDER BY id DESC LIMIT 1", (url_id,))
+
+    # -- the text index ------------------------------------------------------------------
+    def clear_texts(self) -> None:
+        """Forget every page text (before `mirror index --search` reads them again)."""
+        with self._tx():
+            self.db.execute("UPDATE captures SET text_id=NULL WHERE text_id IS NOT NULL")
+            self.db.execute("DELETE FROM latest_texts")
+            self.db.execute("DELETE FROM texts")
+
+    def set_texts(self, texts: Sequence[tuple[int, PageText | None]]) -> None:
+        """Give captures their text, in one transaction: (capture id, text) in capture
+        order, so that a revisit finds its original's text (None: a revisit's own is
+        its original's, if that has one)."""
+        with self._tx():
+            for capture_id, text in texts:
+                row = self.db.execute("SELECT original_id, url_id FROM captures WHERE id=?",
+                                      (capture_id,)).fetchone()
+                if row is None:
+                    continue
+                text_id = self._text_id(row[0], text)
+                if text_id is not None:
+                    self.db.execute("UPDATE captures SET text_id=? WHERE id=?",
+                                    (text_id, capture_id))
+                    self._latest_text(row[1], capture_id, text_id)
 
     # -- politeness ------------------------------------------------------------------------
     def skip(self, run_id: int, item: UrlItem, rule: str) -> None:

@@ -12,6 +12,7 @@ from mirror.archive.manifest_schema import (
     ManifestError,
     read_as_current,
 )
+from mirror.archive.manifest_text import TextQueries
 from mirror.model import Original, Previous, Run, UrlItem
 
 __all__ = ["ManifestError", "ManifestReader", "Original", "Previous", "Run"]
@@ -21,7 +22,7 @@ _ORIGINAL = ("o.id, o.url, o.warc_date, o.record_id, o.payload_digest, o.filenam
              "o.mime, o.status, o.run_id")
 
 
-class ManifestReader:
+class ManifestReader(TextQueries):
     """The manifest, read-only: for `mirror status`, `runs`, `diff`, `explain`, `verify`,
     the replay server and run reports, also beside a running crawl (WAL lets it read). It
     never writes to the file, not even to upgrade it. The writer, Manifest, extends it.

@@ -51,7 +51,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -104,7 +104,9 @@ CREATE TABLE IF NOT EXISTS captures (
     location TEXT,                  -- redirect target (canonical), if a 3xx
     truncated TEXT,
     record_type TEXT NOT NULL DEFAULT 'response',  -- response | revisit | not-modified
-    original_id INTEGER             -- for revisits: the capture holding the payload
+    original_id INTEGER,            -- for revisits: the capture holding the payload
+    text_id INTEGER                 -- its page's title and text: texts.rowid (a revisit
+                                    -- shares its original's), NULL if it has none
 );
 CREATE INDEX IF NOT EXISTS captures_url ON captures (url_id);
 CREATE INDEX IF NOT EXISTS captures_run ON captures (run_id);
@@ -135,6 +137,18 @@ CREATE TABLE IF NOT EXISTS sitemap_lastmod (
     url_id INTEGER PRIMARY KEY,
     lastmod TEXT NOT NULL
 );
+-- The title and visible text of each page (2xx HTML) the archive holds, for full-text search
+-- and diffs; captures.text_id points here. Written in the capture's own transaction.
+CREATE VIRTUAL TABLE IF NOT EXISTS texts USING fts5(
+    title, body, tokenize = 'unicode61 remove_diacritics 2'
+);
+-- The newest capture of each URL that has a text: what a search looks in by default.
+CREATE TABLE IF NOT EXISTS latest_texts (
+    url_id INTEGER PRIMARY KEY,
+    capture_id INTEGER NOT NULL,
+    text_id INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS latest_texts_text ON latest_texts (text_id);
 CREATE TABLE IF NOT EXISTS errors (
     run_id INTEGER NOT NULL,
     url_id INTEGER NOT NULL,
@@ -148,15 +162,22 @@ MIGRATIONS = {
 ALTER TABLE captures ADD COLUMN record_type TEXT NOT NULL DEFAULT 'response';
 ALTER TABLE captures ADD COLUMN original_id INTEGER;
 """,
+    2: """
+ALTER TABLE captures ADD COLUMN text_id INTEGER;
+""",
 }
 
 #: for a reader, which never upgrades: temporary views (in its connection only) that show
-#: a manifest of an older schema version as the current schema, with the very values the
-#: migrations would write (schema 1 had no revisits: every capture is a response)
+#: a manifest of each older schema version as the current schema, with the very values the
+#: migrations would write (schema 1 had no revisits: every capture is a response; before
+#: schema 3 no capture had a text)
 READ_AS_CURRENT = {
     1: """
-CREATE TEMP VIEW captures AS SELECT *, 'response' AS record_type, NULL AS original_id
-    FROM main.captures;
+CREATE TEMP VIEW captures AS SELECT *, 'response' AS record_type, NULL AS original_id,
+    NULL AS text_id FROM main.captures;
+""",
+    2: """
+CREATE TEMP VIEW captures AS SELECT *, NULL AS text_id FROM main.captures;
 """,
 }
 
@@ -164,6 +185,8 @@ CREATE TEMP VIEW captures AS SELECT *, 'response' AS record_type, NULL AS origin
 INDEXES = """
 CREATE INDEX IF NOT EXISTS captures_digest ON captures (payload_digest)
     WHERE record_type = 'response' AND truncated IS NULL;
+CREATE INDEX IF NOT EXISTS captures_text ON captures (text_id, run_id)
+    WHERE text_id IS NOT NULL;
 """
 
 #: the urls columns of a work item, in the order of model.UrlItem's fields
@@ -224,15 +247,17 @@ def read_as_current(db: sqlite3.Connection, path: Path) -> int:
     table the file lacks (added to SCHEMA before there were migrations). Returns the file's
     schema version; ManifestError for a newer one."""
     version = schema_version(db, path)
-    for old in range(version, SCHEMA_VERSION):
-        for statement in _statements(READ_AS_CURRENT[old]):
-            db.execute(statement)
+    for statement in _statements(READ_AS_CURRENT.get(version, "")):
+        db.execute(statement)
     present = {name for (name,) in db.execute(
         "SELECT name FROM main.sqlite_master WHERE type='table'")}
     for statement in _statements(SCHEMA):
-        words = statement.split("CREATE TABLE IF NOT EXISTS ", 1)
-        if len(words) == 2 and words[1].split()[0] not in present:
-            db.execute(f"CREATE TEMP TABLE {words[1]}")
+        for create, temp in (("CREATE TABLE IF NOT EXISTS ", "CREATE TEMP TABLE "),
+                             ("CREATE VIRTUAL TABLE IF NOT EXISTS ",
+                              "CREATE VIRTUAL TABLE temp.")):
+            words = statement.split(create, 1)
+            if len(words) == 2 and words[1].split()[0] not in present:
+                db.execute(f"{temp}{words[1]}")
     return version
 
 

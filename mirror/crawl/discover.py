@@ -11,8 +11,8 @@ from mirror.crawl import sitemaps
 from mirror.crawl.scope import REQUISITE, Scope
 from mirror.model import NOTHING, Discovered, LinkKind, NewUrl, UrlItem, Via
 from mirror.web.codings import DecodeError, decode_body
-from mirror.web.extract import Link, extract
-from mirror.web.http import REDIRECT_STATUSES, mime_of
+from mirror.web.extract import Link, extract, page_text
+from mirror.web.http import HTML_TYPES, REDIRECT_STATUSES, mime_of
 from mirror.web.urls import InvalidURL, canonical_site, join, normalize
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,8 @@ class Discovery:
             log.warning("links of %s taken from a partial body (%d bytes decoded)",
                         item.url, len(text))
         found = extract(text, item.url, mime, headers.get("content-type"))
-        return Discovered(None, self.links(item, found.links), found.needs_browser)
+        words = page_text(found) if mime in HTML_TYPES else None
+        return Discovered(None, self.links(item, found.links), found.needs_browser, words)
 
     def links(self, item: UrlItem, found: tuple[Link, ...]) -> list[NewUrl]:
         # requisites are never crawled further: only their own requisites are followed

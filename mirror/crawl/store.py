@@ -81,10 +81,10 @@ class CaptureStore:
                prev: Previous | None, links: Discovered) -> None:
         """Record a capture whose records are flushed (also one adopted at start-up) and
         what it links to, in one manifest transaction."""
-        location, found, note = links
-        row = capture_row(ex, loc, location, revisit, original, prev)
+        row = capture_row(ex, loc, links.target, revisit, original, prev)
         crashpoints.reached("commit:before")
-        self.manifest.commit_capture(run_id, item, row, found, failed_reason=error, note=note)
+        self.manifest.commit_capture(run_id, item, row, links.links, failed_reason=error,
+                                     note=links.note, text=links.text)
         crashpoints.reached("commit:after")
 
     def warc_path(self, filename: str) -> Path:

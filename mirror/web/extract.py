@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from mirror.web.html import (
     srcset_urls,
     title_text,
 )
+from mirror.model import PageText
 from mirror.web.http import HTML_TYPES
 from mirror.web.urls import _Resolver
 
@@ -69,6 +71,7 @@ class Extracted:
     charset: str  # the Python codec the body was decoded with
     base: str  # effective base URL (after <base href>)
     needs_browser: str | None = None  # why the page looks built by scripts (browser_hint)
+    text: str | None = None  # visible text (visible_text): blocks on lines, at most MAX_TEXT
 
 
 class _Collector:
@@ -112,6 +115,18 @@ APP_ROOT_ATTRIBUTES = ("ng-app", "data-reactroot", "ng-version")
 #: visible characters under which a page that runs scripts is only a shell
 TINY_TEXT = 200
 _HIDDEN = frozenset({"script", "style", "template", "noscript", "title", "head"})
+#: most characters of a page's text kept for search and diffs (about 15,000 words)
+MAX_TEXT = 100_000
+#: elements that start a new line of text: words either side of them never run together
+BLOCKS = frozenset({
+    "address", "article", "aside", "blockquote", "br", "caption", "dd", "details", "dialog",
+    "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2",
+    "h3", "h4", "h5", "h6", "header", "hr", "li", "main", "nav", "ol", "option", "p", "pre",
+    "section", "summary", "table", "td", "th", "tr", "ul", "button", "label", "select",
+    "textarea", "img",
+})
+#: inline elements that end a word: menus of links often have no space between them
+SPACED = frozenset({"a", "input"})
 
 
 class ShellSigns:
@@ -124,7 +139,7 @@ class ShellSigns:
         self.scripts = 0
         self.empty_root: str | None = None
         self.noscript: list[str] = []
-        self._hidden = 0  # depth inside elements whose text is not shown
+        self.hidden = 0  # depth inside elements whose text is not shown
         self._noscript = 0
         self._depth = 0
         self._root: tuple[str, int] | None = None  # an app root, while nothing is in it
@@ -135,7 +150,7 @@ class ShellSigns:
         if tag == "script":
             self.scripts += 1
         if tag in _HIDDEN:
-            self._hidden += 1
+            self.hidden += 1
             self._noscript += tag == "noscript"
         elif self.empty_root is None and tag in ("div", "main", "section", "app-root"):
             name = attrib.get("id", "")
@@ -147,14 +162,14 @@ class ShellSigns:
         if self._root and self._root[1] == self._depth:
             self.empty_root, self._root = self._root[0], None
         self._depth -= 1
-        if tag in _HIDDEN and self._hidden:
-            self._hidden -= 1
+        if tag in _HIDDEN and self.hidden:
+            self.hidden -= 1
             self._noscript -= tag == "noscript" and self._noscript > 0
 
     def data(self, text: str) -> None:
         if self._noscript:
             self.noscript.append(text)
-        if self._hidden or (self.text >= TINY_TEXT and self._root is None):
+        if self.hidden or (self.text >= TINY_TEXT and self._root is None):
             return  # past TINY_TEXT the count no longer matters: no work on the hot path
         if not text.strip():
             return
@@ -205,9 +220,22 @@ class _PageEvents:
         self._text: list[str] | None = None  # where the current <style> or <title> text goes
         self._text_tag = ""
         self.shell = ShellSigns()
+        self.visible: list[str] = []  # text runs shown, with _BLOCK at block edges
+        self._visible_size = 0
+
+    def _break(self, tag: str) -> None:
+        visible = self.visible
+        if tag in BLOCKS:
+            if visible and visible[-1] == _SOFT_SPACE:
+                visible[-1] = _BLOCK
+            elif visible and visible[-1] != _BLOCK:
+                visible.append(_BLOCK)
+        elif tag in SPACED and visible and visible[-1] not in (_SOFT_SPACE, _BLOCK):
+            visible.append(_SOFT_SPACE)  # a space if text follows, unless punctuation
 
     def start(self, tag: str, attrib: Mapping[str, str]) -> None:
         self.shell.start(tag, attrib)
+        self._break(tag)
         if tag in _KEPT or "style" in attrib:
             text: list[str] | None = None
             if tag == "style":
@@ -225,6 +253,7 @@ class _PageEvents:
 
     def end(self, tag: str) -> None:
         self.shell.end(tag)
+        self._break(tag)
         if tag == "svg":
             self._svg_depth -= 1
         elif tag == self._text_tag:
@@ -234,10 +263,16 @@ class _PageEvents:
         self.shell.data(text)
         if self._text is not None:
             self._text.append(text)
+        elif not self.shell.hidden and self._visible_size < MAX_TEXT:
+            visible = self.visible
+            if visible and visible[-1] == _SOFT_SPACE:
+                visible[-1] = "" if text[:1] in _PUNCTUATION else " "
+            visible.append(text)
+            self._visible_size += len(text)
 
     def close(self) -> _Page:
         """What the parse found; the target is then ready for the next document."""
-        page = _Page(self.elements, self.title, self.shell.hint())
+        page = _Page(self.elements, self.title, self.shell.hint(), visible_text(self.visible))
         self._reset()
         return page
 
@@ -247,6 +282,28 @@ class _Page:
     elements: list[_Element]
     title: list[str] | None
     needs_browser: str | None = None
+    text: str | None = None
+
+
+#: control characters (other than whitespace) are not text; search marks use two of them
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f]")
+#: at the edges of a link: a space, unless punctuation follows ("<a>here</a>, and")
+_SOFT_SPACE = "\x1f"
+#: between two blocks: a line break in the text (a newline in the markup is only a space)
+_BLOCK = "\x1e"
+_PUNCTUATION = frozenset(",.;:!?)]")
+
+
+def visible_text(runs: list[str]) -> str | None:
+    """The text runs a page shows, as lines: one per block (paragraph, list item, cell),
+    whitespace inside a line collapsed, empty lines dropped, cut to MAX_TEXT characters at
+    a word's end. None when the page shows no text."""
+    lines = (" ".join(line.split()) for line in "".join(runs).split(_BLOCK))
+    text = _CONTROLS.sub("", "\n".join(line for line in lines if line))
+    if len(text) > MAX_TEXT:
+        cut = text.rfind(" ", 0, MAX_TEXT + 1)
+        text = text[:cut if cut > MAX_TEXT // 2 else MAX_TEXT]
+    return text or None
 
 
 class _Parsers(threading.local):
@@ -276,7 +333,7 @@ def extract_html(body: bytes, url: str, content_type: str | None = None) -> Extr
     for tag, attrib, text in page.elements:
         _add_element(out, tag, attrib, text)
     title = None if page.title is None else title_text("".join(page.title))
-    return Extracted(out.links(), title, charset, out.base, page.needs_browser)
+    return Extracted(out.links(), title, charset, out.base, page.needs_browser, page.text)
 
 
 def _parse(text: str) -> _Page | None:
@@ -368,6 +425,11 @@ _SPECIAL_HANDLERS = {
 
 
 # --- dispatch -----------------------------------------------------------------------------
+
+
+def page_text(found: Extracted) -> PageText | None:
+    """What search and diffs keep of an extracted HTML page: its title and text, if any."""
+    return PageText(found.title, found.text) if found.title or found.text else None
 
 
 def extract(body: bytes, url: str, mime: str, content_type: str | None = None) -> Extracted:

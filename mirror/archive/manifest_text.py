@@ -1,0 +1,199 @@
+"""The manifest's text index (SQLite FTS5): full-text search, a page's text, a URL's history.
+
+Each page (a 2xx HTML capture) has its title and visible text in the `texts` table, written in
+the capture's own transaction (Manifest.commit_capture); a revisit shares its original's row.
+`latest_texts` names the newest capture of each URL that has a text: a search looks there
+unless it is asked for one run or for every run.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from mirror.model import PageText
+
+#: around a highlighted term in what FTS5 returns: control characters no page text holds
+#: (extract.visible_text drops them), turned into marks by `marked`
+MARK_START, MARK_END = "\x02", "\x03"
+ELLIPSIS = "…"
+#: tokens in a snippet
+SNIPPET_TOKENS = 24
+#: bm25 weights of the columns: a word of the title counts as much as four of the body
+TITLE_WEIGHT, BODY_WEIGHT = 4.0, 1.0
+
+
+class SearchError(ValueError):
+    """The query is not one FTS5 can read (says why, in its words)."""
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: a capture whose page matches."""
+
+    capture_id: int
+    url: str
+    run_id: int
+    warc_date: str  # when it was captured (ISO 8601)
+    status: int
+    title: str  # as the page has it ("" when it has none)
+    title_marks: tuple[tuple[int, int], ...]  # matched spans of the title: [start, end)
+    snippet: str  # the best few words of the body around the matches
+    marks: tuple[tuple[int, int], ...]  # matched spans of the snippet
+    score: float  # bm25 relevance: higher is better; comparable within one archive
+    captures: int = 1  # with --all-runs: how many captures share this text
+
+
+@dataclass(frozen=True)
+class PageCapture:
+    """One capture of a URL, in its history."""
+
+    capture_id: int
+    run_id: int
+    warc_date: str
+    status: int
+    mime: str
+    payload_length: int
+    payload_digest: str
+    record_type: str  # response | revisit | not-modified
+    text_id: int | None
+    changed: bool  # its content differs from the capture before it (the first: True)
+
+
+def marked(raw: str) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """FTS5's highlighted text as (plain text, the spans that were between marks)."""
+    out: list[str] = []
+    marks: list[tuple[int, int]] = []
+    size, start = 0, None
+    for part in _split_marks(raw):
+        if part == MARK_START:
+            start = size
+        elif part == MARK_END:
+            if start is not None and size > start:
+                marks.append((start, size))
+            start = None
+        else:
+            out.append(part)
+            size += len(part)
+    return "".join(out), tuple(marks)
+
+
+def _split_marks(raw: str) -> Iterator[str]:
+    piece: list[str] = []
+    for char in raw:
+        if char in (MARK_START, MARK_END):
+            if piece:
+                yield "".join(piece)
+                piece = []
+            yield char
+        else:
+            piece.append(char)
+    if piece:
+        yield "".join(piece)
+
+
+def _search_error(query: str, exc: sqlite3.Error) -> SearchError:
+    why = str(exc).removeprefix("fts5: ")
+    if "no such column" in why:  # word: is a column filter in FTS5's syntax
+        why += " (a word followed by ':' names a column: quote it, \"like:this\")"
+    return SearchError(f"cannot search for {query!r}: {why}; write words, \"a phrase\", "
+                       "prefix*, OR, NOT, or (groups)")
+
+
+class TextQueries:
+    """The text index's queries; ManifestReader has them (its `db` is the manifest)."""
+
+    db: sqlite3.Connection
+
+    def search(self, query: str, *, run_id: int | None = None, all_runs: bool = False,
+               limit: int = 20, offset: int = 0) -> list[Hit]:
+        """The best `limit` pages (after `offset`) whose title or text matches `query`
+        (FTS5 syntax), best first: by default each URL's newest capture that has a text;
+        with `run_id`, that run's captures; with `all_runs`, each text a URL ever had
+        (the first capture of it, with how many captures share it).
+        Raises SearchError for a query FTS5 cannot read."""
+        if not query.strip():
+            return []
+        rank = f"bm25(texts, {TITLE_WEIGHT}, {BODY_WEIGHT})"
+        if all_runs:
+            sql = (f"WITH m AS MATERIALIZED (SELECT rowid AS id, {rank} AS rank FROM texts "
+                   "WHERE texts MATCH ?) SELECT m.id, MIN(c.id), m.rank AS rank, COUNT(*) "
+                   "FROM m JOIN captures c ON c.text_id = m.id GROUP BY c.url_id, m.id")
+            params: tuple[object, ...] = (query,)
+        elif run_id is not None:
+            sql = (f"SELECT texts.rowid, c.id, {rank} AS rank, 1 FROM texts JOIN captures c "
+                   "ON c.text_id = texts.rowid AND c.run_id = ? WHERE texts MATCH ?")
+            params = (run_id, query)
+        else:
+            sql = (f"SELECT texts.rowid, l.capture_id, {rank} AS rank, 1 FROM texts "
+                   "JOIN latest_texts l ON l.text_id = texts.rowid WHERE texts MATCH ?")
+            params = (query,)
+        try:
+            top = self.db.execute(f"{sql} ORDER BY rank, 2 LIMIT ? OFFSET ?",
+                                  (*params, limit, offset)).fetchall()
+            return [self._hit(query, *row) for row in top]
+        except sqlite3.OperationalError as exc:
+            raise _search_error(query, exc) from exc
+
+    def _hit(self, query: str, text_id: int, capture_id: int, rank: float,
+             captures: int) -> Hit:
+        title, snippet = self.db.execute(
+            f"SELECT highlight(texts, 0, ?, ?), snippet(texts, 1, ?, ?, ?, {SNIPPET_TOKENS}) "
+            "FROM texts WHERE texts MATCH ? AND rowid = ?",
+            (MARK_START, MARK_END, MARK_START, MARK_END, ELLIPSIS, query, text_id)).fetchone()
+        url, run, date, status = self.db.execute(
+            "SELECT url, run_id, warc_date, status FROM captures WHERE id=?",
+            (capture_id,)).fetchone()
+        title_text, title_marks = marked(title)
+        body, marks = marked(snippet.replace("\n", " "))  # one line (same offsets)
+        return Hit(capture_id, url, run, date, status, title_text, title_marks, body, marks,
+                   -rank, captures)
+
+    def page_text(self, capture_id: int) -> PageText | None:
+        """A capture's title and text (its original's, for a revisit); None if it has none."""
+        row = self.db.execute(
+            "SELECT t.title, t.body FROM captures c JOIN texts t ON t.rowid = c.text_id "
+            "WHERE c.id=?", (capture_id,)).fetchone()
+        return PageText(row[0] or None, row[1] or None) if row else None
+
+    def page_history(self, url: str) -> list[PageCapture]:
+        """Every capture of a URL, oldest first, each marked changed when its content
+        (payload digest and status) differs from the capture before it."""
+        rows = self.db.execute(
+            "SELECT id, run_id, warc_date, status, mime, payload_length, payload_digest, "
+            "record_type, text_id FROM captures WHERE url=? ORDER BY id", (url,)).fetchall()
+        out: list[PageCapture] = []
+        before: tuple[object, object] | None = None
+        for cid, run, date, status, mime, size, digest, kind, text_id in rows:
+            out.append(PageCapture(cid, run, date, status, mime, size, digest, kind, text_id,
+                                   changed=(status, digest) != before))
+            before = (status, digest)
+        return out
+
+    def capture_url(self, capture_id: int) -> tuple[str, str] | None:
+        """(url, warc_date) of a capture, or None when there is no such capture."""
+        row = self.db.execute("SELECT url, warc_date FROM captures WHERE id=?",
+                              (capture_id,)).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def unindexed_pages(self) -> int:
+        """Pages (2xx HTML responses) without a text: captured before the text index
+        existed (`mirror index --search` reads them)."""
+        return int(self.db.execute(
+            "SELECT COUNT(*) FROM captures WHERE text_id IS NULL AND record_type='response' "
+            "AND status BETWEEN 200 AND 299 AND mime IN ('text/html', "
+            "'application/xhtml+xml')").fetchone()[0])
+
+    def indexed_pages(self) -> int:
+        """Captures that have a text."""
+        return int(self.db.execute(
+            "SELECT COUNT(*) FROM captures WHERE text_id IS NOT NULL").fetchone()[0])
+
+    def text_sources(self) -> list[tuple[int, str, str, int, str, int]]:
+        """What `mirror index --search` reads, in capture order: (capture id, url,
+        record_type, status, filename, offset) of every 2xx HTML capture."""
+        return [tuple(r) for r in self.db.execute(
+            "SELECT id, url, record_type, status, filename, offset FROM captures "
+            "WHERE status BETWEEN 200 AND 299 AND mime IN ('text/html', "
+            "'application/xhtml+xml') ORDER BY id")]

@@ -1,0 +1,211 @@
+"""Full-text search (issue 14): text kept at crawl time with its capture, ranked search with
+snippets, FTS5 syntax and its errors, runs, revisits sharing a text, `mirror index --search`."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+from conftest import RunClock
+
+from mirror.archive.manifest_queries import ManifestReader
+from mirror.archive.manifest_text import SearchError, marked
+from mirror.cli import main
+
+#: a generated site: each page's words are known, so every answer below is exact
+PAGES = {
+    "": ("Home of the garden", "Welcome. See <a href='/tomatoes'>tomatoes</a>, "
+         "<a href='/beans'>beans</a>, <a href='/compost'>compost</a>, "
+         "<a href='/archive'>the archive</a> and <a href='/copy'>a copy</a>."),
+    "tomatoes": ("Tomatoes", "Blight came early this year. The tomatoes were saved by "
+                 "copper spray and patience."),
+    "beans": ("Runner beans", "Beans climb the poles; a tomato grew beside them by "
+              "accident, and one blight spot showed."),
+    "compost": ("Compost heap", "Turn the heap monthly. Nettles, comfrey and "
+                "grass clippings rot fastest."),
+    "archive": ("Old notes", "Notes kept since 1947 about the allotment."),
+    "copy": ("Tomatoes", "Blight came early this year. The tomatoes were saved by "
+             "copper spray and patience."),  # the same bytes as /tomatoes: a revisit
+}
+HIDDEN = "<script>var zebraword = 1;</script><style>.quagga{}</style><template>yeti</template>"
+
+
+def page(title: str, body: str) -> str:
+    return (f"<!doctype html><html><head><title>{title}</title>{HIDDEN}</head>"
+            f"<body><nav><a href='/'>Home</a><a href='/beans'>Beans</a></nav>"
+            f"<p>{body}</p></body></html>")
+
+
+def serve_pages(site, pages: dict[str, tuple[str, str]]) -> None:  # noqa: ANN001
+    for path, (title, body) in pages.items():
+        site.page("/" + path, page(title, body))
+
+
+def reader(archive: Path) -> ManifestReader:
+    return ManifestReader(archive / "manifest.sqlite3")
+
+
+def search(archive: Path, query: str, **kw) -> list:  # noqa: ANN003
+    m = reader(archive)
+    try:
+        return m.search(query, **kw)
+    finally:
+        m.close()
+
+
+def paths(hits: list, base: str) -> list[str]:
+    return [h.url.removeprefix(base) for h in hits]
+
+
+async def test_search_ranks_titles_first_and_marks_the_words(make_site, crawl) -> None:
+    site = await make_site()
+    serve_pages(site, PAGES)
+    done = await crawl([site.base])
+    archive = done.archive
+    # one word: both pages that say it; the one whose title says it too ranks first
+    hits = search(archive, "tomatoes")
+    assert paths(hits, site.base)[:2] in (["tomatoes", "copy"], ["copy", "tomatoes"])
+    assert set(paths(hits, site.base)) == {"tomatoes", "copy", ""}  # home links to it
+    best = hits[0]
+    assert best.title == "Tomatoes" and best.title_marks == ((0, 8),)
+    assert [best.snippet[a:b] for a, b in best.marks] == ["tomatoes"]
+    assert best.status == 200 and best.run_id == 1 and best.score > 0
+    # a body-only match ranks below title matches; words are ANDed
+    assert paths(search(archive, "blight"), site.base) in (
+        ["tomatoes", "copy", "beans"], ["copy", "tomatoes", "beans"])
+    assert paths(search(archive, "blight poles"), site.base) == ["beans"]
+    # phrase, prefix, OR, NOT, accents folded, case ignored
+    assert paths(search(archive, '"copper spray"'), site.base) in (
+        ["tomatoes", "copy"], ["copy", "tomatoes"])
+    assert paths(search(archive, '"spray copper"'), site.base) == []
+    assert sorted(paths(search(archive, "compo*"), site.base)) == ["", "compost"]
+    assert sorted(paths(search(archive, "nettles OR poles"), site.base)) == ["beans",
+                                                                               "compost"]
+    assert paths(search(archive, "blight NOT poles"), site.base) in (
+        ["tomatoes", "copy"], ["copy", "tomatoes"])
+    assert paths(search(archive, "COMFRÉY"), site.base) == ["compost"]
+    # what a page does not show is not indexed: scripts, styles, templates
+    assert search(archive, "zebraword OR quagga OR yeti") == []
+    # menus of links do not glue their words together
+    assert "beans" in paths(search(archive, "home beans"), site.base)
+
+
+async def test_a_malformed_query_is_a_clear_error(make_site, crawl, capsys) -> None:
+    site = await make_site()
+    serve_pages(site, PAGES)
+    done = await crawl([site.base])
+    for query, why in (('"unbalanced', "unterminated string"),
+                       ("tomatoes AND", "syntax error"),
+                       ("title:x OR foo:bar", "no such column: foo")):
+        with pytest.raises(SearchError, match=why):
+            search(done.archive, query)
+    config = str(done.root / "site.toml")
+    assert main(["search", config, '"unbalanced']) == 2
+    err = capsys.readouterr().err
+    assert "cannot search for '\"unbalanced': unterminated string" in err
+    assert '"a phrase", prefix*, OR, NOT' in err
+
+
+async def test_runs_revisits_and_the_newest_capture(make_site, crawl) -> None:
+    site = await make_site()
+    serve_pages(site, PAGES)
+    clock = RunClock()
+    await crawl([site.base], clock=clock)
+    serve_pages(site, {**PAGES, "compost": ("Compost heap", "Turn the heap weekly now. "
+                                            "Marigolds keep the slugs away.")})
+    clock.next_run()
+    done = await crawl([site.base], clock=clock)
+    archive = done.archive
+    # by default: each page's newest capture
+    assert search(archive, "monthly") == []
+    [hit] = search(archive, "marigolds")
+    assert hit.run_id == 2 and hit.url == site.base + "compost"
+    # one run, or every version
+    assert paths(search(archive, "monthly", run_id=1), site.base) == ["compost"]
+    assert search(archive, "marigolds", run_id=1) == []
+    both = search(archive, "heap", all_runs=True)
+    assert sorted((h.run_id, h.captures) for h in both) == [(1, 1), (2, 1)]
+    [unchanged] = search(archive, "accident", all_runs=True)
+    assert unchanged.url == site.base + "beans" and unchanged.captures == 2  # run 2 revisits
+    # a revisit shares its original's text: five texts for six pages, then one more changed
+    with closing(sqlite3.connect(archive / "manifest.sqlite3")) as db:
+        texts = db.execute("SELECT COUNT(*) FROM texts").fetchone()[0]
+        shared = db.execute("SELECT COUNT(*) FROM captures WHERE text_id IS NOT NULL "
+                            "AND record_type != 'response'").fetchone()[0]
+    assert texts == 5 + 1 and shared == 1 + 6 - 1  # /copy in run 1; all but compost in run 2
+    m = reader(archive)
+    try:
+        history = m.page_history(site.base + "compost")
+        assert [(c.run_id, c.changed) for c in history] == [(1, True), (2, True)]
+        assert [(c.run_id, c.changed) for c in m.page_history(site.base + "beans")] == [
+            (1, True), (2, False)]
+        text = m.page_text(history[1].capture_id)
+        assert text is not None and text.title == "Compost heap"
+        assert text.body == "Home Beans\nTurn the heap weekly now. Marigolds keep the slugs away."
+    finally:
+        m.close()
+
+
+async def test_cli_search_plain_and_json(make_site, crawl, capsys) -> None:
+    site = await make_site()
+    serve_pages(site, PAGES)
+    done = await crawl([site.base])
+    config = str(done.root / "site.toml")
+    assert main(["search", config, "nettles"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("  1. Compost heap\n") and f"{site.base}compost" in out
+    assert "Turn the heap monthly. Nettles, comfrey" in out and "run 1" in out
+    assert main(["search", config, "blight", "--json", "--limit", "2"]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert len(lines) == 2 and {x["title"] for x in lines} == {"Tomatoes"}
+    assert all(x["snippet"][a:b].lower() == "blight" for x in lines for a, b in x["marks"])
+    assert main(["search", config, "zzzunknown"]) == 0
+    assert capsys.readouterr().out == "nothing found for 'zzzunknown'\n"
+    assert main(["search", config, "x", "--run", "9"]) == 2
+    assert "--run 9: no such run" in capsys.readouterr().err
+
+
+async def test_index_search_rebuilds_from_the_warc_files(make_site, crawl, capsys) -> None:
+    """An archive made before the text index (no texts) gets the same one from its WARCs."""
+    site = await make_site()
+    serve_pages(site, PAGES)
+    clock = RunClock()
+    await crawl([site.base], clock=clock)
+    clock.next_run()
+    done = await crawl([site.base], clock=clock)
+    archive, config = done.archive, str(done.root / "site.toml")
+    want = {(h.url, h.run_id, h.snippet) for h in search(archive, "the", all_runs=True)}
+    before = dump_texts(archive)
+    with closing(sqlite3.connect(archive / "manifest.sqlite3")) as db:
+        db.execute("UPDATE captures SET text_id=NULL")
+        db.execute("DELETE FROM texts")
+        db.execute("DELETE FROM latest_texts")
+        db.commit()
+    assert search(archive, "tomatoes") == []
+    m = reader(archive)
+    assert m.unindexed_pages() == 5  # the responses: /copy and run 2 are revisits
+    m.close()
+    assert main(["search", config, "tomatoes"]) == 0
+    assert "`mirror index --search" in capsys.readouterr().err
+    assert main(["index", "--search", config]) == 0
+    assert "indexed the text of 12 page captures" in capsys.readouterr().out
+    assert dump_texts(archive) == before
+    assert {(h.url, h.run_id, h.snippet) for h in search(archive, "the", all_runs=True)} == want
+    done.assert_verifies()
+
+
+def dump_texts(archive: Path) -> list[tuple]:
+    with closing(sqlite3.connect(archive / "manifest.sqlite3")) as db:
+        return db.execute(
+            "SELECT c.id, c.url, t.title, t.body, l.capture_id FROM captures c "
+            "JOIN texts t ON t.rowid = c.text_id LEFT JOIN latest_texts l "
+            "ON l.capture_id = c.id ORDER BY c.id").fetchall()
+
+
+def test_marked_turns_fts_marks_into_spans() -> None:
+    assert marked("a \x02big\x03 \x02dog\x03") == ("a big dog", ((2, 5), (6, 9)))
+    assert marked("no marks") == ("no marks", ())
+    assert marked("\x02\x03x") == ("x", ())
