@@ -121,9 +121,11 @@ def latency(archive: Path, queries: int, seed: int) -> None:
         frequent = max(set(words[:5000]), key=words.count)
         started = time.perf_counter()
         manifest.search(frequent, limit=20)
-        print(f"search of the most frequent sampled word ({frequent!r}, "
-              f"{manifest.db.execute('SELECT COUNT(*) FROM texts WHERE texts MATCH ?', (frequent,)).fetchone()[0]} "
-              f"pages): {(time.perf_counter() - started) * 1000:.1f} ms")
+        took = (time.perf_counter() - started) * 1000
+        pages = manifest.db.execute("SELECT COUNT(*) FROM texts WHERE texts MATCH ?",
+                                    (frequent,)).fetchone()[0]
+        print(f"search of the most frequent sampled word ({frequent!r}, in {pages} "
+              f"pages): {took:.1f} ms")
     finally:
         manifest.close()
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from lxml import etree
 
+from mirror.model import PageText
 from mirror.web.charset import css_charset, decode_text, sniff_charset
 from mirror.web.css import css_references
 from mirror.web.html import (
@@ -20,7 +21,6 @@ from mirror.web.html import (
     srcset_urls,
     title_text,
 )
-from mirror.model import PageText
 from mirror.web.http import HTML_TYPES
 from mirror.web.urls import _Resolver
 
