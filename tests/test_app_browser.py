@@ -1,6 +1,6 @@
 """`mirror ui` in a real browser (Playwright driving the system Chromium) over a library of
 local sites: add one through the form, run, watch, stop, resume, read a report, browse, and
-check that an archived page's script cannot act on the app."""
+check that an archived page's script cannot act on the app; search every site's pages."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ import re
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import TestSite
 from replayers import chromium
-from uiproc import UiProcess, archive_runs, chain_site, site_file
+from uiproc import UiProcess, archive_runs, chain_site, crawl, site_file
 
 from mirror.archive.lock import ArchiveLock
 
@@ -49,6 +50,18 @@ form.method = "post"; form.target = "sink"; form.action = app + "site/gamma/run"
 document.body.appendChild(form);
 try {{ form.submit(); }} catch (e) {{ out.push("form:" + e); done(); }}
 </script></body></html>"""
+
+
+async def archived_page(page: Any) -> Any:
+    """The archived page a replay address shows: in the frame below the replay server's
+    banner (a browser's top-level page gets one), else the page itself."""
+    await page.wait_for_load_state()
+    frame = await page.query_selector("iframe#mirror-frame")
+    if frame is None:
+        return page.main_frame
+    inner = await frame.content_frame()
+    await inner.wait_for_load_state()
+    return inner
 
 
 async def test_the_library_app_in_a_browser(
@@ -136,15 +149,91 @@ async def test_the_library_app_in_a_browser(
             await page.locator("#site-hostile button:has-text('Run now')").click()
             await page.wait_for_selector("#site-hostile .badge:has-text('idle')", timeout=60_000)
             await page.goto(ui.base + "site/hostile/browse?url=" + hostile.base)
-            await page.wait_for_function(
+            frame = await archived_page(page)
+            await frame.wait_for_function(
                 "document.getElementById('result') && "
                 "document.getElementById('result').textContent.split(' ').length >= 3")
-            result = await page.inner_text("#result")
+            result = await frame.inner_text("#result")
             assert "read:blocked" in result and "post:blocked" in result, result
             assert "csp:connect-src" in result and "csp:form-action" in result, result
             await page.wait_for_timeout(1000)  # give a request that got out time to land
             assert archive_runs(library / "archive" / "gamma") == []
             assert ArchiveLock.holder(library / "archive" / "gamma") is None
+            await context.close()
+    finally:
+        ui.stop()
+
+
+GARDEN = {
+    "/tomatoes.html": ("Growing tomatoes on a balcony",
+                       "Tomatoes want six hours of sun and a deep pot. Pinch out the side "
+                       "shoots of cordon tomatoes every week, and feed them once the first "
+                       "truss has set."),
+    "/compost.html": ("Compost in small spaces",
+                      "A bokashi bin takes kitchen scraps, tomato stems included, and turns "
+                      "them into something your pots will thank you for."),
+    "/herbs.html": ("Herbs that survive the winter", "Thyme, sage and rosemary ask for little."),
+}
+KITCHEN = {
+    "/recipes/tomato-soup.html": ("Roasted tomato soup",
+                                  "Roast the tomatoes with garlic and thyme until their skins "
+                                  "split, then blend with stock."),
+    "/recipes/salsa.html": ("Fresh salsa",
+                            "Dice four ripe tomatoes, half an onion and a chilli; coriander "
+                            "and lime at the end."),
+    "/recipes/bread.html": ("A weekday loaf", "Flour, water, salt and a little yeast."),
+}
+
+
+def pages_site(site: TestSite, pages: dict[str, tuple[str, str]]) -> TestSite:
+    links = "".join(f'<li><a href="{p}">article {i}</a></li>' for i, p in enumerate(pages))
+    site.page("/", f"<html><head><title>Index</title></head><body><ul>{links}</ul></body></html>")
+    for path, (title, text) in pages.items():
+        site.page(path, f"<html><head><title>{title}</title></head><body><p>{text}</p>"
+                        "</body></html>")
+    return site
+
+
+async def test_searching_the_library_in_a_browser(
+        tmp_path: Path, make_site: Callable[[], Awaitable[TestSite]]) -> None:
+    library = tmp_path / "library"
+    library.mkdir()
+    shots = Path(SHOTS) if SHOTS else tmp_path
+    for name, pages in (("garden-notes", GARDEN), ("kitchen", KITCHEN)):
+        site = pages_site(await make_site(), pages)
+        assert await crawl(site_file(library, name, site.base)) == 0
+    site_file(library, "someday", "http://127.0.0.1:9/")  # never run: not searched
+    ui = UiProcess.start(library)
+    try:
+        async with chromium() as browser:
+            context = await browser.new_context(viewport={"width": 1360, "height": 720})
+            page = await context.new_page()
+            page.set_default_timeout(TIMEOUT)
+            await page.goto(f"{ui.base}?token={ui.token}")
+            await page.fill("form.search input[name=q]", "tomato*")
+            await page.press("form.search input[name=q]", "Enter")
+            await page.wait_for_selector("ol.hits")
+            assert await page.title() == "tomato* · Search · mirror"
+            hits = page.locator("li.hit")
+            assert await hits.count() == 4
+            # a title match first; both sites; the words marked
+            assert await hits.nth(0).locator(".hit-title mark").count() == 1
+            tags = {await t.inner_text() for t in await page.locator(".site-tag").all()}
+            assert tags == {"garden-notes", "kitchen"}
+            marks = {(await m.inner_text()).lower()
+                     for m in await page.locator("li.hit mark").all()}
+            assert marks == {"tomato", "tomatoes"}
+            await page.screenshot(path=str(shots / "app-search.png"), full_page=True)
+
+            # a result opens the capture in its site's replay server
+            soup = page.locator("li.hit a.open", has_text="Roasted tomato soup")
+            await soup.click()
+            await page.wait_for_load_state()
+            assert not page.url.startswith(ui.base) and page.url.endswith(
+                "/recipes/tomato-soup.html")
+            assert await page.title() == "Roasted tomato soup"
+            archived = await archived_page(page)
+            assert "until their skins split" in await archived.inner_text("body")
             await context.close()
     finally:
         ui.stop()

@@ -10,13 +10,16 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mirror.app.guard import origin_ok, without_token
 from mirror.app.jobs import Launch, Launcher
 from mirror.app.library import Library
+from mirror.app.search import MAX_PAGES, clamp_page
 from mirror.app.status import Reports, SiteState, classify, site_status
 from mirror.app.ui import host_names
-from mirror.app.views import ago, duration, exit_text
+from mirror.app.views import ago, duration, exit_text, highlight
 from mirror.archive.lock import ArchiveLock
 from mirror.model import Run
 from mirror.webapp import host_allowed, loopback_hosts
@@ -91,7 +94,35 @@ def test_formatting() -> None:
     assert ago("2026-11-24T05:59:30Z", now) == "30 s ago"
     assert ago("not a time") == "not a time" and ago(None) == ""
     assert ago("2020-01-01T00:00:00Z", now) == "2020-01-01 00:00:00 UTC"
+    assert ago("2026-11-24T05:59:30.123456Z", now) == "30 s ago"  # a WARC-Date's fractions
     assert exit_text(3) == "exit 3 (some URLs failed)" and exit_text(None) == ""
+
+
+def test_highlight_marks_the_spans_and_escapes_everything_else() -> None:
+    title = "<script>x</script> & Walrus"
+    assert highlight(title, [(21, 27)]) == \
+        "&lt;script&gt;x&lt;/script&gt; &amp; <mark>Walrus</mark>"
+    assert highlight("a<b", [(1, 2)]) == "a<mark>&lt;</mark>b"
+    # out of order, overlapping, empty and out of range spans cannot break the markup
+    assert highlight("abcdef", [(4, 9), (0, 2), (1, 3), (5, 5), (7, 8)]) == \
+        "<mark>ab</mark><mark>c</mark>d<mark>ef</mark>"
+    assert highlight("", []) == "" and highlight("x", []) == "x"
+
+
+@given(st.text(), st.lists(st.tuples(st.integers(-3, 40), st.integers(-3, 40))))
+def test_highlight_keeps_the_text_and_adds_only_marks(
+        text: str, spans: list[tuple[int, int]]) -> None:
+    import html
+
+    shown = str(highlight(text, spans))
+    assert shown.count("<mark>") == shown.count("</mark>")
+    assert "<" not in shown.replace("<mark>", "").replace("</mark>", "")
+    assert html.unescape(shown.replace("<mark>", "").replace("</mark>", "")) == text
+
+
+def test_a_search_page_number_is_clamped() -> None:
+    assert [clamp_page(p) for p in ("", "0", "-2", "x", "²", "1", "3")] == [1, 1, 1, 1, 1, 1, 3]
+    assert clamp_page("99999999999999999999") == MAX_PAGES
 
 
 def test_the_library_reads_a_site_file_again_only_when_it_changes(tmp_path: Path) -> None:

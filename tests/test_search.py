@@ -209,3 +209,45 @@ def test_marked_turns_fts_marks_into_spans() -> None:
     assert marked("a \x02big\x03 \x02dog\x03") == ("a big dog", ((2, 5), (6, 9)))
     assert marked("no marks") == ("no marks", ())
     assert marked("\x02\x03x") == ("x", ())
+
+
+async def test_diff_page_prints_the_changed_words(make_site, crawl, capsys) -> None:
+    site = await make_site()
+    serve_pages(site, PAGES)
+    clock = RunClock()
+    await crawl([site.base], clock=clock)
+    serve_pages(site, {**PAGES, "compost": ("Compost heap", "Turn the heap weekly. "
+                                            "Nettles, comfrey and grass clippings rot fastest.")})
+    clock.next_run()
+    done = await crawl([site.base], clock=clock)
+    config = str(done.root / "site.toml")
+    assert main(["diff", config, "1", "2", "--page", site.base + "compost"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == site.base + "compost" and out[3] == "  1 words added, 1 removed"
+    assert out[4:] == ["…", "Home Beans", "Turn the heap [-monthly.-]{+weekly.+} Nettles, "
+                                          "comfrey and grass clippings rot fastest."]
+    assert main(["diff", config, "--page", site.base + "beans"]) == 0  # the last two runs
+    assert capsys.readouterr().out.endswith("  0 words added, 0 removed\n")
+    assert main(["diff", config, "1", "2", "--page", site.base + "nowhere"]) == 2
+    assert "not captured in run 1 or before" in capsys.readouterr().err
+
+
+def test_only_the_query_s_own_errors_are_search_errors() -> None:
+    """A busy, failing or damaged database is not blamed on the query: FTS5's refusals are
+    plain SQLITE_ERRORs, the others are not."""
+    from mirror.archive.manifest_text import _is_query_error
+
+    def error(message: str, code: int) -> sqlite3.OperationalError:
+        exc = sqlite3.OperationalError(message)
+        exc.sqlite_errorcode = code  # type: ignore[attr-defined]
+        return exc
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE texts USING fts5(title, body)")
+    for query in ('"x', "x AND", "foo:bar", "*", "NEAR(a b, x)"):
+        with pytest.raises(sqlite3.OperationalError) as caught:
+            db.execute("SELECT * FROM texts WHERE texts MATCH ?", (query,))
+        assert _is_query_error(caught.value), query
+    assert not _is_query_error(error("database is locked", sqlite3.SQLITE_BUSY))
+    assert not _is_query_error(error("disk I/O error", sqlite3.SQLITE_IOERR))
+    assert not _is_query_error(error("no such table: texts", sqlite3.SQLITE_ERROR))

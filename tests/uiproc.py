@@ -87,6 +87,20 @@ def archive_runs(archive: Path) -> list[Any]:
         manifest.close()
 
 
+async def crawl(site_file: Path, *args: str, timeout: float = 60) -> int:
+    """`mirror run -q SITE_FILE` as from a terminal, awaited without blocking the event
+    loop the test sites run on; its exit code."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "mirror", "run", "-q", *args, str(site_file),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    try:
+        return await asyncio.wait_for(proc.wait(), timeout)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
 def csrf_of(page: str) -> str:
     found = re.search(r'<meta name="csrf" content="([^"]+)"', page)
     assert found, "no CSRF field on the page"

@@ -48,4 +48,6 @@ def report_context(cfg: SiteConfig, run_id: int, reports: Reports) -> dict[str, 
         "run": run, "report": report, "live": live, "shown": SHOWN, "lists": lists,
         "ts": stamp(run.finished_at or run.started_at),
         "before_ts": stamp(earlier[-1].finished_at) if earlier else "",
+        # the run this one's changes are measured against (runreport.changes), for compare
+        "before_run": earlier[-1].id if earlier else None,
     }

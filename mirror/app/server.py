@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
+from urllib.parse import urlencode
 
 from aiohttp import web
 
@@ -19,6 +20,7 @@ from mirror.app.jobs import ActionError, Jobs, Launcher
 from mirror.app.library import Library, SiteEntry
 from mirror.app.replays import Replays
 from mirror.app.reportpage import report_context
+from mirror.app.search import Results, SearchError, clamp_page, search_library
 from mirror.app.status import Reports, SiteState, SiteStatus, live_progress, site_status
 from mirror.app.views import environment
 from mirror.archive.lock import ArchiveLock
@@ -96,6 +98,9 @@ class LibraryApp:
         r.add_get("/site/{id}/runs/{run}", self.report)
         r.add_get("/site/{id}/explain", self.explain)
         r.add_get("/site/{id}/browse", self.browse)
+        r.add_get("/site/{id}/compare", self.compare)
+        r.add_get("/site/{id}/history", self.history)
+        r.add_get("/search", self.search)
         r.add_static("/static", STATIC, append_version=False)
         app.on_shutdown.append(self._shutdown)
         app.on_cleanup.append(self._cleanup)
@@ -230,14 +235,49 @@ class LibraryApp:
             lines = explain(entry.config, url, 1, rules, source)
         return self.page("explain.html", entry=entry, url=url, lines=lines)
 
-    async def browse(self, request: web.Request) -> web.Response:
-        entry = self.entry(request)
+    async def replay_base(self, entry: SiteEntry) -> str:
+        """The site's replay server (started if need be); 404 when it has nothing to replay."""
         if entry.config is None or not ArchiveLayout(entry.config.site.output_dir).warc.is_dir():
             raise web.HTTPNotFound(text=f"{entry.title} has no archive yet")
-        base = await self.replays.base(entry.id, entry.config)
+        return await self.replays.base(entry.id, entry.config)
+
+    async def browse(self, request: web.Request) -> web.Response:
+        base = await self.replay_base(self.entry(request))
         url, ts = request.query.get("url", ""), request.query.get("ts", "")
         ts = ts if ts.isdigit() and len(ts) <= 14 else "99991231235959"  # else the newest
         raise web.HTTPSeeOther(base + (f"{ts}/{url}" if url else ""))
+
+    async def compare(self, request: web.Request) -> web.Response:
+        """To the replay server's word diff of a page between two runs."""
+        q = request.query
+        runs = q.get("from_run", ""), q.get("to_run", "")
+        if not all(r.isascii() and r.isdigit() for r in runs):
+            raise web.HTTPBadRequest(text="from_run and to_run are run numbers")
+        base = await self.replay_base(self.entry(request))
+        raise web.HTTPSeeOther(base + "_compare?" + urlencode(
+            {"url": q.get("url", ""), "from_run": runs[0], "to_run": runs[1]}))
+
+    async def history(self, request: web.Request) -> web.Response:
+        """To the replay server's list of a page's captures, run by run."""
+        base = await self.replay_base(self.entry(request))
+        raise web.HTTPSeeOther(base + "_history?" + urlencode(
+            {"url": request.query.get("url", "")}))
+
+    async def search(self, request: web.Request) -> web.Response:
+        """Full-text search across every site of the library (or one, with ?site=)."""
+        query = request.query.get("q", "").strip()
+        only = request.query.get("site", "")
+        page = clamp_page(request.query.get("page", ""))
+
+        def run() -> Results:  # reads site files and manifests: in a thread
+            entries = [e for e in self.library.sites() if only in ("", e.id)]
+            return search_library(entries, query, page)
+        try:
+            results = await asyncio.to_thread(run)
+        except SearchError as exc:
+            return self.page("search.html", status=400, query=query, only=only,
+                             results=None, error=str(exc))
+        return self.page("search.html", query=query, only=only, results=results, error="")
 
     # -- actions ---------------------------------------------------------------------------
     async def _act(self, request: web.Request, action: Callable[[SiteEntry], Any], *,
@@ -406,6 +446,4 @@ def _mtime(path: Path) -> int:
 
 
 def _q(message: str) -> str:
-    from urllib.parse import urlencode
-
     return urlencode({"message": message})

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import time
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 import jinja2
+from markupsafe import Markup, escape
 
 from mirror.report import human_bytes
 
@@ -36,6 +39,7 @@ def ago(iso: str | None, now: float | None = None) -> str:
     """'5 min ago' for a run time (YYYY-mm-ddTHH:MM:SSZ); the time itself after a week."""
     if not iso:
         return ""
+    iso = re.sub(r"\.\d+Z$", "Z", iso)  # a WARC-Date may have fractions of a second
     try:
         then = datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
     except ValueError:
@@ -54,11 +58,27 @@ def exit_text(code: int | None) -> str:
     return f"exit {code} ({EXIT_MEANING.get(code, 'error')})"
 
 
+def highlight(text: str, spans: Iterable[tuple[int, int]]) -> Markup:
+    """`text` with its `spans` ([start, end) offsets) in <mark>. The text is an archived
+    page's, so hostile: every piece of it is escaped, and only the marks are markup."""
+    out: list[str] = []
+    at = 0
+    for start, end in sorted(spans):
+        start, end = max(start, at), min(end, len(text))  # overlapping or out of range
+        if start >= end:
+            continue
+        out += [escape(text[at:start]), "<mark>", escape(text[start:end]), "</mark>"]
+        at = end
+    out.append(escape(text[at:]))
+    return Markup("".join(out))
+
+
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("mirror.app", "templates"),
         autoescape=True, undefined=jinja2.StrictUndefined,
         trim_blocks=True, lstrip_blocks=True)
     env.filters.update(bytes=human_bytes, duration=duration, ago=ago, exit=exit_text,
+                       highlight=highlight,
                        state_class=lambda s: STATE_CLASS.get(str(s), "none"))
     return env

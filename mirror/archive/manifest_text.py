@@ -12,6 +12,7 @@ import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from mirror.archive.manifest_schema import ManifestError
 from mirror.model import PageText
 
 #: around a highlighted term in what FTS5 returns: control characters no page text holds
@@ -93,6 +94,13 @@ def _split_marks(raw: str) -> Iterator[str]:
         yield "".join(piece)
 
 
+def _is_query_error(exc: sqlite3.Error) -> bool:
+    """Whether FTS5 refused the query itself (its syntax, a column filter): a plain
+    SQLITE_ERROR, not a busy, I/O, corrupt or missing database."""
+    code = getattr(exc, "sqlite_errorcode", sqlite3.SQLITE_ERROR)
+    return code == sqlite3.SQLITE_ERROR and not str(exc).startswith("no such table")
+
+
 def _search_error(query: str, exc: sqlite3.Error) -> SearchError:
     why = str(exc).removeprefix("fts5: ")
     if "no such column" in why:  # word: is a column filter in FTS5's syntax
@@ -134,6 +142,8 @@ class TextQueries:
                                   (*params, limit, offset)).fetchall()
             return [self._hit(query, *row) for row in top]
         except sqlite3.OperationalError as exc:
+            if not _is_query_error(exc):  # locked, I/O error: not the query's fault
+                raise ManifestError(f"cannot search the manifest: {exc}") from exc
             raise _search_error(query, exc) from exc
 
     def _hit(self, query: str, text_id: int, capture_id: int, rank: float,
