@@ -262,7 +262,51 @@ def cmd_diff(args: argparse.Namespace) -> int:
                              f"{'only run ' + str(newer) if ids else 'no runs'}")
         chosen = [older[-1], newer]
     a, b = chosen
+    if args.page:
+        return _page_diff(args, a, b)
     print(render_changes(f"run {a} -> run {b}", compare(contents(a), contents(b))))
+    return ExitCode.OK
+
+
+def _page_diff(args: argparse.Namespace, a: int, b: int) -> int:
+    """`mirror diff SITE A B --page URL`: the page's text in its newest capture at or
+    before each run, word by word."""
+    from mirror.replay.textdiff import diff_stats, word_diff
+    from mirror.textview import diff_lines
+    from mirror.web.urls import InvalidURL, normalize
+
+    cfg = load_config(args.config)
+    try:
+        url = normalize(args.page, cfg.scope.ignore_query)
+    except InvalidURL as exc:
+        raise UsageError(f"--page {args.page!r}: not a URL ({exc.reason})") from exc
+    manifest = ManifestReader(ArchiveLayout(cfg.site.output_dir).manifest)
+    try:
+        history = manifest.page_history(url)
+        sides = []
+        for run in (a, b):
+            cap = next((c for c in reversed(history) if c.run_id <= run), None)
+            if cap is None:
+                raise UsageError(f"{url}: not captured in run {run} or before "
+                                 f"(`mirror search {args.config} WORDS` finds pages)")
+            text = manifest.page_text(cap.capture_id)
+            if text is None:
+                raise UsageError(
+                    f"{url}: its capture of {cap.warc_date} has no text to compare (not an "
+                    f"HTML page, or archived before the text index: `mirror index --search "
+                    f"{args.config}`)")
+            sides.append((cap, "\n".join(filter(None, (text.title, text.body)))))
+    finally:
+        manifest.close()
+    (old, old_text), (new, new_text) = sides
+    parts = word_diff(old_text, new_text)
+    added, removed = diff_stats(parts)
+    print(f"{url}\n  run {a}: {old.warc_date[:19]}Z (status {old.status})\n"
+          f"  run {b}: {new.warc_date[:19]}Z (status {new.status})\n"
+          f"  {added} words added, {removed} removed")
+    if added or removed:
+        color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        print(diff_lines(parts, color=color))
     return ExitCode.OK
 
 

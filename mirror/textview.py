@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mirror.archive.manifest_text import Hit
+from mirror.replay.textdiff import SAME, DiffPart, diff_terminal
 
 #: ANSI styles of a highlighted term on a terminal, and of the dimmed details line
 BOLD_YELLOW, DIM, RESET = "\x1b[1;33m", "\x1b[2m", "\x1b[0m"
@@ -47,3 +48,27 @@ def hit_json(hit: Hit) -> dict[str, Any]:
         "score": round(hit.score, 4), "captures": hit.captures,
         "capture_id": hit.capture_id,
     }
+
+
+def diff_lines(parts: Sequence[DiffPart], *, color: bool, context: int = 1) -> str:
+    """A word diff for the terminal: only lines with a change, with `context` lines around
+    them, and '…' where lines are left out (like `git diff --word-diff`)."""
+    lines: list[list[DiffPart]] = [[]]
+    for kind, text in parts:
+        pieces = text.split("\n")
+        for n, piece in enumerate(pieces):
+            if n:
+                lines.append([])
+            if piece:
+                lines[-1].append(DiffPart(kind, piece))
+    changed = [i for i, line in enumerate(lines) if any(p.kind != SAME for p in line)]
+    shown = sorted({j for i in changed for j in range(i - context, i + context + 1)
+                    if 0 <= j < len(lines)})
+    out: list[str] = []
+    for before, i in zip([-1, *shown], shown, strict=False):
+        if i > before + 1:
+            out.append("…")
+        out.append(diff_terminal(lines[i], color))
+    if shown and shown[-1] < len(lines) - 1:
+        out.append("…")
+    return "\n".join(out)

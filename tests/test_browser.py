@@ -8,6 +8,7 @@ import asyncio
 import base64
 import json
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -186,9 +187,11 @@ async def test_replay_and_export_render_in_a_browser_and_stay_offline(
             tab = await browser.open(base)
             await tab.screenshot(tmp_path / "landing.png")
             href = await tab.eval("document.querySelector('td a').getAttribute('href')")
-            await tab.goto(base.rstrip("/") + href)
+            # the archived page itself: /<ts>/<url> is the frame page with the banner above it
+            # (test_serve_history.py); its frame, /<ts>mp_/<url>, is the page
+            await tab.goto(base.rstrip("/") + re.sub(r"^/(\d+)/", r"/\1mp_/", href))
             assert_rendered(await tab.eval(PAGE_STATE))
-            await tab.goto(f"{base}2999/{site.base}old")  # an archived 301
+            await tab.goto(f"{base}2999mp_/{site.base}old")  # an archived 301
             await tab.wait_for("document.title === 'About us'")
             assert (await tab.eval("location.href")).endswith(f"/{site.base}about")
             await tab.eval("document.querySelector('a').click()")  # back home, by a link

@@ -18,7 +18,7 @@ PACKAGE = ROOT / "mirror"
 PURE = ("web.urls", "web.extract", "web.css", "web.codings", "web.rewrite", "web.charset",
         "web.html", "web.http", "report",
         "explain", "model", "crawl.scope", "crawl.history", "crawl.discover",
-        "crawl.politeness", "crawl.robots")
+        "crawl.politeness", "crawl.robots", "replay.textdiff", "replay.pages")
 #: the layers (LAYOUT.md) and what each may import of mirror: packages, and top-level
 #: modules; the top level (cli, config, report, ...) may import anything but `cli`, which
 #: only `__main__` imports

@@ -6,26 +6,32 @@ import asyncio
 import functools
 import html
 import logging
-import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urlencode
 
 from aiohttp import web
-from warcio.timeutils import (
-    datetime_to_http_date,
-    iso_date_to_datetime,
-    timestamp_to_iso_date,
-)
+from warcio.timeutils import datetime_to_http_date, iso_date_to_datetime
 
 from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
 from mirror.archive.warcread import ReadError
 from mirror.archive.warcwriter import OPEN_SUFFIX
 from mirror.layout import ArchiveLayout
 from mirror.replay.captures import Capture, CaptureIndex, Record
-from mirror.replay.export import REWRITTEN_TYPES, html_page, page_rows, shown_url
+from mirror.replay.export import REWRITTEN_TYPES, page_rows
+from mirror.replay.pages import (
+    PAGE,
+    RAW,
+    history_href,
+    number,
+    parse_target,
+    replay_path,
+    run_timestamp,
+)
+from mirror.replay.views import Views, not_archived, ui_response
 from mirror.web.http import HTML_TYPES
 from mirror.web.rewrite import html_title, rewrite_css_bytes, rewrite_html
 from mirror.web.urls import DEFAULT_IGNORE_QUERY, join
@@ -38,49 +44,20 @@ from mirror.webapp import (
     until_signalled,
 )
 
+__all__ = ["REPLAY_CSP", "Replay", "Site", "Source", "make_app", "parse_target", "render",
+           "replay_path", "run_timestamp", "serve_forever", "start_replay_server"]
+
 log = logging.getLogger(__name__)
 
 #: archived responses may load only from this server (O2); navigation stays free
 REPLAY_CSP = ("default-src 'self' data: blob: 'unsafe-inline' 'unsafe-eval'; "
               "form-action 'self'; base-uri 'self'; frame-ancestors 'self'")
-UI_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'"
 #: the only archived headers replayed; Set-Cookie, HSTS, CSP, Service-Worker-Allowed, Link,
 #: Alt-Svc, Clear-Site-Data and the rest are dropped (O2)
 PASSED_HEADERS = frozenset({"content-type", "content-language", "last-modified"})
 PAGE_SIZE = 100
 RELOAD_EVERY = 2.0  # seconds between checks whether the archive grew
-
-_TARGET = re.compile(r"/(\d{1,14}|)(\*|id_)?/(.+)", re.S)
-_SCHEME_SLASHES = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):/*")
-
-
-@dataclass(frozen=True)
-class Target:
-    """What a replay path asks for: /<ts>/<url> (replay), /<ts>id_/<url> (as archived, not
-    rewritten), /<ts>*/<url> or /*/<url> (the list of captures)."""
-
-    timestamp: str
-    mode: str  # replay | raw | list
-    url: str
-
-
-def parse_target(path_qs: str) -> Target | None:
-    match = _TARGET.fullmatch(path_qs)
-    if match is None:
-        return None
-    ts, modifier, url = match.groups()
-    if not ts and modifier != "*":
-        return None
-    # proxies and browsers may squeeze 'http://' in a path to 'http:/'
-    url = _SCHEME_SLASHES.sub(lambda m: m.group(1).lower() + "://", url, count=1)
-    if "://" not in url:
-        url = "http://" + url
-    mode = {"*": "list", "id_": "raw"}.get(modifier or "", "replay")
-    return Target(ts or "99991231235959", mode, url)
-
-
-def replay_path(timestamp: str, url: str) -> str:
-    return f"/{timestamp}/{url}"
+T = TypeVar("T")
 
 
 def replay_headers(record: Record, content_type: str | None, encoded: bool) -> dict[str, str]:
@@ -97,19 +74,22 @@ def replay_headers(record: Record, content_type: str | None, encoded: bool) -> d
     return out
 
 
-def render(record: Record, url: str, timestamp: str, raw: bool = False) -> web.Response:
+def render(record: Record, url: str, timestamp: str, raw: bool = False,
+           modifier: str = "") -> web.Response:
     """The response for one archived record: redirects to the rewritten target, HTML and CSS
-    rewritten to point into this server, every body served decoded (identity)."""
+    rewritten to point into this server (links and redirects keep `modifier`: inside a
+    frame page's mp_ frame they stay mp_, so no banner is ever nested), every body served
+    decoded (identity)."""
     if 300 <= record.status < 400 and record.header("Location") and not raw:
         target = join(url, record.header("Location") or "")
         return web.Response(status=302, headers={
-            "Location": replay_path(timestamp, target), "Content-Security-Policy": REPLAY_CSP,
-            "X-Archive-Status": str(record.status)})
+            "Location": replay_path(timestamp, target, modifier),
+            "Content-Security-Policy": REPLAY_CSP, "X-Archive-Status": str(record.status)})
     body, decoded = record.decoded()
     content_type = record.content_type
-    mapper = functools.partial(replay_path, timestamp)
+    mapper = functools.partial(_address, timestamp, modifier)
     if not decoded and not raw and record.mime in REWRITTEN_TYPES:  # its links would go live
-        raw_link = html.escape(f"/{timestamp}id_/{url}")
+        raw_link = html.escape(replay_path(timestamp, url, RAW))
         return _ui(502, "Undecodable", "<p>This capture's body cannot be decoded, so its "
                    f'links cannot be rewritten: <a href="{raw_link}">as archived</a>.</p>')
     if decoded and not raw and record.mime in HTML_TYPES:
@@ -120,6 +100,10 @@ def render(record: Record, url: str, timestamp: str, raw: bool = False) -> web.R
         content_type = "text/css; charset=utf-8"
     return web.Response(status=record.status, body=body,
                         headers=replay_headers(record, content_type, not decoded))
+
+
+def _address(timestamp: str, modifier: str, url: str) -> str:
+    return replay_path(timestamp, url, modifier)
 
 
 class Source:
@@ -151,14 +135,24 @@ class Source:
         return self.archive
 
     def runs(self) -> list[Run]:
+        return self._ask_manifest(lambda m: m.runs()) or []
+
+    async def manifest(self, query: Callable[[ManifestReader], T]) -> T | None:
+        """`query` on the manifest, opened for it in a thread; None when there is none."""
+        return await asyncio.to_thread(self._ask_manifest, query)
+
+    def _ask_manifest(self, query: Callable[[ManifestReader], T]) -> T | None:
         try:
             manifest = ManifestReader(ArchiveLayout(self.folder).manifest)
         except ManifestError:
-            return []
+            return None
         try:
-            return manifest.runs()
+            return query(manifest)
         finally:
             manifest.close()
+
+    async def title(self, archive: CaptureIndex, cap: Capture) -> str | None:
+        return (await asyncio.to_thread(self.page_info, archive, cap))[0]
 
     def page_info(self, archive: CaptureIndex, cap: Capture) -> tuple[str | None, int]:
         key = (cap.filename, cap.offset)
@@ -179,65 +173,60 @@ class Replay:
 
     def __init__(self, source: Source, site: Site) -> None:
         self.source, self.site = source, site
+        self.views = Views(source, site.name)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if request.method not in ("GET", "HEAD"):
             raise web.HTTPMethodNotAllowed(request.method, ["GET", "HEAD"])
         if request.headers.get("Service-Worker") == "script":
             return _ui(403, "Refused", "<p>Archived pages cannot install service workers.</p>")
-        if request.raw_path.partition("?")[0] == "/":
+        path = request.raw_path.partition("?")[0]
+        if path == "/":
             return await self.landing(request)
+        if path in self.views.routes:
+            return await self.views.routes[path](request)
         target = parse_target(request.raw_path)
         if target is None:
             return self._from_referer(request)
+        if target.mode == "list":  # the captures of a URL: its history page
+            raise web.HTTPFound(history_href(target.url))
         archive = await self.source.get()
-        if target.mode == "list":
-            return self.captures(archive, target.url)
         cap = archive.closest(target.url, target.timestamp)
         if cap is None:
-            return self.not_archived(archive, target.url)
+            return not_archived(archive, target.url)
+        if target.mode == "latest":
+            raise web.HTTPFound(replay_path(cap.timestamp, cap.url))
+        if target.mode == "replay" and _wants_frame(request, archive, cap):
+            return await self.views.frame(archive, cap)
+        return await self._record(archive, cap, target.mode)
+
+    async def _record(self, archive: CaptureIndex, cap: Capture, mode: str) -> web.Response:
         try:
             record = await asyncio.to_thread(archive.read, cap)
         except ReadError as exc:
-            log.warning("cannot replay %s: %s", target.url, exc)
+            log.warning("cannot replay %s: %s", cap.url, exc)
             return _ui(500, "Unreadable", f"<p>{html.escape(str(exc))}</p>")
-        return await asyncio.to_thread(render, record, cap.url, cap.timestamp,
-                                       target.mode == "raw")
+        resp = await asyncio.to_thread(render, record, cap.url, cap.timestamp, mode == "raw",
+                                       PAGE if mode == "page" else "")
+        if mode == "replay":  # a browser's page gets the frame page at this address
+            resp.headers["Vary"] = "Sec-Fetch-Dest"
+        return resp
 
     def _from_referer(self, request: web.Request) -> web.StreamResponse:
         """A path a script built from the site's root (fetch('/api')): send it to the same
-        site and time as the page that asked, as pywb does."""
+        site and time as the page that asked, as pywb does (mp_ if it asked from a frame)."""
         referer = parse_target(_path_of(request.headers.get("Referer", "")))
         if referer is None or referer.mode == "list":
             return _ui(404, "Not found", "<p>Not a page of this server.</p>")
         url = join(referer.url, request.raw_path)
-        raise web.HTTPFound(replay_path(referer.timestamp, url))
-
-    def not_archived(self, archive: CaptureIndex, url: str) -> web.Response:
-        search = "/?" + urlencode({"q": shown_url(archive.key(url))[:80]})
-        return _ui(404, "Not in this archive", (
-            f"<h1>Not in this archive</h1><p><b>{html.escape(shown_url(url))}</b> was not "
-            "archived, so it cannot be shown offline (mirror never fetches from the live "
-            f'web). <a href="{html.escape(search)}">Search the archive</a> or go to '
-            '<a href="/">the list of pages</a>.</p>'))
-
-    def captures(self, archive: CaptureIndex, url: str) -> web.Response:
-        caps = archive.captures_of(url)
-        if not caps:
-            return self.not_archived(archive, url)
-        rows = page_rows(
-            (replay_path(c.timestamp, c.url), c.url, timestamp_to_iso_date(c.timestamp),
-             archive.status_and_mime(c)[0], c.length) for c in reversed(caps))
-        return _ui(200, "Captures", f"<h1>{len(caps)} captures of "
-                   f"{html.escape(shown_url(caps[0].url))}</h1><table><tr><th>capture</th>"
-                   f"<th>status</th><th>record bytes</th></tr>{rows}</table>")
+        raise web.HTTPFound(replay_path(referer.timestamp, url,
+                                        PAGE if referer.mode == "page" else ""))
 
     async def landing(self, request: web.Request) -> web.Response:
         archive = await self.source.get()
         query = request.query.get("q", "").strip().lower()
         show_all = request.query.get("all") == "1"
-        page_arg = request.query.get("page", "1")
-        page = max(int(page_arg), 1) if page_arg.isdigit() else 1
+        page = number(request.query.get("page", "")) or 1
         caps = sorted((c for c in archive.latest() if show_all or _is_page(archive, c)),
                       key=lambda c: c.url)
         if query:
@@ -251,7 +240,8 @@ class Replay:
                          archive.status_and_mime(cap)[0], size))
         home = archive.key(self.site.start_urls[0]) if self.site.start_urls else None
         body = (f"<h1>{html.escape(self.site.name)}: archived pages</h1>"
-                f"{_runs_table(self.source.runs(), home)}{_search_form(query, show_all)}"
+                f"{_text_search_form()}{_runs_table(self.source.runs(), home)}"
+                f"{_search_form(query, show_all)}"
                 f"<p>{len(caps)} {'URLs' if show_all else 'pages'}; newest capture of each. "
                 f"{_pager(page, len(caps), query, show_all)}</p><table><tr><th>page</th>"
                 f"<th>status</th><th>bytes</th></tr>{page_rows(rows)}</table>")
@@ -267,14 +257,21 @@ def _is_page(archive: CaptureIndex, cap: Capture) -> bool:
     return mime in HTML_TYPES or (status is not None and 300 <= status < 400)
 
 
+def _wants_frame(request: web.Request, archive: CaptureIndex, cap: Capture) -> bool:
+    """A browser opening an HTML page itself (not in a frame, not a script's fetch) gets the
+    banner above it; clients that send no Sec-Fetch-Dest (curl, tests) get the page."""
+    if request.headers.get("Sec-Fetch-Dest") != "document":
+        return False
+    status, mime = archive.status_and_mime(cap)
+    return mime in HTML_TYPES and not (status is not None and 300 <= status < 400)
+
+
 def _path_of(url: str) -> str:
     return "/" + url.split("://", 1)[-1].partition("/")[2] if "://" in url else ""
 
 
 def _ui(status: int, title: str, body: str) -> web.Response:
-    return web.Response(status=status, body=html_page(title, body), headers={
-        "Content-Type": "text/html; charset=utf-8", "Content-Security-Policy": UI_CSP,
-        "Cache-Control": "no-cache"})
+    return ui_response(status, title, body)
 
 
 def _runs_table(runs: list[Run], home: str | None) -> str:
@@ -287,18 +284,17 @@ def _runs_table(runs: list[Run], home: str | None) -> str:
             f"<th>state</th></tr>{rows}</table>" if rows else "")
 
 
-def run_timestamp(iso: str | None) -> str | None:
-    """A run time (2026-11-24T10:00:00Z) as a replay timestamp (20261124100000)."""
-    digits = re.sub(r"\D", "", iso or "")[:14]
-    return digits if len(digits) == 14 else None
-
-
 def _run_link(run: Run, home: str | None) -> str:
     stamp = run_timestamp(run.started_at)
     if home is None or stamp is None:
         return str(run.id)
     return f'<a href="{html.escape(replay_path(stamp, home))}">{run.id}</a>'
 
+
+def _text_search_form() -> str:
+    return ('<form method="get" action="/_search" role="search"><input type="search" '
+            'name="q" placeholder="words in the pages" aria-label="Search the text"> '
+            "<button>Search the text</button></form>")
 
 
 def _search_form(query: str, show_all: bool) -> str:
