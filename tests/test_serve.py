@@ -159,7 +159,7 @@ async def test_each_capture_replays_at_its_time_and_revisits_give_the_original(
     assert await twin.read() == site_def.V2
     listing = await (await client.get(f"/*/{url}")).text()
     assert listing.count("id_/") == 0 and len(re.findall(rf"/\d{{14}}/{url}", listing)) == 4
-    assert "2025-07-01T00:00:00Z" in listing
+    assert "2025-07-01 00:00:00 UTC" in listing
 
 
 async def test_server_picks_up_what_a_run_adds(
