@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from mirror.cli import main
 from mirror.replay.captures import CaptureIndex
-from mirror.replay.export import MAX_NAME, export_folder, export_path, relative_ref
+from mirror.replay.export import export_folder
+from mirror.replay.exportpath import MAX_NAME, export_path, relative_ref
 
 MIMES = ["text/html", "text/css", "image/png", "application/octet-stream", "", "text/plain"]
 WINDOWS_DEVICES = re.compile(r"(con|prn|aux|nul|com\d|lpt\d)(\..*)?", re.I)

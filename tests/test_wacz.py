@@ -16,7 +16,7 @@ import pytest
 
 from mirror.cli import main
 from mirror.replay.captures import CaptureIndex
-from mirror.replay.wacz import write_wacz
+from mirror.replay.wacz import PAGES_HEADER, jsonl, write_wacz
 
 
 def wacz_tool() -> str:
@@ -63,10 +63,24 @@ async def test_wacz_of_a_crawl_validates_and_holds_everything(
             w.removeprefix("archive/") for w in warcs}
         pages = [json.loads(ln) for ln in zf.read("pages/pages.jsonl").decode().splitlines()]
     assert pages[0]["format"] == "json-pages-1.0"
+    assert "hasText" not in pages[0]  # it would cut ReplayWeb.page's search at 1 MiB
     titles = {p["url"]: p.get("title") for p in pages[1:]}
     assert titles[site.base] == "Home page" and titles[site.base + "about"] == "About us"
     assert all(p["ts"].endswith("Z") for p in pages[1:])
     assert result.pages == len(pages) - 1
+    texts = {p["url"]: p.get("text") for p in pages[1:]}
+    home = texts[site.base]
+    assert "Welcome café" in home and "Old about" in home  # iso-8859-1, decoded
+    assert not {"hero", "background", "fetch", "beacon"} & set(home.split())  # <style>, <script>
+    assert "Home page" not in home  # the title is a field of its own
+    assert texts[site.base + "headers?x=1"] == "gzipped\nhome"  # content-coded: decoded
+    assert texts[site.base + "corrupt"] is None  # cannot be decoded: listed, no text
+
+
+def test_pages_jsonl_texts_are_utf8_and_escaped() -> None:
+    lines = list(jsonl(PAGES_HEADER, [{"url": "http://h.test/", "text": "東京\n\"x\"\u2028"}]))
+    assert lines[1] == '{"url": "http://h.test/", "text": "東京\\n\\"x\\"\u2028"}\n'.encode()
+    assert [json.loads(line) for line in lines][1]["text"] == "東京\n\"x\"\u2028"
 
 
 def test_wacz_of_an_interrupted_archive_packs_complete_records(

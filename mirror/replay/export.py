@@ -1,22 +1,24 @@
-"""Static export: a folder of rewritten files that opens from file://, with a contents page."""
+"""Static export: a folder of rewritten files that opens from file://, with a contents page
+and a search of the pages' text (sitesearch.py)."""
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import html
 import logging
 import os
-import posixpath
-import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import quote
 
 from mirror.archive.warcread import ReadError
 from mirror.replay.captures import Capture, CaptureIndex, Record
+from mirror.replay.exportpath import export_path, relative_ref
+from mirror.replay.sitesearch import ASSETS, INDEX_SCRIPT, SEARCH_PAGE, SearchIndex, asset
+from mirror.web.extract import extract_html
 from mirror.web.http import HTML_TYPES
 from mirror.web.rewrite import Mapper, rewrite_css_bytes, rewrite_html
 from mirror.web.urls import join
@@ -37,125 +39,6 @@ EXPORT_HEAD = (
 )
 REWRITTEN_TYPES = HTML_TYPES | {"text/css"}
 MAX_REDIRECTS = 10
-
-# --- the path of a URL in the export (O4) -------------------------------------------------
-#
-# Every character becomes characters of [a-z0-9-_.=~^]: kept when it is one of [a-z0-9-_.],
-# an upper-case letter is '^' + its lower case, a canonical %XX escape is '~' + lower-case
-# hex, anything else '=' + each UTF-8 byte in lower-case hex. That can be decoded back, so
-# two URLs never share a path, and with no upper case and no non-ASCII left, neither on a
-# case-insensitive nor on a Unicode-normalising file system. '=' followed by something that
-# is not hex marks what the encoding adds: '=' alone an empty segment, '=q' the query, '=.'
-# an extension added for the media type, '=h' a hash that replaces the end of a long name,
-# '=l' the folder of paths too long to spell out. Directory names never contain '.', file
-# names always do, so no file ever has the name of a directory.
-
-_ESCAPE = re.compile(r"%[0-9A-F]{2}|[^a-z0-9\-_.]")
-_HOST_ESCAPE = re.compile(r"%[0-9A-F]{2}|[^a-z0-9\-.]")
-_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://([^/?#]*)(/[^?#]*)(?:\?([^#]*))?", re.S)
-_NETLOC = re.compile(r"(.*?)(?::([0-9]+))?", re.S)
-_RESERVED = frozenset(
-    {"con", "prn", "aux", "nul", "index"}  # Windows device names; 'index' names folder pages
-    | {f"{dev}{n}" for dev in ("com", "lpt") for n in range(10)}
-)
-MAX_NAME = 200  # file systems allow 255 bytes
-MAX_PATH = 1000
-_EXTENSIONS: dict[str, tuple[str, ...]] = {
-    "text/html": ("html", "htm"), "application/xhtml+xml": ("html",),
-    "text/css": ("css",), "text/javascript": ("js", "mjs"),
-    "application/javascript": ("js", "mjs"), "application/x-javascript": ("js",),
-    "application/json": ("json",), "text/plain": ("txt",), "application/pdf": ("pdf",),
-    "text/xml": ("xml",), "application/xml": ("xml",), "image/png": ("png",),
-    "image/jpeg": ("jpg", "jpeg"), "image/gif": ("gif",), "image/webp": ("webp",),
-    "image/avif": ("avif",), "image/svg+xml": ("svg",), "image/x-icon": ("ico",),
-    "image/vnd.microsoft.icon": ("ico",), "font/woff2": ("woff2",), "font/woff": ("woff",),
-    "font/ttf": ("ttf",), "font/otf": ("otf",), "video/mp4": ("mp4",), "video/webm": ("webm",),
-    "audio/mpeg": ("mp3",),
-}
-
-
-def _escape_char(match: re.Match[str]) -> str:
-    text = match.group()
-    if len(text) == 3:
-        return "~" + text[1:].lower()
-    if "A" <= text <= "Z":
-        return "^" + text.lower()
-    return "".join(f"={b:02x}" for b in text.encode("utf-8", "surrogatepass"))
-
-
-def _windows_safe(name: str) -> str:
-    """No leading or trailing '.', no device name (even with an extension)."""
-    if name.startswith("."):
-        name = "=2e" + name[1:]
-    if name.endswith("."):
-        name = name[:-1] + "=2e"
-    if name.split(".", 1)[0] in _RESERVED:
-        name = f"={ord(name[0]):02x}" + name[1:]
-    return name
-
-
-def _shorten(name: str, keep: int) -> str:
-    if len(name) <= keep:
-        return name
-    return name[: keep - 42] + "=h" + hashlib.sha256(name.encode()).hexdigest()[:40]
-
-
-def _dir_name(segment: str) -> str:
-    if not segment:
-        return "="
-    name = _windows_safe(_ESCAPE.sub(_escape_char, segment)).replace(".", "=2e")
-    return _shorten(name, MAX_NAME)
-
-
-def _file_name(segment: str, query: str | None, mime: str) -> str:
-    exts = _EXTENSIONS.get(mime, ())
-    stem = _windows_safe(_ESCAPE.sub(_escape_char, segment)) if segment else "index"
-    if query is not None:
-        stem += "=q" + _ESCAPE.sub(_escape_char, query)
-        if stem.endswith("."):  # Windows drops a trailing dot
-            stem = stem[:-1] + "=2e"
-    if not segment:  # 'index' is reserved for this: the page of a folder
-        suffix = "." + (exts[0] if exts else "bin")
-    elif exts:
-        suffix = "" if stem.endswith(tuple("." + e for e in exts)) else "=." + exts[0]
-    else:
-        suffix = "" if "." in stem else "=.bin"
-    if len(stem + suffix) > MAX_NAME:
-        stem, suffix = _shorten(stem, MAX_NAME - 10), ("=." + exts[0] if exts else "=.bin")
-    return stem + suffix
-
-
-def _host_dir(scheme: str, netloc: str) -> str:
-    match = _NETLOC.fullmatch(netloc)
-    assert match is not None  # the pattern matches any string
-    host, port = match.groups()
-    name = _HOST_ESCAPE.sub(_escape_char, scheme) + "_" + _HOST_ESCAPE.sub(_escape_char, host)
-    return _shorten(_windows_safe(name + (f"_{port}" if port else "")), MAX_NAME)
-
-
-def export_path(url: str, mime: str) -> str:
-    """The relative POSIX path of a URL's file in an export: injective over URLs, inside
-    the root, portable (see above). `mime` picks the extension added where it is missing."""
-    media_type = mime.partition(";")[0].strip().lower()
-    match = _URL.fullmatch(url)
-    if match is None:  # not a canonical URL (no path, a fragment...): still a name of its own
-        return "_other/" + _file_name(url, None, media_type)
-    scheme, netloc, path, query = match.groups()
-    folder = _host_dir(scheme, netloc)
-    *dirs, last = path.split("/")[1:]
-    parts = [folder, *map(_dir_name, dirs), _file_name(last, query, media_type)]
-    full = "/".join(parts)
-    if len(full) <= MAX_PATH:
-        return full
-    digest = hashlib.sha256(url.encode("utf-8", "surrogatepass")).hexdigest()[:40]
-    return f"{folder}/=l/{_file_name(digest, None, media_type)}"
-
-
-def relative_ref(from_path: str, to_path: str) -> str:
-    """A relative URL from the file at from_path to the file at to_path."""
-    rel = posixpath.relpath(to_path, posixpath.dirname(from_path) or ".")
-    return quote(rel, safe="/=")
-
 
 # --- writing an export --------------------------------------------------------------------
 
@@ -203,6 +86,7 @@ class Exporter:
         self.on_progress = on_progress
         self.redirects: dict[str, str] = {}  # source URL -> target URL (canonical)
         self.root = os.path.realpath(out)
+        self.search: SearchIndex | None = None
 
     def run(self) -> ExportResult:
         started = time.monotonic()
@@ -214,14 +98,21 @@ class Exporter:
                 location = record.header("Location") if record else None
                 if location:
                     self.redirects[url] = self.archive.key(join(url, location))
-        for url, entry in self.plan.items():
-            record = records.pop(url) if url in records else self._read(entry, result)
-            title, size = self._write_entry(url, entry, record, result)
-            result.files += 1
-            if self.on_progress is not None:
-                self.on_progress(result.files, len(self.plan))
-            if entry.mime in HTML_TYPES or 300 <= entry.status < 400:
-                result.contents.append((entry, title, size))
+        searchable = sum(_searchable(entry) for entry in self.plan.values())
+        self.search = SearchIndex(self._open(INDEX_SCRIPT), searchable)
+        try:
+            for url, entry in self.plan.items():
+                record = records.pop(url) if url in records else self._read(entry, result)
+                title, size = self._write_entry(url, entry, record, result)
+                result.files += 1
+                if self.on_progress is not None:
+                    self.on_progress(result.files, len(self.plan))
+                if entry.mime in HTML_TYPES or 300 <= entry.status < 400:
+                    result.contents.append((entry, title, size))
+        finally:
+            self.search.close()
+        for name in ASSETS:
+            self._write(name, asset(name))
         self._write(CONTENTS, contents_page(result.contents))
         self._write(MARKER, b"written by mirror export\n")
         result.seconds = time.monotonic() - started
@@ -256,12 +147,21 @@ class Exporter:
         if entry.mime in HTML_TYPES:
             page = rewrite_html(body, url, record.content_type, self._mapper(entry.path),
                                 head=EXPORT_HEAD)
+            self._index(url, entry, page.title, body, record)
             body, title = page.body, page.title
             result.pages += 1
         elif entry.mime == "text/css":
             body = rewrite_css_bytes(body, url, record.content_type, self._mapper(entry.path))
         self._write(entry.path, body)
         return title, len(body)
+
+    def _index(self, url: str, entry: Entry, title: str | None, body: bytes,
+               record: Record) -> None:
+        """Add the page's text, as archived, to the search index: pages that answered 2xx."""
+        if self.search is not None and _searchable(entry):
+            text = extract_html(body, url, record.content_type).text
+            self.search.add(quote(entry.path, safe="/="), shown_url(url), title, text,
+                            entry.capture.digest)
 
     def _mapper(self, from_path: str) -> Mapper:
         return functools.partial(self._ref, from_path)
@@ -277,12 +177,19 @@ class Exporter:
         return relative_ref(from_path, entry.path) if entry else None
 
     def _write(self, rel: str, data: bytes) -> None:
+        with self._open(rel) as f:
+            f.write(data)
+
+    def _open(self, rel: str) -> BinaryIO:
         path = os.path.join(self.out, *rel.split("/"))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         if not os.path.realpath(path).startswith(self.root + os.sep):
             raise ExportError(f"{rel}: would be written outside {self.out}")  # a symlink
-        with open(path, "wb") as f:
-            f.write(data)
+        return open(path, "wb")
+
+
+def _searchable(entry: Entry) -> bool:
+    return entry.mime in HTML_TYPES and 200 <= entry.status < 300
 
 
 def export_folder(archive: CaptureIndex, out: Path, at: str | None = None,
@@ -334,7 +241,10 @@ def contents_page(contents: list[tuple[Entry, str | None, int]]) -> bytes:
         for e, title, size in sorted(contents, key=lambda c: c[0].capture.url)
     )
     body = (
-        f"<h1>Archived pages</h1><p>{len(contents)} pages. "
+        f'<h1>Archived pages</h1><form action="{SEARCH_PAGE}"><input name="q" type="search" '
+        'placeholder="words in the pages" aria-label="words in the pages"> '
+        "<button>Search the text</button></form>"
+        f"<p>{len(contents)} pages. "
         '<input id="q" type="search" placeholder="filter" autofocus></p>'
         f"<table><tr><th>page</th><th>status</th><th>bytes</th></tr>\n{rows}\n</table>"
         "<script>document.getElementById('q').oninput=function(){var q=this.value."

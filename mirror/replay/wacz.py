@@ -1,15 +1,19 @@
-"""WACZ 1.2.0 export: the WARC files, a CDXJ index, pages.jsonl and datapackage.json in a ZIP."""
+"""WACZ 1.2.0 export: the WARC files, a CDXJ index, pages.jsonl (with each page's text) and
+datapackage.json in a ZIP."""
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
+import tempfile
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import IO
 
 from warcio.timeutils import timestamp_to_iso_date
 
@@ -17,13 +21,18 @@ from mirror import __version__
 from mirror.archive.warcread import ReadError, complete_prefix
 from mirror.archive.warcwriter import OPEN_SUFFIX
 from mirror.replay.captures import Capture, CaptureIndex
+from mirror.web.extract import extract_html
 from mirror.web.http import HTML_TYPES
-from mirror.web.rewrite import html_title
 
 #: py-wacz 0.6's validator knows only this version string; WACZ 1.2.0 keeps the field optional
 WACZ_VERSION_FIELD = "1.1.1"
 _CHUNK = 1 << 20
 _ZIP64_SIZE = 1 << 31
+_SPOOL = 16 << 20
+#: No "hasText": ReplayWeb.page (2.4, wabac.js 2.26) searches the `text` of every page it
+#: lists without it; with it, it searches a separate read of pages.jsonl cut at 1 MiB
+#: compressed, whose torn last line fails the whole search (tests/test_replayweb_search.py).
+PAGES_HEADER = {"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}
 
 
 @dataclass(frozen=True)
@@ -41,36 +50,72 @@ def final_name(filename: str) -> str:
 
 
 def page_lines(archive: CaptureIndex) -> Iterator[dict[str, str]]:
-    """pages.jsonl entries: every HTML page archived with a 2xx status, titles read back."""
+    """pages.jsonl entries: every HTML page archived with a 2xx status, with the title and
+    the visible text read back from its record (one at a time: nothing is kept)."""
     for cap in archive.captures:
         status, mime = archive.status_and_mime(cap)
         if mime not in HTML_TYPES or not status or not 200 <= status < 300:
             continue
         entry = {"id": hashlib.sha1(f"{cap.timestamp}/{cap.url}".encode()).hexdigest()[:20],
                  "url": cap.url, "ts": timestamp_to_iso_date(cap.timestamp)}
-        try:
-            record = archive.read(cap)
-            title = html_title(record.decoded()[0], record.content_type)
-        except ReadError:
-            title = None
-        if title:
-            entry["title"] = title
+        entry.update(_title_and_text(archive, cap))
         yield entry
+
+
+def _title_and_text(archive: CaptureIndex, cap: Capture) -> dict[str, str]:
+    try:
+        record = archive.read(cap)
+    except ReadError:
+        return {}
+    body, decoded = record.decoded()
+    if not decoded:  # still content-coded: parsing it would index noise
+        return {}
+    page = extract_html(body, cap.url, record.content_type)
+    found = {"title": page.title, "text": page.text}
+    return {key: value for key, value in found.items() if value}
+
+
+def jsonl(header: Mapping[str, object], entries: Iterable[Mapping[str, object]]
+          ) -> Iterator[bytes]:
+    """The header and entries, a JSON object a line, in UTF-8 (\\u escapes would double
+    the size of a CJK text)."""
+    for entry in itertools.chain([header], entries):
+        yield json.dumps(entry, ensure_ascii=False).encode("utf-8") + b"\n"
 
 
 class _Packer:
     """Adds entries to the ZIP and remembers each one's size and sha256 for datapackage.json."""
 
-    def __init__(self, zf: zipfile.ZipFile) -> None:
+    def __init__(self, zf: zipfile.ZipFile, spool_dir: Path) -> None:
         self.zf = zf
+        self.spool_dir = spool_dir
         self.resources: list[dict[str, object]] = []
 
     def add_file(self, name: str, path: Path, size: int) -> None:
+        with open(path, "rb") as src:  # already gzipped, and readers seek into it: stored
+            self._copy(name, src, size, zipfile.ZIP_STORED)
+
+    def add_lines(self, name: str, lines: Iterable[bytes]) -> int:
+        """Deflate the lines into the entry `name`; returns how many there were. They are
+        spooled first (to disk past _SPOOL bytes) because only the size says whether the
+        entry needs ZIP64 headers, and ReplayWeb.page misreads an entry that has them in its
+        local header but not in the central directory, as a small one forced to ZIP64 has."""
+        count = 0
+        with tempfile.SpooledTemporaryFile(_SPOOL, dir=str(self.spool_dir)) as spool:
+            for line in lines:
+                spool.write(line)
+                count += 1
+            size = spool.tell()
+            spool.seek(0)
+            self._copy(name, spool, size, zipfile.ZIP_DEFLATED)
+        return count
+
+    def _copy(self, name: str, src: IO[bytes], size: int, compress_type: int) -> None:
         info = zipfile.ZipInfo(name, _zip_time())
-        info.compress_type = zipfile.ZIP_STORED  # already gzipped; readers seek into it
+        info.compress_type = compress_type
         digest = hashlib.sha256()
         zip64 = size >= _ZIP64_SIZE
-        with open(path, "rb") as src, self.zf.open(info, "w", force_zip64=zip64) as dst:
+        with self.zf.open(info, "w", force_zip64=zip64) as dst:
             left = size
             while left and (chunk := src.read(min(_CHUNK, left))):
                 digest.update(chunk)
@@ -124,22 +169,20 @@ def write_wacz(archive: CaptureIndex, out: Path, *, title: str,
     """Pack every WARC file of the archive into `out` (written aside, then renamed);
     on_progress(WARC files packed, WARC files in all) after each file."""
     paths = archive.warc_paths()
-    pages = list(page_lines(archive))
     lines = sorted((c.cdxj(final_name(c.filename)) for c in archive.captures),
                    key=lambda s: s.encode("utf-8"))
     tmp = out.with_name(out.name + ".part")
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(tmp, "w") as zf:
-        packer = _Packer(zf)
+        packer = _Packer(zf, out.parent)
         for done, path in enumerate(paths, 1):
             size = complete_prefix(path) if path.name.endswith(OPEN_SUFFIX) else path.stat().st_size
             packer.add_file(f"archive/{final_name(path.name)}", path, size)
             if on_progress is not None:
                 on_progress(done, len(paths))
         packer.add_bytes("indexes/index.cdxj", "".join(lines).encode("utf-8"))
-        header = {"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}
-        jsonl = "".join(json.dumps(p) + "\n" for p in [header, *pages])
-        packer.add_bytes("pages/pages.jsonl", jsonl.encode("utf-8"))
+        pages = packer.add_lines("pages/pages.jsonl",
+                                 jsonl(PAGES_HEADER, page_lines(archive))) - 1
         home = next((c for u in start_urls for c in archive.captures_of(u)), None)
         package = json.dumps(datapackage(packer.resources, title, home), indent=2).encode()
         packer.add_bytes("datapackage.json", package, listed=False)
@@ -148,4 +191,4 @@ def write_wacz(archive: CaptureIndex, out: Path, *, title: str,
         packer.add_bytes("datapackage-digest.json", json.dumps(digest, indent=2).encode(),
                          listed=False)
     os.replace(tmp, out)
-    return WaczResult(out, len(paths), len(lines), len(pages), out.stat().st_size)
+    return WaczResult(out, len(paths), len(lines), pages, out.stat().st_size)

@@ -1,0 +1,76 @@
+"""The search of a static export: search.html and search.js (static files of this package) and
+search-index.js, the text of every exported page, written as the pages are."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import IO
+
+SEARCH_PAGE = "search.html"
+INDEX_SCRIPT = "search-index.js"
+#: copied as they are into the export's root, where no exported file can be: every exported
+#: file is inside a folder (export_path)
+ASSETS = (SEARCH_PAGE, "search.js", "search.css")
+#: the most characters of one page's text in the index (a long page: about 3,000 words) ...
+MAX_PAGE_TEXT = 20_000
+#: ... and of all pages: past it, each page keeps less, so that a browser still loads the
+#: index of a big site in seconds (a 2,000-page site keeps MAX_PAGE_TEXT; 100,000 pages, 500)
+MAX_INDEX_TEXT = 50_000_000
+MIN_PAGE_TEXT = 200
+#: the index is a script, not JSON: a page opened from file:// can load a script but not
+#: fetch() a file; search.js reads this global
+INDEX_START = b"var MIRROR_SEARCH = [\n"
+INDEX_END = b"];\n"
+
+
+def page_text_limit(pages: int) -> int:
+    """Characters of text each page keeps in the index of `pages` pages."""
+    return max(MIN_PAGE_TEXT, min(MAX_PAGE_TEXT, MAX_INDEX_TEXT // max(pages, 1)))
+
+
+def cut(text: str, limit: int) -> str:
+    """text cut to at most `limit` characters, at the end of a word where there is one."""
+    if len(text) <= limit:
+        return text
+    space = max(text.rfind(" ", 0, limit + 1), text.rfind("\n", 0, limit + 1))
+    return text[: space if space > limit // 2 else limit]
+
+
+def index_entry(href: str, url: str, title: str | None, text: str, limit: int) -> bytes:
+    """One page of the index: [href from search.html, URL shown, title, text], a line of its
+    own. JSON is valid JavaScript (U+2028 too, since ES2019); \\u escapes are left to what
+    JSON needs, since they would double the size of a text in Chinese."""
+    entry = [href, url, title or "", cut(text, limit)]
+    return json.dumps(entry, ensure_ascii=False).encode("utf-8") + b",\n"
+
+
+class SearchIndex:
+    """search-index.js, written a page at a time: no text is held in memory."""
+
+    def __init__(self, out: IO[bytes], pages: int) -> None:
+        self.out = out
+        self.limit = page_text_limit(pages)
+        self.pages = 0
+        self.digests: set[str] = set()
+        self.bytes = out.write(INDEX_START)
+
+    def add(self, href: str, url: str, title: str | None, text: str | None,
+            digest: str = "") -> None:
+        """Add a page, unless its archived bytes (payload `digest`) were added under another
+        URL already: a URL that differs in its query only, say, would be found twice."""
+        if digest in self.digests or not (text or title):
+            return
+        if digest:
+            self.digests.add(digest)
+        self.bytes += self.out.write(index_entry(href, url, title, text or "", self.limit))
+        self.pages += 1
+
+    def close(self) -> None:
+        self.bytes += self.out.write(INDEX_END)
+        self.out.close()
+
+
+def asset(name: str) -> bytes:
+    """A static file of the search (one of ASSETS)."""
+    return (resources.files("mirror.replay") / "exportstatic" / name).read_bytes()
