@@ -25,6 +25,15 @@ SNIPPET_TOKENS = 24
 TITLE_WEIGHT, BODY_WEIGHT = 4.0, 1.0
 
 
+#: FTS5 sorts by this itself (ORDER BY rank is consumed), so SQLite pulls only the rows it
+#: returns, and highlight() and snippet() run for those alone
+_RANK = f"bm25({TITLE_WEIGHT}, {BODY_WEIGHT})"
+_MATCH = "texts MATCH ? AND rank MATCH ?"
+_RANKED = (f"texts.rowid, rank, highlight(texts, 0, ?, ?), "
+           f"snippet(texts, 1, ?, ?, ?, {SNIPPET_TOKENS})")
+_MARKS = (MARK_START, MARK_END, MARK_START, MARK_END, ELLIPSIS)
+
+
 class SearchError(ValueError):
     """The query is not one FTS5 can read (says why, in its words)."""
 
@@ -123,35 +132,44 @@ class TextQueries:
         Raises SearchError for a query FTS5 cannot read."""
         if not query.strip():
             return []
-        rank = f"bm25(texts, {TITLE_WEIGHT}, {BODY_WEIGHT})"
-        if all_runs:
-            sql = (f"WITH m AS MATERIALIZED (SELECT rowid AS id, {rank} AS rank FROM texts "
-                   "WHERE texts MATCH ?) SELECT m.id, MIN(c.id), m.rank AS rank, COUNT(*) "
-                   "FROM m JOIN captures c ON c.text_id = m.id GROUP BY c.url_id, m.id")
-            params: tuple[object, ...] = (query,)
-        elif run_id is not None:
-            sql = (f"SELECT texts.rowid, c.id, {rank} AS rank, 1 FROM texts JOIN captures c "
-                   "ON c.text_id = texts.rowid AND c.run_id = ? WHERE texts MATCH ?")
-            params = (run_id, query)
-        else:
-            sql = (f"SELECT texts.rowid, l.capture_id, {rank} AS rank, 1 FROM texts "
-                   "JOIN latest_texts l ON l.text_id = texts.rowid WHERE texts MATCH ?")
-            params = (query,)
         try:
-            top = self.db.execute(f"{sql} ORDER BY rank, 2 LIMIT ? OFFSET ?",
-                                  (*params, limit, offset)).fetchall()
-            return [self._hit(query, *row) for row in top]
+            if all_runs:
+                return self._every_version(query, limit, offset)
+            if run_id is not None:
+                join = "JOIN captures c ON c.text_id = texts.rowid AND c.run_id = ?"
+                params: tuple[object, ...] = (run_id,)
+            else:
+                join = "JOIN latest_texts c ON c.text_id = texts.rowid"
+                params = ()
+            sql = (f"SELECT {_RANKED}, {'c.id' if run_id is not None else 'c.capture_id'}, 1 "
+                   f"FROM texts {join} WHERE {_MATCH} ORDER BY rank LIMIT ? OFFSET ?")
+            rows = self.db.execute(sql, (*_MARKS, *params, query, _RANK, limit, offset))
+            return [self._hit(*row) for row in rows.fetchall()]
         except sqlite3.OperationalError as exc:
             if not _is_query_error(exc):  # locked, I/O error: not the query's fault
                 raise ManifestError(f"cannot search the manifest: {exc}") from exc
             raise _search_error(query, exc) from exc
 
-    def _hit(self, query: str, text_id: int, capture_id: int, rank: float,
+    def _every_version(self, query: str, limit: int, offset: int) -> list[Hit]:
+        """--all-runs: each (URL, text) once, best text first, with its first capture."""
+        hits: list[Hit] = []
+        rows = self.db.execute(f"SELECT {_RANKED} FROM texts WHERE {_MATCH} ORDER BY rank",
+                               (*_MARKS, query, _RANK))
+        seen = 0
+        for text_id, rank, title, snippet in rows:  # pulled one by one: snippets are
+            for first, count in self.db.execute(  # made for these rows only
+                    "SELECT MIN(id), COUNT(*) FROM captures WHERE text_id=? GROUP BY url_id "
+                    "ORDER BY 1", (text_id,)).fetchall():
+                seen += 1
+                if seen > offset:
+                    hits.append(self._hit(text_id, rank, title, snippet, first, count))
+                if len(hits) == limit:
+                    rows.close()
+                    return hits
+        return hits
+
+    def _hit(self, text_id: int, rank: float, title: str, snippet: str, capture_id: int,
              captures: int) -> Hit:
-        title, snippet = self.db.execute(
-            f"SELECT highlight(texts, 0, ?, ?), snippet(texts, 1, ?, ?, ?, {SNIPPET_TOKENS}) "
-            "FROM texts WHERE texts MATCH ? AND rowid = ?",
-            (MARK_START, MARK_END, MARK_START, MARK_END, ELLIPSIS, query, text_id)).fetchone()
         url, run, date, status = self.db.execute(
             "SELECT url, run_id, warc_date, status FROM captures WHERE id=?",
             (capture_id,)).fetchone()
