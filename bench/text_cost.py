@@ -17,6 +17,7 @@ Usage: python bench/text_cost.py [--pages 100000 --page-kb 2] [--site DIR] [--re
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import re
 import statistics
@@ -28,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run_mirror as run_mirror_module  # noqa: E402
 from run_mirror import (  # noqa: E402
+    BenchError,
     Usage,
     choose_server,
     count_lines,
@@ -67,11 +69,17 @@ def crawl_once(args: argparse.Namespace, site: Path, work: Path,
     nginx = choose_server(args)
     server = start_nginx(nginx, site, work) if nginx else start_sitesrv(site, work, 0.0)
     run_mirror_module.mirror_command = lambda: [str(mirror)]
+    here = os.getcwd()
+    os.chdir(work)  # not the checkout: the baseline's helpers would import its code
     try:
         toml = write_site_toml(work, server.base_url, args.workers, args.workers)
         usage = run_mirror(toml, work, args.timeout)
     finally:
+        os.chdir(here)
         stop_server(server)
+    log = (work / "archive" / "mirror.log").read_text(errors="replace")
+    if "process died" in log:
+        raise BenchError(f"{mirror}: a link-extraction process died (see {work})")
     return usage, count_lines(server.log) or 0, work / "archive"
 
 

@@ -56,8 +56,9 @@ def test_helper_answers_each_request_in_order_with_its_log_records(tmp_path: Pat
     assert parsepool.run_helper(stdin, stdout) == 0
     ready, first, second = frames(stdout.getvalue())
     assert ready == "ready"
-    request_id, ok, (location, found, _), records = first
+    request_id, ok, (location, found, _, text), records = first
     assert (request_id, ok, location) == (7, True, None)
+    assert text is not None and text.body == "/a /b /c"  # the page's text comes back too
     assert [(f.url, f.skip_reason) for f in found] == [
         ("http://h.test/a", None), ("http://h.test/b", None),
         ("http://h.test/c", "max_outlinks")]
@@ -205,5 +206,31 @@ async def test_a_page_that_kills_its_helper_twice_loses_only_its_links(tmp_path,
         fine = await pool.discover(item, html_page(links("/next")))
         assert [f.url for f in fine[1]] == ["http://h.test/next"]
         assert pool._restarts == 2
+    finally:
+        await pool.close()
+
+
+async def test_a_mirror_folder_where_the_crawl_starts_is_not_what_helpers_import(
+        tmp_path, monkeypatch, caplog):
+    """`mirror run` started in a folder that holds another `mirror` package (a checkout of
+    another version): the helpers import the crawler's own code, not that one."""
+    cfg = load_config(write_config(tmp_path, ["http://h.test/"]))
+    from mirror.crawl.scope import Scope
+
+    other = tmp_path / "elsewhere" / "mirror"
+    (other / "crawl").mkdir(parents=True)
+    (other / "__init__.py").write_text("raise ImportError('the wrong mirror')\n")
+    (other / "crawl" / "__init__.py").write_text("")
+    monkeypatch.chdir(other.parent)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    pool = parsepool.ParserPool(cfg, Discovery(cfg, Scope.from_config(cfg)), 1)
+    item = UrlItem(1, "http://h.test/", "h.test", 0, 10, "page", 0, "start")
+    await pool.start()
+    try:
+        assert await pool._ready_soon() is not None  # it came up: it imported ours
+        with caplog.at_level(logging.WARNING, logger="mirror.crawl.parsepool"):
+            found = await pool.discover(item, html_page(links("/a")))
+        assert [f.url for f in found.links] == ["http://h.test/a"]
+        assert "died" not in caplog.text and pool._restarts == 0
     finally:
         await pool.close()

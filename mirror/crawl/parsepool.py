@@ -38,8 +38,10 @@ _LENGTH = struct.Struct("!Q")
 #: helper deaths tolerated in one run before parsing stays in the crawler's process
 MAX_RESTARTS = 5
 STOP_TIMEOUT = 5.0
-#: the helper's command line
-HELPER = (sys.executable, "-m", "mirror.crawl.parsepool")
+#: the helper's command line; -P: not the current folder first on sys.path, so that a
+#: `mirror` folder where the crawl was started (a checkout of another version) is not
+#: what the helper imports
+HELPER = (sys.executable, "-P", "-m", "mirror.crawl.parsepool")
 #: longest wait for a new helper to come up, for a page whose helper died
 READY_TIMEOUT = 30.0
 
