@@ -28,6 +28,7 @@ STEPS = (
     "commit:before",        # records flushed, the manifest transaction not begun
     "commit:inside",        # inside the manifest transaction, before COMMIT
     "commit:after",         # the transaction committed
+    "texts:inside",         # inside the transaction adding page texts to the search index
     "open:unflushed",       # a new .open file holds its warcinfo record, not yet flushed
     "rotate:before-rename",  # a full file is flushed and closed, still .open
     "rotate:after-rename",  # ... renamed to its final name

@@ -272,23 +272,35 @@ def page_texts(archive: Path) -> dict[tuple[int, str], tuple[str, str]]:
     with contextlib.closing(sqlite3.connect(archive / "manifest.sqlite3")) as db:
         return {(run, url): (title, body) for run, url, title, body in db.execute(
             "SELECT c.run_id, c.url, t.title, t.body FROM captures c "
-            "JOIN texts t ON t.rowid = c.text_id")}
+            "JOIN page_texts t ON t.id = c.text_id")}
 
 
 def text_index_problems(archive: Path) -> list[str]:
-    """A text no capture has, or a latest_texts row that is not each URL's newest capture
-    with a text."""
+    """A text no capture has, a latest_texts row that is not each URL's newest capture with
+    a text, or a full-text index that is not exactly the texts (FTS5's integrity-check)
+    once the runs are over."""
     with contextlib.closing(sqlite3.connect(archive / "manifest.sqlite3")) as db:
-        orphans = db.execute("SELECT rowid FROM texts WHERE rowid NOT IN "
+        orphans = db.execute("SELECT id FROM page_texts WHERE id NOT IN "
                              "(SELECT text_id FROM captures WHERE text_id IS NOT NULL)"
                              ).fetchall()
         latest = set(db.execute("SELECT url_id, capture_id, text_id FROM latest_texts"))
         want = set(db.execute(
             "SELECT url_id, MAX(id), text_id FROM captures WHERE text_id IS NOT NULL "
             "GROUP BY url_id"))
+        indexed = db.execute("SELECT value FROM meta WHERE key='texts_indexed'").fetchone()
+        top = db.execute("SELECT MAX(id) FROM page_texts").fetchone()[0]
+        try:
+            db.execute("INSERT INTO texts (texts, rank) VALUES ('integrity-check', 1)")
+            damage = ""
+        except sqlite3.DatabaseError as exc:
+            damage = str(exc)
     found = [f"text {t} belongs to no capture" for (t,) in orphans]
     if latest != want:
         found.append(f"latest_texts {sorted(latest ^ want)[:5]} differ from the captures")
+    if int(indexed[0] if indexed else 0) != (top or 0):
+        found.append(f"search index holds texts up to {indexed}, the last is {top}")
+    if damage:
+        found.append(f"search index: {damage}")
     return found
 
 

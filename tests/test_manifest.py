@@ -114,3 +114,42 @@ def test_a_transaction_that_cannot_begin_is_a_write_error(manifest: Manifest) ->
     manifest.db.execute("PRAGMA query_only = OFF")
     manifest.add_urls(run, None, [new(A)])  # nothing was staged by the failed one
     assert rows(manifest) == {A: (run, "pending")}
+
+
+def test_page_texts_reach_the_search_index_in_batches_and_none_is_lost(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text is committed with its capture; the full-text index takes texts in batches
+    (TEXT_BATCH), at the end of a run, and when a writer opens a manifest a killed process
+    left with texts it had not indexed; a capture rolled back takes its text out of both."""
+    from mirror.archive import manifest as manifest_module
+    from mirror.model import PageText
+
+    monkeypatch.setattr(manifest_module, "TEXT_BATCH", 3)
+    path = tmp_path / "manifest.sqlite3"
+    m = Manifest(path)
+    run = m.start_run("2026-01-01T00:00:00Z", "cfg")
+    urls = [f"http://h.test/{n}" for n in range(1, 6)]
+    m.add_urls(run, None, [new(u) for u in urls])
+    for n, url in enumerate(urls, 1):
+        m.commit_capture(run, item(m, run, url), capture(n), [],
+                         text=PageText(f"Page {n}", f"word{n} common"))
+    assert len(m.search("common")) == 3 and m.unindexed_pages() == 2  # one batch so far
+    m.close()  # as if killed: the last two are committed, not indexed
+    m = Manifest(path)
+    try:
+        assert m.unindexed_pages() == 2
+        m.resume_run(run)  # the run taken up again indexes them first
+        assert len(m.search("common")) == 5 and m.unindexed_pages() == 0
+        assert m.rollback_past(run, "f.warc.gz", 450) == urls[3:]  # captures 4 and 5 cut
+        assert [h.title for h in m.search("common")] == ["Page 1", "Page 2", "Page 3"]
+        assert m.search("word5") == [] and m.page_text(5) is None
+        assert m.db.execute("SELECT COUNT(*) FROM page_texts").fetchone()[0] == 3
+        m.db.execute("INSERT INTO texts (texts, rank) VALUES ('integrity-check', 1)")
+        m.commit_capture(run, item(m, run, urls[3]), capture(6), [],
+                         text=PageText("Page 4 again", "word4 common"))
+        m.finish_run(run, "2026-01-01T01:00:00Z", "complete", 0)  # indexes the rest
+        assert {h.title for h in m.search("common")} == {"Page 1", "Page 2", "Page 3",
+                                                         "Page 4 again"}
+        m.db.execute("INSERT INTO texts (texts, rank) VALUES ('integrity-check', 1)")
+    finally:
+        m.close()

@@ -132,7 +132,7 @@ async def test_runs_revisits_and_the_newest_capture(make_site, crawl) -> None:
     assert unchanged.url == site.base + "beans" and unchanged.captures == 2  # run 2 revisits
     # a revisit shares its original's text: five texts for six pages, then one more changed
     with closing(sqlite3.connect(archive / "manifest.sqlite3")) as db:
-        texts = db.execute("SELECT COUNT(*) FROM texts").fetchone()[0]
+        texts = db.execute("SELECT COUNT(*) FROM page_texts").fetchone()[0]
         shared = db.execute("SELECT COUNT(*) FROM captures WHERE text_id IS NOT NULL "
                             "AND record_type != 'response'").fetchone()[0]
     assert texts == 5 + 1 and shared == 1 + 6 - 1  # /copy in run 1; all but compost in run 2
@@ -180,9 +180,11 @@ async def test_index_search_rebuilds_from_the_warc_files(make_site, crawl, capsy
     want = {(h.url, h.run_id, h.snippet) for h in search(archive, "the", all_runs=True)}
     before = dump_texts(archive)
     with closing(sqlite3.connect(archive / "manifest.sqlite3")) as db:
-        db.execute("UPDATE captures SET text_id=NULL")
-        db.execute("DELETE FROM texts")
+        db.execute("UPDATE captures SET text_id=NULL")  # as schema 2 left them
+        db.execute("INSERT INTO texts (texts) VALUES ('delete-all')")
+        db.execute("DELETE FROM page_texts")
         db.execute("DELETE FROM latest_texts")
+        db.execute("DELETE FROM meta WHERE key='texts_indexed'")
         db.commit()
     assert search(archive, "tomatoes") == []
     m = reader(archive)
@@ -201,7 +203,7 @@ def dump_texts(archive: Path) -> list[tuple]:
     with closing(sqlite3.connect(archive / "manifest.sqlite3")) as db:
         return db.execute(
             "SELECT c.id, c.url, t.title, t.body, l.capture_id FROM captures c "
-            "JOIN texts t ON t.rowid = c.text_id LEFT JOIN latest_texts l "
+            "JOIN page_texts t ON t.id = c.text_id LEFT JOIN latest_texts l "
             "ON l.capture_id = c.id ORDER BY c.id").fetchall()
 
 

@@ -31,6 +31,9 @@ __all__ = ["CaptureRow", "Manifest", "ManifestError", "ManifestWriteError", "New
 
 #: URLs remembered as already in this run (see Manifest._add_urls): about 10 MB at most
 KNOWN_URLS = 50_000
+#: page texts added to the full-text index at a time: FTS5 costs about 2.5 times as much
+#: per page when each page is its own transaction (a new segment, merged again and again)
+TEXT_BATCH = 256
 
 _UPSERT_URL = """INSERT INTO urls (url, site, run_id, state, mode, depth, redirects_left,
                                    referrer, via, reason)
@@ -59,6 +62,7 @@ class Manifest(ManifestReader):
         self._known: dict[str, int] = {}  # url -> id, committed in run self._known_run
         self._staged: dict[str, int] = {}  # the same, from the open transaction
         self._known_run = 0
+        self._unindexed = 0  # texts committed since the last index_texts (about)
         super().__init__(path)
 
     def _connect(self) -> sqlite3.Connection:
@@ -79,7 +83,9 @@ class Manifest(ManifestReader):
         return cur.lastrowid
 
     def resume_run(self, run_id: int) -> int:
-        """Leased URLs of an unfinished run go back to pending; returns how many."""
+        """Leased URLs of an unfinished run go back to pending; returns how many. The texts
+        a killed process had not indexed yet go into the search index first."""
+        self.index_texts()
         with self._tx():
             self.db.execute(
                 "UPDATE runs SET state='running', finished_at=NULL WHERE id=?", (run_id,)
@@ -100,6 +106,7 @@ class Manifest(ManifestReader):
             self.db.execute("UPDATE sessions SET alive=? WHERE id=?", (now, session_id))
 
     def finish_run(self, run_id: int, finished_at: str, state: str, exit_code: int) -> None:
+        self.index_texts()  # a finished run is searchable whole
         with self._tx():
             self.db.execute(
                 "UPDATE runs SET finished_at=?, state=?, exit_code=? WHERE id=?",
@@ -215,8 +222,7 @@ class Manifest(ManifestReader):
                 "SELECT DISTINCT text_id FROM captures WHERE filename=? AND text_id IS NOT NULL "
                 "AND MAX(offset + length, req_offset + req_length) > ?", (filename, size))]
             self.db.executemany("DELETE FROM captures WHERE id=?", [(r[0],) for r in rows])
-            self.db.executemany("DELETE FROM texts WHERE rowid=? AND NOT EXISTS (SELECT 1 "
-                                "FROM captures WHERE text_id=texts.rowid)", texts)
+            self._drop_texts(texts)
             self._relatest({r[1] for r in rows})
             self.db.executemany(
                 "UPDATE urls SET state='pending', status=NULL WHERE id=? AND run_id=?",
@@ -266,6 +272,8 @@ class Manifest(ManifestReader):
                                 "VALUES (?,?,?)", (run_id, item.id, note))
             self._add_urls(run_id, item.id, found)
             crashpoints.reached("commit:inside")
+        if self._unindexed >= TEXT_BATCH:
+            self.index_texts()
 
 
     def _text_id(self, original_id: int | None, text: PageText | None) -> int | None:
@@ -278,9 +286,38 @@ class Manifest(ManifestReader):
                 return int(row[0])
         if text is None:
             return None
-        cur = self.db.execute("INSERT INTO texts (title, body) VALUES (?, ?)",
+        cur = self.db.execute("INSERT INTO page_texts (title, body) VALUES (?, ?)",
                               (text.title or "", text.body or ""))
+        self._unindexed += 1
         return cur.lastrowid
+
+    def _drop_texts(self, text_ids: Sequence[tuple[int]]) -> None:
+        """Forget texts no capture has any more (out of the index too, if it has them)."""
+        done = self._texts_indexed()
+        for (text_id,) in text_ids:
+            if self.db.execute("SELECT 1 FROM captures WHERE text_id=?",
+                               (text_id,)).fetchone():
+                continue
+            if text_id <= done:
+                self.db.execute("INSERT INTO texts (texts, rowid, title, body) "
+                                "SELECT 'delete', id, title, body FROM page_texts WHERE id=?",
+                                (text_id,))
+            self.db.execute("DELETE FROM page_texts WHERE id=?", (text_id,))
+
+    def index_texts(self) -> int:
+        """Add the page texts the full-text index lacks, in one transaction; how many."""
+        with self._tx():
+            done = self._texts_indexed()
+            top = self.db.execute("SELECT MAX(id) FROM page_texts").fetchone()[0] or 0
+            if top > done:
+                cur = self.db.execute(
+                    "INSERT INTO texts (rowid, title, body) SELECT id, title, body "
+                    "FROM page_texts WHERE id > ? ORDER BY id", (done,))
+                self.db.execute("INSERT OR REPLACE INTO meta VALUES ('texts_indexed', ?)",
+                                (str(top),))
+                crashpoints.reached("texts:inside")
+        self._unindexed = 0
+        return max(cur.rowcount, 0) if top > done else 0
 
     def _latest_text(self, url_id: int, capture_id: int | None, text_id: int) -> None:
         self.db.execute(
@@ -304,7 +341,9 @@ class Manifest(ManifestReader):
         with self._tx():
             self.db.execute("UPDATE captures SET text_id=NULL WHERE text_id IS NOT NULL")
             self.db.execute("DELETE FROM latest_texts")
-            self.db.execute("DELETE FROM texts")
+            self.db.execute("INSERT INTO texts (texts) VALUES ('delete-all')")
+            self.db.execute("DELETE FROM page_texts")
+            self.db.execute("DELETE FROM meta WHERE key='texts_indexed'")
 
     def set_texts(self, texts: Sequence[tuple[int, PageText | None]]) -> None:
         """Give captures their text, in one transaction: (capture id, text) in capture

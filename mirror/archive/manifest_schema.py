@@ -137,10 +137,18 @@ CREATE TABLE IF NOT EXISTS sitemap_lastmod (
     url_id INTEGER PRIMARY KEY,
     lastmod TEXT NOT NULL
 );
--- The title and visible text of each page (2xx HTML) the archive holds, for full-text search
--- and diffs; captures.text_id points here. Written in the capture's own transaction.
+-- The title and visible text of each page (2xx HTML) the archive holds, for search and
+-- diffs; captures.text_id points here. Written in the capture's own transaction.
+CREATE TABLE IF NOT EXISTS page_texts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: the index's mark only rises
+    title TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+-- Their full-text index (FTS5, over page_texts): derived, like index.cdxj. Rows up to
+-- meta 'texts_indexed' are in it; the writer adds the rest in batches (Manifest.index_texts).
 CREATE VIRTUAL TABLE IF NOT EXISTS texts USING fts5(
-    title, body, tokenize = 'unicode61 remove_diacritics 2'
+    title, body, content = 'page_texts', content_rowid = 'id',
+    tokenize = 'unicode61 remove_diacritics 2'
 );
 -- The newest capture of each URL that has a text: what a search looks in by default.
 CREATE TABLE IF NOT EXISTS latest_texts (
@@ -225,7 +233,12 @@ def create_or_upgrade(db: sqlite3.Connection, path: Path, *, durable: bool = Fal
     db.execute("PRAGMA journal_mode=WAL")
     db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
     db.execute("PRAGMA foreign_keys=ON")
-    db.executescript(SCHEMA)
+    present = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
+    for statement in _statements(SCHEMA):
+        virtual = statement.split("CREATE VIRTUAL TABLE IF NOT EXISTS ", 1)
+        if len(virtual) == 2 and virtual[1].split()[0] in present:
+            continue  # FTS5 reads its tables even to find it exists: a damaged file fails
+        db.execute(statement)  # here, not at the quick_check that says so
     db.execute("BEGIN IMMEDIATE")
     try:
         for old in range(version, SCHEMA_VERSION):

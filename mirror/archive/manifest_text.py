@@ -1,7 +1,8 @@
 """The manifest's text index (SQLite FTS5): full-text search, a page's text, a URL's history.
 
-Each page (a 2xx HTML capture) has its title and visible text in the `texts` table, written in
-the capture's own transaction (Manifest.commit_capture); a revisit shares its original's row.
+Each page (a 2xx HTML capture) has its title and visible text in `page_texts`, written in the
+capture's own transaction (Manifest.commit_capture); a revisit shares its original's row.
+The FTS5 table `texts` indexes them (external content), a batch at a time.
 `latest_texts` names the newest capture of each URL that has a text: a search looks there
 unless it is asked for one run or for every run.
 """
@@ -181,7 +182,7 @@ class TextQueries:
     def page_text(self, capture_id: int) -> PageText | None:
         """A capture's title and text (its original's, for a revisit); None if it has none."""
         row = self.db.execute(
-            "SELECT t.title, t.body FROM captures c JOIN texts t ON t.rowid = c.text_id "
+            "SELECT t.title, t.body FROM captures c JOIN page_texts t ON t.id = c.text_id "
             "WHERE c.id=?", (capture_id,)).fetchone()
         return PageText(row[0] or None, row[1] or None) if row else None
 
@@ -206,12 +207,22 @@ class TextQueries:
         return (row[0], row[1]) if row else None
 
     def unindexed_pages(self) -> int:
-        """Pages (2xx HTML responses) without a text: captured before the text index
-        existed (`mirror index --search` reads them)."""
-        return int(self.db.execute(
+        """Pages a search cannot find yet: 2xx HTML responses without a text (captured
+        before the text index existed), and texts the full-text index has not taken in yet
+        (the last of a running crawl, or of one killed). `mirror index --search` reads
+        them all."""
+        without = self.db.execute(
             "SELECT COUNT(*) FROM captures WHERE text_id IS NULL AND record_type='response' "
             "AND status BETWEEN 200 AND 299 AND mime IN ('text/html', "
-            "'application/xhtml+xml')").fetchone()[0])
+            "'application/xhtml+xml')").fetchone()[0]
+        return int(without) + int(self.db.execute(
+            "SELECT COUNT(*) FROM page_texts WHERE id > ?",
+            (self._texts_indexed(),)).fetchone()[0])
+
+    def _texts_indexed(self) -> int:
+        """The last page_texts row the full-text index holds."""
+        row = self.db.execute("SELECT value FROM meta WHERE key='texts_indexed'").fetchone()
+        return int(row[0]) if row else 0
 
     def indexed_pages(self) -> int:
         """Captures that have a text."""

@@ -55,6 +55,7 @@ def rebuild_texts(manifest: Manifest, warc_dir: Path,
                 log.warning("no text for %s: %s", url, exc)
                 unreadable += 1
         manifest.set_texts(texts)
+        manifest.index_texts()
         if progress is not None:
             progress(min(start + BATCH, len(sources)))
     return Rebuilt(manifest.indexed_pages(), unreadable)
