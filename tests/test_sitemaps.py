@@ -188,7 +188,7 @@ def test_robots_of_the_site_leads_to_its_sitemaps(tmp_path: Path) -> None:
     body = b"Sitemap: /s.xml\nSitemap: http://cdn.test/s.xml\nSitemap: /secret.xml\n"
     headers = {"content-type": "text/plain"}
     assert d.wants_body(200, headers, None, robots) and not d.wants_body(200, headers, None)
-    location, found, _ = d.discover(robots, 200, body, None, headers)
+    location, found, *_ = d.discover(robots, 200, body, None, headers)
     assert location is None
     assert [(f.url, f.mode, f.via, f.depth, f.skip_reason) for f in found] == [
         ("http://a.test/s.xml", Mode.REQUISITE, Via.SITEMAP, 0, None),
@@ -207,7 +207,7 @@ def test_sitemap_pages_are_links_at_depth_1(tmp_path: Path) -> None:
     sitemap = item("http://a.test/s.xml", Via.SITEMAP)
     body = urlset("http://a.test/p", "/q", "http://elsewhere.test/r", lastmod="2024-01-02")
     assert d.wants_body(200, {"content-type": XML}, None, sitemap)
-    _, found, _ = d.discover(sitemap, 200, body, None, {"content-type": XML})
+    _, found, *_ = d.discover(sitemap, 200, body, None, {"content-type": XML})
     assert [(f.url, f.mode, f.via, f.kind, f.depth, f.skip_reason, f.lastmod) for f in found] \
         == [("http://a.test/p", Mode.PAGE, Via.SITEMAP, LinkKind.LINK, 1, None, "2024-01-02"),
             ("http://a.test/q", Mode.PAGE, Via.SITEMAP, LinkKind.LINK, 1, None, "2024-01-02"),
@@ -220,10 +220,10 @@ def test_sitemap_pages_are_links_at_depth_1(tmp_path: Path) -> None:
 def test_sitemap_index_and_redirect_lead_to_sitemaps(tmp_path: Path) -> None:
     d = discovery(tmp_path)
     sitemap = item("http://a.test/s.xml", Via.SITEMAP)
-    _, found, _ = d.discover(sitemap, 200, index("/s1.xml.gz"), None, {"content-type": XML})
+    _, found, *_ = d.discover(sitemap, 200, index("/s1.xml.gz"), None, {"content-type": XML})
     assert [(f.url, f.mode, f.via) for f in found] == [
         ("http://a.test/s1.xml.gz", Mode.REQUISITE, Via.SITEMAP)]
-    location, found, _ = d.discover(sitemap, 301, None, None, {"location": "/new.xml"})
+    location, found, *_ = d.discover(sitemap, 301, None, None, {"location": "/new.xml"})
     assert location == "http://a.test/new.xml"
     assert [(f.mode, f.via, f.kind, f.redirects_left) for f in found] == [
         (Mode.REQUISITE, Via.SITEMAP, LinkKind.REDIRECT, 9)]
