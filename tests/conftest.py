@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
@@ -263,3 +264,22 @@ def crawl(tmp_path: Path) -> Callable[..., Awaitable[Crawl]]:
         return Crawl(result, tmp_path)
 
     return run
+
+
+@pytest.fixture
+def ui(library: Path) -> Iterator[Any]:
+    """A real `mirror ui` process over the test module's `library` fixture, stopped after."""
+    from uiproc import UiProcess  # here: uiproc imports this module
+
+    app = UiProcess.start(library)
+    try:
+        yield app
+    finally:
+        app.stop()
+
+
+@pytest.fixture
+async def session(ui: Any) -> AsyncIterator[aiohttp.ClientSession]:
+    """A client of `ui` that holds its token cookie."""
+    async with ui.session() as s:
+        yield s

@@ -9,7 +9,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,21 +29,6 @@ def library(tmp_path: Path) -> Path:
     folder = tmp_path / "library"
     folder.mkdir()
     return folder
-
-
-@pytest.fixture
-def ui(library: Path) -> Iterator[UiProcess]:
-    app = UiProcess.start(library)
-    try:
-        yield app
-    finally:
-        app.stop()
-
-
-@pytest.fixture
-async def session(ui: UiProcess) -> AsyncIterator[aiohttp.ClientSession]:
-    async with ui.session() as s:
-        yield s
 
 
 @pytest.fixture

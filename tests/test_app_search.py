@@ -9,7 +9,7 @@ import re
 import signal
 import sqlite3
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from urllib.parse import parse_qs, quote, urlsplit
 
@@ -57,21 +57,6 @@ async def library(tmp_path: Path, make_site: Callable[[], Awaitable[TestSite]]) 
     site_file(folder, "never", "http://127.0.0.1:9/")
     (folder / "broken.toml").write_text('[site]\nname = "broken"\nstart_urls = "x"\n')
     return folder
-
-
-@pytest.fixture
-async def ui(library: Path) -> AsyncIterator[UiProcess]:
-    app = UiProcess.start(library)
-    try:
-        yield app
-    finally:
-        app.stop()
-
-
-@pytest.fixture
-async def session(ui: UiProcess) -> AsyncIterator[aiohttp.ClientSession]:
-    async with ui.session() as s:
-        yield s
 
 
 async def search(session: aiohttp.ClientSession, ui: UiProcess, query: str,

@@ -56,6 +56,17 @@ def search(archive: Path, query: str, **kw) -> list:  # noqa: ANN003
         m.close()
 
 
+async def two_runs(make_site, crawl, compost: str):  # noqa: ANN001, ANN201
+    """The site crawled twice, /compost saying `compost` in run 2; the second Crawl."""
+    site = await make_site()
+    serve_pages(site, PAGES)
+    clock = RunClock()
+    await crawl([site.base], clock=clock)
+    serve_pages(site, {**PAGES, "compost": ("Compost heap", compost)})
+    clock.next_run()
+    return site, await crawl([site.base], clock=clock)
+
+
 def paths(hits: list, base: str) -> list[str]:
     return [h.url.removeprefix(base) for h in hits]
 
@@ -110,14 +121,8 @@ async def test_a_malformed_query_is_a_clear_error(make_site, crawl, capsys) -> N
 
 
 async def test_runs_revisits_and_the_newest_capture(make_site, crawl) -> None:
-    site = await make_site()
-    serve_pages(site, PAGES)
-    clock = RunClock()
-    await crawl([site.base], clock=clock)
-    serve_pages(site, {**PAGES, "compost": ("Compost heap", "Turn the heap weekly now. "
-                                            "Marigolds keep the slugs away.")})
-    clock.next_run()
-    done = await crawl([site.base], clock=clock)
+    site, done = await two_runs(make_site, crawl, "Turn the heap weekly now. Marigolds "
+                                                  "keep the slugs away.")
     archive = done.archive
     # by default: each page's newest capture
     assert search(archive, "monthly") == []
@@ -214,14 +219,8 @@ def test_marked_turns_fts_marks_into_spans() -> None:
 
 
 async def test_diff_page_prints_the_changed_words(make_site, crawl, capsys) -> None:
-    site = await make_site()
-    serve_pages(site, PAGES)
-    clock = RunClock()
-    await crawl([site.base], clock=clock)
-    serve_pages(site, {**PAGES, "compost": ("Compost heap", "Turn the heap weekly. "
-                                            "Nettles, comfrey and grass clippings rot fastest.")})
-    clock.next_run()
-    done = await crawl([site.base], clock=clock)
+    site, done = await two_runs(make_site, crawl, "Turn the heap weekly. Nettles, comfrey "
+                                                  "and grass clippings rot fastest.")
     config = str(done.root / "site.toml")
     assert main(["diff", config, "1", "2", "--page", site.base + "compost"]) == 0
     out = capsys.readouterr().out.splitlines()

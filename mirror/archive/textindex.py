@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,8 +35,7 @@ def read_page_text(path: Path, offset: int, url: str) -> PageText | None:
     return page_text(extract_html(body, url, headers.get("content-type")))
 
 
-def rebuild_texts(manifest: Manifest, warc_dir: Path,
-                  progress: Callable[[int], None] | None = None) -> Rebuilt:
+def rebuild_texts(manifest: Manifest, warc_dir: Path) -> Rebuilt:
     """Forget every page text, then read each page's again from its record (a revisit gets
     its original's); one transaction per BATCH captures. Run under the archive lock."""
     manifest.clear_texts()
@@ -56,6 +54,4 @@ def rebuild_texts(manifest: Manifest, warc_dir: Path,
                 unreadable += 1
         manifest.set_texts(texts)
         manifest.index_texts()
-        if progress is not None:
-            progress(min(start + BATCH, len(sources)))
     return Rebuilt(manifest.indexed_pages(), unreadable)
