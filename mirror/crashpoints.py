@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 #: the steps, in the order a capture (then a file, then a run) passes them
 STEPS = (
+    "run:started",          # a new run and its start URLs are committed, nothing fetched
     "append:before",        # a capture's records are about to be appended
     "append:between",       # the response (or revisit) record is appended, not its request
     "append:unflushed",     # both records appended, not yet flushed to the OS

@@ -73,13 +73,17 @@ class Manifest(ManifestReader):
         return _Tx(self.db, self._settle)
 
     # -- runs ------------------------------------------------------------------------------
-    def start_run(self, started_at: str, config_digest: str) -> int:
+    def start_run(self, started_at: str, config_digest: str,
+                  seeds: Sequence[NewUrl] = ()) -> int:
+        """A new run and its start URLs, in one transaction: a run killed between the two
+        would resume with nothing to fetch and end 'complete' with nothing stored."""
         with self._tx():
             cur = self.db.execute(
                 "INSERT INTO runs (started_at, state, config_digest) VALUES (?, 'running', ?)",
                 (started_at, config_digest),
             )
-        assert cur.lastrowid is not None
+            assert cur.lastrowid is not None
+            self._add_urls(cur.lastrowid, None, seeds)
         return cur.lastrowid
 
     def resume_run(self, run_id: int) -> int:

@@ -239,6 +239,16 @@ def create_or_upgrade(db: sqlite3.Connection, path: Path, *, durable: bool = Fal
         if len(virtual) == 2 and virtual[1].split()[0] in present:
             continue  # FTS5 reads its tables even to find it exists: a damaged file fails
         db.execute(statement)  # here, not at the quick_check that says so
+    stored = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    if stored is None or int(stored[0]) < SCHEMA_VERSION:
+        _upgrade(db, version)
+    db.executescript(INDEXES)
+
+
+def _upgrade(db: sqlite3.Connection, version: int) -> None:
+    """The migrations from `version` and the new version number, in one transaction (only
+    when there is something to write: opening a current manifest writes nothing, so a
+    damaged one fails at the quick_check that says so)."""
     db.execute("BEGIN IMMEDIATE")
     try:
         for old in range(version, SCHEMA_VERSION):
@@ -251,7 +261,6 @@ def create_or_upgrade(db: sqlite3.Connection, path: Path, *, durable: bool = Fal
         if db.in_transaction:
             db.execute("ROLLBACK")
         raise
-    db.executescript(INDEXES)
 
 
 def read_as_current(db: sqlite3.Connection, path: Path) -> int:

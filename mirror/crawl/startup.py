@@ -90,8 +90,8 @@ class Startup:
             log.info("resuming run %d (%d leased URLs back to pending)", last.id, back)
             run_id = last.id
         else:
-            run_id = self.manifest.start_run(now_iso(), self.cfg.digest())
-            self.manifest.add_urls(run_id, None, self.seeds())
+            run_id = self.manifest.start_run(now_iso(), self.cfg.digest(), self.seeds())
+            crashpoints.reached("run:started")
         self.recover(run_id)
         return run_id, resumed
 
