@@ -117,6 +117,15 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--at", metavar="TIMESTAMP",
                         help="export the site as it was then (1-14 digits, YYYYmmddHHMMSS)")
     export.add_argument("--wacz", metavar="FILE", type=Path, help="WACZ file to write")
+    export.add_argument("--zim", metavar="FILE", type=Path,
+                        help="ZIM file to write, for Kiwix readers (needs mirror[zim])")
+    for name, what in (("title", "its title (default: the main page's, cut at 30 characters)"),
+                       ("description", "its description (default: the main page's meta "
+                                       "description, cut at 80 characters)"),
+                       ("language", "the language of its pages and its search, e.g. en, fra, "
+                                    "pt-BR (default: the main page's lang, else English)"),
+                       ("publisher", "who made the file (default: mirror)")):
+        export.add_argument(f"--{name}", metavar="TEXT", help=f"with --zim: {what}")
     demo = cmd("demo", "serve the bundled demo site on 127.0.0.1 and mirror it", config=False)
     demo.add_argument("dir", nargs="?", default="mirror-demo",
                       help="folder for the demo's site file and archive (default: ./mirror-demo)")
@@ -443,10 +452,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from mirror.replay.wacz import write_wacz
 
     cfg = load_config(args.config)
-    if not (args.to or args.wacz) or (args.at and not args.to):
-        raise UsageError("export needs --to DIR (optionally --at TIMESTAMP) or --wacz FILE")
-    if args.at and not (args.at.isdigit() and len(args.at) <= 14):
-        raise UsageError(f"--at {args.at!r}: expected 1 to 14 digits (YYYYmmddHHMMSS)")
+    _check_export_args(args)
     archive = CaptureIndex.load(cfg.site.output_dir, cfg.scope.ignore_query)
     if not archive.captures:
         raise UsageError(f"{cfg.site.output_dir}: no captures to export")
@@ -462,7 +468,31 @@ def cmd_export(args: argparse.Namespace) -> int:
                             start_urls=cfg.site.start_urls)
         print(f"wrote {packed.path} ({packed.warc_files} WARC files, {packed.captures} "
               f"captures, {packed.pages} pages, {packed.bytes:,} bytes)")
+    if args.zim:
+        from mirror.replay.zim import ZimError, summary, write_zim
+
+        try:
+            written = write_zim(archive, args.zim, site_name=cfg.site.name,
+                                start_urls=cfg.site.start_urls, at=args.at, title=args.title,
+                                description=args.description, language=args.language,
+                                publisher=args.publisher)
+        except ZimError as exc:
+            raise UsageError(str(exc)) from exc
+        print(f"{summary(written)} in {written.seconds:.1f}s")
     return ExitCode.OK
+
+
+def _check_export_args(args: argparse.Namespace) -> None:
+    if not (args.to or args.wacz or args.zim):
+        raise UsageError("export needs --to DIR, --wacz FILE or --zim FILE "
+                         "(--at TIMESTAMP with --to or --zim)")
+    if args.at and not (args.to or args.zim):
+        raise UsageError("--at goes with --to DIR or --zim FILE (a WACZ holds every run)")
+    if args.at and not (args.at.isdigit() and len(args.at) <= 14):
+        raise UsageError(f"--at {args.at!r}: expected 1 to 14 digits (YYYYmmddHHMMSS)")
+    given = [n for n in ("title", "description", "language", "publisher") if getattr(args, n)]
+    if given and not args.zim:
+        raise UsageError(f"--{given[0]} goes with --zim FILE")
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

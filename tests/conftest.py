@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import socket
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -283,3 +287,51 @@ async def session(ui: Any) -> AsyncIterator[aiohttp.ClientSession]:
     """A client of `ui` that holds its token cookie."""
     async with ui.session() as s:
         yield s
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@asynccontextmanager
+async def server_process(argv: list[str], base: str, *, cwd: Path | None = None,
+                         start_seconds: float = 30) -> AsyncIterator[str]:
+    """Another program's server (pywb, kiwix-serve) started in a process group of its own,
+    waited for until `base` answers 200 (at most start_seconds), stopped by its process id."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv, cwd=cwd, start_new_session=True,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    try:
+        async with aiohttp.ClientSession() as session:
+            for _ in range(int(start_seconds * 10)):
+                try:
+                    async with session.get(base) as resp:
+                        if resp.status == 200:
+                            break
+                except aiohttp.ClientError:
+                    pass
+                await asyncio.sleep(0.1)
+        yield base
+    finally:
+        if proc.returncode is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except TimeoutError:
+                os.killpg(proc.pid, signal.SIGKILL)
+                await proc.wait()
+
+
+async def crawl_twice(crawl: Callable[..., Awaitable[Crawl]], base: str,
+                      before: Callable[[], None], after: Callable[[], None]
+                      ) -> tuple[Crawl, Crawl]:
+    """Two runs of the site at `base`: `before()` sets it up for the first, `after()` changes
+    it for the second; the WARC dates of the second are an hour later (RunClock)."""
+    clock = RunClock()
+    before()
+    first = await crawl([base], clock=clock)
+    after()
+    clock.next_run()
+    return first, await crawl([base], clock=clock)

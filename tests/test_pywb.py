@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
-import signal
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,8 +11,8 @@ from typing import Any
 
 import offline_site as site_def
 import pytest
-from aiohttp import ClientError, ClientSession
-from conftest import RunClock
+from aiohttp import ClientSession
+from conftest import RunClock, free_port, server_process
 
 pytestmark = pytest.mark.interop
 
@@ -34,12 +31,6 @@ def wayback() -> str:
     return found
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @asynccontextmanager
 async def pywb(collections: dict[str, Path], folder: Path) -> AsyncIterator[str]:
     """pywb serving each archive folder (its index.cdxj and warc/) as a collection."""
@@ -49,29 +40,9 @@ async def pywb(collections: dict[str, Path], folder: Path) -> AsyncIterator[str]
         f"  {name}:\n    index_paths: {path / 'index.cdxj'}\n    archive_paths: {path / 'warc'}/\n"
         for name, path in collections.items()))
     port = free_port()
-    proc = await asyncio.create_subprocess_exec(
-        exe, "-p", str(port), "-b", "127.0.0.1", cwd=folder, start_new_session=True,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}/"
-    try:
-        async with ClientSession() as session:
-            for _ in range(300):  # up to 30 s to start
-                try:
-                    async with session.get(base) as resp:
-                        if resp.status == 200:
-                            break
-                except ClientError:
-                    pass
-                await asyncio.sleep(0.1)
+    async with server_process([exe, "-p", str(port), "-b", "127.0.0.1"],
+                              f"http://127.0.0.1:{port}/", cwd=folder) as base:
         yield base
-    finally:
-        if proc.returncode is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), 10)
-            except TimeoutError:
-                os.killpg(proc.pid, signal.SIGKILL)
-                await proc.wait()
 
 
 async def test_pywb_replays_start_page_redirect_and_revisits(

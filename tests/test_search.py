@@ -9,7 +9,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from conftest import RunClock
+from conftest import RunClock, crawl_twice
 
 from mirror.archive.manifest_queries import ManifestReader
 from mirror.archive.manifest_text import SearchError, marked
@@ -59,12 +59,10 @@ def search(archive: Path, query: str, **kw) -> list:  # noqa: ANN003
 async def two_runs(make_site, crawl, compost: str):  # noqa: ANN001, ANN201
     """The site crawled twice, /compost saying `compost` in run 2; the second Crawl."""
     site = await make_site()
-    serve_pages(site, PAGES)
-    clock = RunClock()
-    await crawl([site.base], clock=clock)
-    serve_pages(site, {**PAGES, "compost": ("Compost heap", compost)})
-    clock.next_run()
-    return site, await crawl([site.base], clock=clock)
+    _, second = await crawl_twice(
+        crawl, site.base, lambda: serve_pages(site, PAGES),
+        lambda: serve_pages(site, {**PAGES, "compost": ("Compost heap", compost)}))
+    return site, second
 
 
 def paths(hits: list, base: str) -> list[str]:

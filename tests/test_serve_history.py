@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 
 import pytest
 from bs4 import BeautifulSoup
-from conftest import RunClock, TestSite
+from conftest import TestSite, crawl_twice
 from warcio.timeutils import timestamp_to_iso_date
 
 from mirror.archive.manifest_queries import ManifestReader
@@ -64,12 +64,8 @@ class Archive:
 @pytest.fixture
 async def archive(make_site: Any, crawl: Any) -> Archive:
     site = await make_site()
-    clock = RunClock()
-    build(site, "quick")
-    first = await crawl([site.base], clock=clock)
-    build(site, "slow")
-    clock.next_run()
-    await crawl([site.base], clock=clock)
+    first, _ = await crawl_twice(crawl, site.base, lambda: build(site, "quick"),
+                                 lambda: build(site, "slow"))
     return Archive(site, first.archive)
 
 

@@ -77,6 +77,45 @@ def plan_export(archive: CaptureIndex, at: str | None = None) -> dict[str, Entry
     return plan
 
 
+class Links:
+    """How the files of an export refer to each other: by the path of each URL's entry, and a
+    link to a redirect goes straight to where its chain ends, skipping the hops."""
+
+    def __init__(self, archive: CaptureIndex, plan: dict[str, Entry]) -> None:
+        self.archive, self.plan = archive, plan
+        self.redirects: dict[str, str] = {}  # source URL -> target URL (canonical)
+
+    def read_redirects(self, read: Callable[[Entry], Record | None]
+                       ) -> dict[str, Record | None]:
+        """Learn where each redirect of the plan leads; returns the records read, by URL."""
+        records = {}
+        for url, entry in self.plan.items():
+            if 300 <= entry.status < 400:
+                record = records[url] = read(entry)
+                location = record.header("Location") if record else None
+                if location:
+                    self.redirects[url] = self.archive.key(join(url, location))
+        return records
+
+    def follow(self, url: str) -> Entry | None:
+        """The entry a link to `url` opens: where its redirect chain ends in the plan (at most
+        MAX_REDIRECTS hops), or None when the URL is not in the plan."""
+        key = self.archive.key(url)
+        for _ in range(MAX_REDIRECTS):
+            nxt = self.redirects.get(key)
+            if nxt is None or nxt not in self.plan:
+                break
+            key = nxt
+        return self.plan.get(key)
+
+    def ref(self, from_path: str, url: str) -> str | None:
+        entry = self.follow(url)
+        return relative_ref(from_path, entry.path) if entry else None
+
+    def mapper(self, from_path: str) -> Mapper:
+        return functools.partial(self.ref, from_path)
+
+
 class Exporter:
     """Writes the files of one export; links resolve through the plan and redirect chains."""
 
@@ -84,20 +123,14 @@ class Exporter:
                  on_progress: Progress | None = None) -> None:
         self.archive, self.plan, self.out = archive, plan, out
         self.on_progress = on_progress
-        self.redirects: dict[str, str] = {}  # source URL -> target URL (canonical)
+        self.links = Links(archive, plan)
         self.root = os.path.realpath(out)
         self.search: SearchIndex | None = None
 
     def run(self) -> ExportResult:
         started = time.monotonic()
         result = ExportResult(self.out)
-        records = {}
-        for url, entry in self.plan.items():  # redirect targets first: links skip the hops
-            if 300 <= entry.status < 400:
-                record = records[url] = self._read(entry, result)
-                location = record.header("Location") if record else None
-                if location:
-                    self.redirects[url] = self.archive.key(join(url, location))
+        records = self.links.read_redirects(lambda entry: self._read(entry, result))
         searchable = sum(_searchable(entry) for entry in self.plan.values())
         self.search = SearchIndex(self._open(INDEX_SCRIPT), searchable)
         try:
@@ -119,12 +152,9 @@ class Exporter:
         return result
 
     def _read(self, entry: Entry, result: ExportResult) -> Record | None:
-        try:
-            return self.archive.read(entry.capture)
-        except ReadError as exc:
-            log.warning("cannot export %s: %s", entry.capture.url, exc)
-            result.unreadable += 1
-            return None
+        record = read_entry(self.archive, entry)
+        result.unreadable += record is None
+        return record
 
     def _write_entry(
         self, url: str, entry: Entry, record: Record | None, result: ExportResult
@@ -134,8 +164,8 @@ class Exporter:
             return None, 0
         if 300 <= entry.status < 400:
             result.redirects += 1
-            target = self.redirects.get(url)
-            ref = self._ref(entry.path, target) if target else None
+            target = self.links.redirects.get(url)
+            ref = self.links.ref(entry.path, target) if target else None
             self._write(entry.path, redirect_page(url, target, ref, entry.status))
             return None, 0
         body, decoded = record.decoded()
@@ -145,13 +175,13 @@ class Exporter:
             self._write(entry.path, notice_page("Not readable", url, "could not be decoded"))
             return None, 0
         if entry.mime in HTML_TYPES:
-            page = rewrite_html(body, url, record.content_type, self._mapper(entry.path),
+            page = rewrite_html(body, url, record.content_type, self.links.mapper(entry.path),
                                 head=EXPORT_HEAD)
             self._index(url, entry, page.title, body, record)
             body, title = page.body, page.title
             result.pages += 1
         elif entry.mime == "text/css":
-            body = rewrite_css_bytes(body, url, record.content_type, self._mapper(entry.path))
+            body = rewrite_css_bytes(body, url, record.content_type, self.links.mapper(entry.path))
         self._write(entry.path, body)
         return title, len(body)
 
@@ -163,19 +193,6 @@ class Exporter:
             self.search.add(quote(entry.path, safe="/="), shown_url(url), title, text,
                             entry.capture.digest)
 
-    def _mapper(self, from_path: str) -> Mapper:
-        return functools.partial(self._ref, from_path)
-
-    def _ref(self, from_path: str, url: str) -> str | None:
-        key = self.archive.key(url)
-        for _ in range(MAX_REDIRECTS):  # link straight to where a redirect chain ends
-            nxt = self.redirects.get(key)
-            if nxt is None or nxt not in self.plan:
-                break
-            key = nxt
-        entry = self.plan.get(key)
-        return relative_ref(from_path, entry.path) if entry else None
-
     def _write(self, rel: str, data: bytes) -> None:
         with self._open(rel) as f:
             f.write(data)
@@ -186,6 +203,17 @@ class Exporter:
         if not os.path.realpath(path).startswith(self.root + os.sep):
             raise ExportError(f"{rel}: would be written outside {self.out}")  # a symlink
         return open(path, "wb")
+
+
+def read_entry(archive: CaptureIndex, entry: Entry, *, quiet: bool = False) -> Record | None:
+    """The record of a planned capture, or None (with a warning unless `quiet`) when it
+    cannot be read: one bad record never stops an export."""
+    try:
+        return archive.read(entry.capture)
+    except ReadError as exc:
+        if not quiet:
+            log.warning("cannot export %s: %s", entry.capture.url, exc)
+        return None
 
 
 def _searchable(entry: Entry) -> bool:
