@@ -59,6 +59,7 @@ HOME = page(
     '<h1>Bienvenue</h1><img src="/pic.png" srcset="/pic.png 1x, /pic2.png 2x" alt="">'
     '<a href="/about">about</a> <a href="/old">old address</a> <a href="/missing">gone</a> '
     '<a href="/same">same</a> <a href="http://127.0.0.2:9/elsewhere">elsewhere</a>'
+    '<a href="/corrupt">says gzip, is not</a>'
     "<script>var scriptonlyword = 1;</script><template>templateonlyword</template>",
     '<meta name="description" content="Twenty-four plots between the river and the railway">'
     '<link rel="stylesheet" href="/style.css"><link rel="icon" href="/icon.png" sizes="32x32">',
@@ -74,6 +75,7 @@ def serve(site: Any, word: str) -> None:
     site.page("/", HOME)
     site.page("/about", about(word))
     site.page("/same", page("Unchanged", "<p>nothing new here, zucchiniword</p>"))
+    site.page("/corrupt", b"<p>plain</p>", headers={"Content-Encoding": "gzip"})
     site.page("/style.css", "body{background:url(bg.png)}", content_type="text/css")
     for path, colour in (("/pic.png", (0, 120, 0)), ("/pic2.png", (0, 0, 120)),
                          ("/bg.png", (240, 240, 200)), ("/icon.png", RED)):
@@ -148,7 +150,9 @@ async def test_the_zim_holds_the_newest_site_with_links_inside(archive: Any, tmp
     # every reference of every page opens an entry of the ZIM; nothing names the live site
     html_paths = [p for p, e in everything.items()
                   if not e.is_redirect and e.get_item().mimetype == "text/html"]
-    assert len(html_paths) == 3
+    assert len(html_paths) == 4
+    corrupt = content(zim, export_path(site.base + "corrupt", "text/html"))
+    assert b"could not be decoded" in corrupt  # a notice, so that links to it still open
     host = urlsplit(site.base).netloc
     for path in html_paths:
         body = content(zim, path)

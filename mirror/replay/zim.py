@@ -464,7 +464,9 @@ def _icon(writer: ZimWriter, facts: HomeFacts, main_url: str) -> bytes | None:
 
 
 def summary(result: ZimResult) -> str:
+    unreadable = f", {result.unreadable} unreadable (a notice instead)" if result.unreadable \
+        else ""
     return (f"wrote {result.path} ({result.entries} entries: {result.pages} pages, "
-            f"{result.redirects} redirects; {result.left_out} error captures or redirects "
-            f"leading out left out; {result.bytes:,} bytes; opens on "
+            f"{result.redirects} redirects{unreadable}; {result.left_out} error captures or "
+            f"redirects leading out left out; {result.bytes:,} bytes; opens on "
             f"{shown_url(result.main_url)})")
