@@ -61,9 +61,13 @@ def build_parser() -> argparse.ArgumentParser:
              config=False)
     ui.add_argument("library", nargs="?", type=Path,
                     help="a folder of site files (default: $MIRROR_LIBRARY, else ~/mirror)")
-    ui.add_argument("--host", default="127.0.0.1",
+    ui.add_argument("--host",
                     help="address to bind (127.0.0.1; another one requires the printed token "
-                         "from other machines too)")
+                         "from other machines too; with --lan: instead of the LAN address)")
+    ui.add_argument("--lan", action="store_true",
+                    help="read-only on the local network, for a phone: bind this machine's "
+                         "LAN address, print the address with a token and its QR code; no "
+                         "run, stop, verify, export or edit (no browser opened here)")
     ui.add_argument("--port", type=int, default=0, help="port to bind (default: a free one)")
     ui.add_argument("--no-browser", action="store_true", help="do not open a browser")
     add = cmd("add", "write a new site file for URL into the library", config=False)
@@ -110,7 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
                       help="show how this page's text changed between the two runs, word by "
                            "word")
     serve = cmd("serve", "browse the archive offline: a replay server on 127.0.0.1")
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    serve.add_argument("--host", help="address to bind (127.0.0.1; with --lan: instead of the "
+                                      "LAN address)")
+    serve.add_argument("--lan", action="store_true",
+                       help="serve read-only on the local network, for a phone: bind this "
+                            "machine's LAN address, print the address with a token and its QR "
+                            "code; only browsers that opened it get in")
     serve.add_argument("--port", type=int, default=8080, help="port to bind (8080; 0: any)")
     export = cmd("export", "write the archive as a folder that opens from file://, or a WACZ")
     export.add_argument("--to", metavar="DIR", type=Path, help="folder to write")
@@ -171,13 +180,29 @@ def cmd_ui(args: argparse.Namespace) -> int:
     folder = (args.library or default_library()).expanduser().resolve()
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"{folder}: not a folder (a library is a folder of site files)")
+    host, lan = _serving(args, "the library and its archives")
     try:
-        return asyncio.run(serve_library(folder, host=args.host, port=args.port,
+        return asyncio.run(serve_library(folder, host=host, port=args.port,
                                          open_browser=not args.no_browser,
-                                         say=lambda text: print(text, flush=True)))
+                                         say=lambda text: print(text, flush=True), lan=lan))
     except OSError as exc:  # the port is taken, the address is not ours
-        raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") \
+        raise UsageError(f"cannot listen on {host}:{args.port}: {exc.strerror or exc}") \
             from exc
+
+
+def _serving(args: argparse.Namespace,
+             what: str) -> tuple[str, Callable[[str, str], str] | None]:
+    """The address to bind (--host, else with --lan the LAN address, else 127.0.0.1) and,
+    with --lan, what to print once listening (the address with its token, a QR code)."""
+    if not args.lan:
+        return args.host or "127.0.0.1", None
+    from mirror import lan
+
+    try:
+        host = lan.lan_host(args.host)
+    except lan.LanError as exc:
+        raise UsageError(str(exc)) from exc
+    return host, lambda base, token: lan.notice(base, token, what, sys.stdout.encoding)
 
 
 def cmd_add(args: argparse.Namespace) -> int:
@@ -438,11 +463,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not ArchiveLayout(cfg.site.output_dir).warc.is_dir():
         raise UsageError(f"{cfg.site.output_dir}: no archive (has `mirror run` run yet?)")
     site = Site(cfg.site.name, cfg.scope.ignore_query, cfg.site.start_urls)
+    host, lan = _serving(args, "the archive")
     try:
-        return asyncio.run(serve_forever(cfg.site.output_dir, site, host=args.host,
-                                         port=args.port))
+        return asyncio.run(serve_forever(cfg.site.output_dir, site, host=host, port=args.port,
+                                         lan=lan))
     except OSError as exc:  # the port is taken, the address is not ours
-        raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") \
+        raise UsageError(f"cannot listen on {host}:{args.port}: {exc.strerror or exc}") \
             from exc
 
 

@@ -9,10 +9,10 @@ import asyncio
 
 from aiohttp import web
 
-from mirror.app.guard import COOKIE, Secrets, same
+from mirror.app.guard import Secrets
 from mirror.config import SiteConfig
 from mirror.replay.serve import Site, make_app
-from mirror.webapp import Handler, HostNames, host_guard, start_app
+from mirror.webapp import HostNames, access_guard, host_guard, start_app
 
 
 class Replays:
@@ -23,7 +23,7 @@ class Replays:
         self.host = host
         self.keys = keys
         self.extra_hosts = extra_hosts  # Host names beside the loopback ones (--host)
-        self.exposed = exposed  # bound to more than loopback: the token is asked here too
+        self.exposed = exposed  # beyond loopback (or --lan): the token is asked here too
         self.servers: dict[str, tuple[web.AppRunner, str]] = {}
         self._lock = asyncio.Lock()
 
@@ -36,24 +36,17 @@ class Replays:
 
     async def _start(self, cfg: SiteConfig) -> tuple[web.AppRunner, str]:
         hosts = HostNames(self.extra_hosts)
-
-        @web.middleware
-        async def token(request: web.Request, handler: Handler) -> web.StreamResponse:
+        doors = [host_guard(hosts)]
+        if self.exposed:
             # cookies ignore ports: the app's cookie reaches its replay servers too, so that
-            # with --host the archive is no more open than the app
-            if self.exposed and not same(request.cookies.get(COOKIE), self.keys.token):
-                return web.Response(status=403, text="open the archive from `mirror ui`\n")
-            return await handler(request)
-
+            # beyond loopback the archive is no more open than the app
+            doors.append(access_guard(self.keys.access, "open the archive from `mirror ui`"))
         site = Site(cfg.site.name, cfg.scope.ignore_query, cfg.site.start_urls)
-        app = make_app(cfg.site.output_dir, site, middlewares=[host_guard(hosts), token])
+        app = make_app(cfg.site.output_dir, site, middlewares=doors)
         runner, base = await start_app(app, self.host, 0)
         port = runner.addresses[0][1]
         hosts.bind(port)
-        shown = sorted(self.extra_hosts - {"127.0.0.1", "localhost", "[::1]"})
-        if shown:  # a wildcard bind: the address the browser used for the app
-            base = f"http://{shown[0]}:{port}/"
-        return runner, base
+        return runner, hosts.base(base, port)
 
     async def close(self) -> None:
         for runner, _ in self.servers.values():

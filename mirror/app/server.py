@@ -26,6 +26,7 @@ from mirror.app.views import environment
 from mirror.archive.lock import ArchiveLock
 from mirror.config import ConfigError
 from mirror.layout import ArchiveLayout
+from mirror.webapp import read_only_guard
 
 log = logging.getLogger(__name__)
 
@@ -68,11 +69,14 @@ class LibraryApp:
 
     def __init__(self, folder: Path, *, keys: Secrets, hosts: Callable[[], frozenset[str]],
                  replay_host: str = "127.0.0.1", extra_hosts: frozenset[str] = frozenset(),
-                 exposed: bool = False, state_dir: Path | None = None) -> None:
+                 exposed: bool = False, read_only: bool = False,
+                 state_dir: Path | None = None) -> None:
         self.library = Library(folder)
         self.keys = keys
         self.hosts = hosts
+        self.read_only = read_only  # --lan: every request that is not GET/HEAD is refused
         self.env = environment()
+        self.env.globals["read_only"] = read_only  # the pages then show no action
         self.reports = Reports()
         self.launcher = Launcher(state_dir or folder / ".mirror-ui")
         self.jobs = Jobs()
@@ -82,7 +86,9 @@ class LibraryApp:
 
     # -- the application -------------------------------------------------------------------
     def make(self) -> web.Application:
-        app = web.Application(middlewares=[guard(self.keys, self.hosts)])
+        # read-only goes first: no other door (token, CSRF) can let a change through
+        doors = [read_only_guard] if self.read_only else []
+        app = web.Application(middlewares=[*doors, guard(self.keys, self.hosts)])
         r = app.router
         r.add_get("/", self.home)
         r.add_get("/events", self.events)

@@ -3,61 +3,44 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
-import socket
 import webbrowser
 from collections.abc import Callable
 from pathlib import Path
 
 from mirror.app.guard import Secrets
 from mirror.app.server import LibraryApp
-from mirror.webapp import HostNames, is_loopback, start_app, until_signalled
+from mirror.webapp import HostNames, host_names, is_loopback, start_app, until_signalled
 
-
-def _shown(host: str) -> str:
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
-
-
-def host_names(host: str) -> frozenset[str]:
-    """The Host names (without port) a browser may use for the bound address beside the
-    loopback ones: the address given, or for a wildcard (0.0.0.0, ::) this machine's names
-    and addresses."""
-    try:
-        wildcard = ipaddress.ip_address(host.strip("[]")).is_unspecified
-    except ValueError:
-        wildcard = False
-    if not wildcard:
-        return frozenset({_shown(host).lower()})
-    names = {socket.gethostname(), socket.getfqdn()}
-    try:
-        names |= {str(info[4][0]) for info in socket.getaddrinfo(socket.gethostname(), None)}
-    except OSError:
-        pass
-    return frozenset(_shown(n).lower() for n in names if n)
+__all__ = ["host_names", "serve_library"]
 
 
 async def serve_library(folder: Path, *, host: str, port: int, open_browser: bool,
-                        say: Callable[[str], None] = print) -> int:
-    """Serve the library until SIGINT/SIGTERM. Runs started from the app go on after it."""
+                        say: Callable[[str], None] = print,
+                        lan: Callable[[str, str], str] | None = None) -> int:
+    """Serve the library until SIGINT/SIGTERM. Runs started from the app go on after it.
+    With `lan` (--lan): read-only, the token asked by its replay servers too, no browser
+    opened here (it is for another device), and `lan(base, token)` is what to print."""
     folder.mkdir(parents=True, exist_ok=True)
     keys = Secrets()
-    names, exposed = host_names(host), not is_loopback(host)
+    names, exposed = host_names(host), lan is not None or not is_loopback(host)
     hosts = HostNames(names)
     app = LibraryApp(folder, keys=keys, hosts=hosts, replay_host=host,
-                     extra_hosts=names, exposed=exposed)
+                     extra_hosts=names, exposed=exposed, read_only=lan is not None)
     runner, base = await start_app(app.make(), host, port)
     bound = runner.addresses[0][1]
     hosts.bind(bound)
-    if names - {"127.0.0.1", "localhost", "[::1]"}:
-        base = f"http://{sorted(names)[0]}:{bound}/"
-    address = f"{base}?token={keys.token}"
+    base = hosts.base(base, bound)
     try:
         say(f"mirror ui: the library {folder}")
-        if exposed:
-            say(f"  listening on {host}: whoever can reach port {bound} needs the token")
-        say(f"  open {address}\n  (Ctrl-C stops the app; runs it started go on)")
-        if open_browser:
-            await asyncio.to_thread(webbrowser.open, address)
+        if lan is not None:
+            say(lan(base, keys.token))
+        else:
+            if exposed:
+                say(f"  listening on {host}: whoever can reach port {bound} needs the token")
+            say(f"  open {base}?token={keys.token}\n  (Ctrl-C stops the app; runs it "
+                "started go on)")
+        if open_browser and lan is None:
+            await asyncio.to_thread(webbrowser.open, f"{base}?token={keys.token}")
         await until_signalled()
     finally:
         await runner.cleanup()

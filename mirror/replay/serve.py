@@ -36,10 +36,14 @@ from mirror.web.http import HTML_TYPES
 from mirror.web.rewrite import html_title, rewrite_css_bytes, rewrite_html
 from mirror.web.urls import DEFAULT_IGNORE_QUERY, join
 from mirror.webapp import (
+    Access,
     HostNames,
     Middleware,
+    access_guard,
     host_guard,
+    host_names,
     is_loopback,
+    read_only_guard,
     start_app,
     until_signalled,
 )
@@ -56,6 +60,8 @@ REPLAY_CSP = ("default-src 'self' data: blob: 'unsafe-inline' 'unsafe-eval'; "
 #: Alt-Svc, Clear-Site-Data and the rest are dropped (O2)
 PASSED_HEADERS = frozenset({"content-type", "content-language", "last-modified"})
 PAGE_SIZE = 100
+LAN_REFUSAL = ("403 Forbidden: this archive is served to the local network only to whoever "
+               "opened the address `mirror serve --lan` printed (it ends in ?token=...)")
 RELOAD_EVERY = 2.0  # seconds between checks whether the archive grew
 T = TypeVar("T")
 
@@ -332,22 +338,37 @@ def make_app(folder: Path, site: Site = Site(),
 
 
 async def start_replay_server(
-    folder: Path, site: Site = Site(), *, host: str = "127.0.0.1", port: int = 0
+    folder: Path, site: Site = Site(), *, host: str = "127.0.0.1", port: int = 0,
+    access: Access | None = None,
 ) -> tuple[web.AppRunner, str]:
     """Start the replay server; returns (runner, base URL ending in '/'). Call cleanup().
-    On a loopback address it answers only to loopback Host headers (DNS rebinding)."""
-    hosts = HostNames()
-    guard = [host_guard(hosts)] if is_loopback(host) else []
-    runner, base = await start_app(make_app(folder, site, guard), host, port)
-    hosts.bind(runner.addresses[0][1])
-    return runner, base
+    On a loopback address it answers only to loopback Host headers (DNS rebinding). With
+    `access` (--lan) it answers only to `host`'s names and loopback ones, only to GET and
+    HEAD, and only to browsers holding `access`'s cookie (named after the port)."""
+    hosts = HostNames(host_names(host) if access else frozenset())
+    doors = [host_guard(hosts)] if access or is_loopback(host) else []
+    if access:
+        doors += [read_only_guard, access_guard(access, LAN_REFUSAL)]
+    runner, base = await start_app(make_app(folder, site, doors), host, port)
+    bound = runner.addresses[0][1]
+    hosts.bind(bound)
+    if access:
+        access.cookie = f"mirror_serve_{bound}"
+    return runner, hosts.base(base, bound)
 
 
-async def serve_forever(folder: Path, site: Site, *, host: str, port: int) -> int:
-    """`mirror serve`: serve until SIGINT or SIGTERM, then stop cleanly (exit 0)."""
-    runner, base = await start_replay_server(folder, site, host=host, port=port)
+async def serve_forever(folder: Path, site: Site, *, host: str, port: int,
+                        lan: Callable[[str, str], str] | None = None) -> int:
+    """`mirror serve`: serve until SIGINT or SIGTERM, then stop cleanly (exit 0). With `lan`
+    (--lan), read-only behind a new access token; `lan(base, token)` is what to print."""
+    access = Access() if lan else None
+    runner, base = await start_replay_server(folder, site, host=host, port=port,
+                                             access=access)
     try:
-        print(f"serving {folder} at {base} (Ctrl-C to stop)", flush=True)
+        if access and lan:
+            print(f"serving {folder}\n{lan(base, access.token)}", flush=True)
+        else:
+            print(f"serving {folder} at {base} (Ctrl-C to stop)", flush=True)
         await until_signalled()
     finally:
         await runner.cleanup()
