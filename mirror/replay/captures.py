@@ -6,6 +6,7 @@ import bisect
 import json
 import logging
 import os
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,9 +34,11 @@ MAX_DECODED = 256 * 1024 * 1024
 REVISIT_MIME = "warc/revisit"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Capture:
-    """One index line: where a response/revisit record is and what the index says of it."""
+    """One index line: where a response/revisit record is and what the index says of it.
+    Small on purpose (slots, the line's JSON kept as text, shared strings): an export or a
+    replay server holds one per capture, 138,000 for a 100,000-page site."""
 
     url: str
     timestamp: str  # 14 digits
@@ -46,7 +49,11 @@ class Capture:
     offset: int
     length: int
     key: str  # SURT
-    fields: dict[str, str] = field(compare=False, hash=False, repr=False)
+    data: str = field(compare=False, hash=False, repr=False)  # the line's JSON object
+
+    @property
+    def fields(self) -> dict[str, str]:
+        return dict(json.loads(self.data))
 
     @property
     def is_revisit(self) -> bool:
@@ -66,9 +73,9 @@ def parse_cdxj(line: str) -> Capture | None:
         status = fields.get("status")
         return Capture(
             url=fields["url"], timestamp=pad_timestamp(timestamp[:14], PAD_14_DOWN),
-            mime=fields.get("mime", ""), status=int(status) if status else None,
-            digest=fields.get("digest", ""), filename=fields["filename"],
-            offset=int(fields["offset"]), length=int(fields["length"]), key=key, fields=fields,
+            mime=sys.intern(fields.get("mime", "")), status=int(status) if status else None,
+            digest=fields.get("digest", ""), filename=sys.intern(fields["filename"]),
+            offset=int(fields["offset"]), length=int(fields["length"]), key=key, data=data,
         )
     except (ValueError, KeyError, TypeError):
         return None
