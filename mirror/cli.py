@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -11,7 +12,7 @@ import sys
 import time
 import traceback
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ from mirror.report import (
 
 if TYPE_CHECKING:
     from mirror.crawl.crawler import Crawler
+    from mirror.schedule.timers import Site
 
 log = logging.getLogger("mirror")
 
@@ -84,6 +86,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-v", "--verbose", action="store_true", help="log every fetch")
     run.add_argument("--new-run", action="store_true",
                      help="start a new snapshot even if the last run did not finish")
+    run.add_argument("--scheduled", action="store_true",
+                     help="as a timer starts it: wait for a run still going (one waiter at "
+                          "most), and apply [retention] after a run that made a snapshot")
+    schedule = cmd("schedule", "install, list or remove the OS timers of the sites' [schedule]",
+                   config=False)
+    schedule.add_argument("action", choices=("apply", "list", "remove"),
+                          help="apply: one timer per scheduled site (and none for the others); "
+                               "list: each site's timer, next and last run; remove: the timers")
+    schedule.add_argument("target", nargs="?", type=Path,
+                          help="a site file, or a library folder (default: $MIRROR_LIBRARY, "
+                               "else ~/mirror)")
+    schedule.add_argument("--timer", choices=("auto", "systemd", "cron"), default="auto",
+                          help="apply: a systemd user timer or a crontab line (auto: systemd "
+                               "when a user manager answers, else cron)")
     index_ = cmd("index", "rebuild index.cdxj from the WARC files alone")
     index_.add_argument("--search", action="store_true",
                         help="rebuild the full-text index of the pages instead (for archives "
@@ -101,6 +117,14 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--json", action="store_true", help="print results as JSON lines")
     cmd("status", "show the runs, URL counts, WARC files and last error (also during a run)")
     cmd("verify", "check every WARC file, the manifest and the index; exit 65 on any problem")
+    prune = cmd("prune", "drop the runs [retention] does not keep, and free their space")
+    prune.add_argument("--dry-run", action="store_true",
+                       help="list the runs and files it would drop; change nothing")
+    for rule, period in (("last", "the N newest runs"), ("daily", "days"),
+                         ("weekly", "ISO weeks"), ("monthly", "months")):
+        what = period if rule == "last" else f"the last run of each of the N newest {period}"
+        prune.add_argument(f"--keep-{rule}", type=int, metavar="N",
+                           help=f"keep {what} (instead of the site file's keep_{rule})")
     explain = cmd("explain", "show the canonical form of a URL and whether it would be crawled")
     explain.add_argument("url", help="the URL to explain")
     explain.add_argument("--depth", type=int, default=1,
@@ -228,12 +252,104 @@ def cmd_check(args: argparse.Namespace) -> int:
         for key, value in values.items():
             print(f"  {key} = {value!r}")
     print(f"archive: {cfg.site.output_dir}")
+    if cfg.schedule.every is not None:
+        from datetime import datetime
+
+        from mirror.schedule.listing import next_text
+
+        print(f"next scheduled run: {next_text(cfg.schedule.every, datetime.now())} "
+              f"(once `mirror schedule apply {cfg.path}` has installed its timer)")
     return ExitCode.OK
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
-    return crawl(cfg, quiet=args.quiet, verbose=args.verbose, new_run=args.new_run)
+    run = functools.partial(crawl, cfg, quiet=args.quiet, verbose=args.verbose,
+                            new_run=args.new_run)
+    if not args.scheduled:
+        return _then_hooks(cfg, run)
+    from mirror.schedule.wait import AlreadyWaiting, scheduled_turn
+
+    layout = ArchiveLayout(cfg.site.output_dir)
+
+    def turn() -> int:
+        with scheduled_turn(layout.root, _say_in_log(layout.log)) as lock:
+            code = run(lock=lock)
+        if code in SNAPSHOT and cfg.retention.enabled:  # prune takes the lock itself
+            _retention(cfg)
+        return code
+
+    try:
+        return _then_hooks(cfg, turn)
+    except AlreadyWaiting as exc:
+        _say_in_log(layout.log)(str(exc))
+        return ExitCode.LOCKED
+
+
+#: the exit codes of a run that made a snapshot (complete, some URLs failed, a limit)
+SNAPSHOT = frozenset({ExitCode.OK, ExitCode.FAILED_URLS, ExitCode.LIMIT})
+
+
+def _then_hooks(cfg: SiteConfig, run: Callable[[], int]) -> int:
+    """Run, then the [hooks] hook its exit code calls for; a hook never changes it. No
+    hook when no run took place (another process holds the archive)."""
+    from mirror.schedule.wait import AlreadyWaiting
+
+    try:
+        code = run()
+    except (ArchiveLocked, AlreadyWaiting):
+        raise
+    except Exception as exc:
+        _hooks(cfg, ExitCode.USAGE if isinstance(exc, UsageError | ManifestError)
+               else ExitCode.INTERNAL)
+        raise
+    _hooks(cfg, code)
+    return code
+
+
+def _hooks(cfg: SiteConfig, code: int) -> None:
+    if not (cfg.hooks.after.strip() or cfg.hooks.on_failure.strip()):
+        return
+    from mirror.schedule.hooks import Outcome, run_hooks
+    from mirror.schedule.listing import last_run
+
+    layout = ArchiveLayout(cfg.site.output_dir)
+    last = last_run(layout.root)  # the run this one worked on (or, failing early, the one before)
+    report = layout.report(last.id) if last else None
+    outcome = Outcome(cfg.site.name, cfg.path, layout.root, last.id if last else None, code,
+                      report if report and report.exists() else None)
+    with _logging(layout.log, verbose=False, display=None):
+        run_hooks(cfg.hooks, outcome, layout.log)
+
+
+def _retention(cfg: SiteConfig) -> None:
+    """[retention] after a scheduled run that made a snapshot: prune the runs no keep_*
+    rule keeps. Logged; never changes the run's exit code."""
+    layout = ArchiveLayout(cfg.site.output_dir)
+    with _logging(layout.log, verbose=False, display=None):
+        try:
+            from mirror.archive.prune import prune_site
+        except ImportError as exc:
+            log.warning("retention: cannot prune here (%s); every run is kept", exc)
+            return
+        try:
+            pruned = prune_site(cfg, dry_run=False)
+        except ArchiveLocked as exc:
+            log.warning("retention: not pruned now (%s); the next scheduled run prunes", exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - the run is done; its exit code stays
+            log.error("retention: prune failed: %s: %s", type(exc).__name__, exc)
+            return
+        log.info("retention: dropped runs %s, freed %s bytes",
+                 ", ".join(map(str, pruned.dropped_runs)) or "none", f"{pruned.freed_bytes:,}")
+
+
+def _say_in_log(log_file: Path) -> Callable[[str], None]:
+    """Say it on stderr and in the archive's mirror.log (before the run opens the log)."""
+    def say(text: str) -> None:
+        with _logging(log_file, verbose=False, display=None):
+            log.warning("%s", text)
+    return say
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -368,6 +484,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     manifest_path = ArchiveLayout(cfg.site.output_dir).manifest
     _existing_warc_dir(cfg, args)
     with ArchiveLock(cfg.site.output_dir):
+        _finish_prune(cfg.site.output_dir)
         manifest = ManifestReader(manifest_path) if manifest_path.exists() else None
         try:
             verdict = check_archive(cfg.site.output_dir, manifest)
@@ -380,6 +497,38 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return ExitCode.DAMAGED if verdict.problems else ExitCode.OK
 
 
+def cmd_prune(args: argparse.Namespace) -> int:
+    from mirror.archive.prune import PruneError, prune_site
+    from mirror.archive.retention import RULES, Retention
+
+    cfg = load_config(args.config)
+    given = {f"keep_{r}": getattr(args, f"keep_{r}") for r in RULES
+             if getattr(args, f"keep_{r}") is not None}
+    if any(n < 0 for n in given.values()):
+        raise UsageError("--keep-* takes a number of runs >= 0")
+    policy = Retention(**{**vars(Retention.of(cfg.retention)), **given})
+    try:
+        result = prune_site(cfg, dry_run=args.dry_run, retention=policy)
+    except PruneError as exc:
+        raise UsageError(str(exc)) from exc
+    print("\n".join(result.lines()))
+    return ExitCode.OK
+
+
+def _finish_prune(output_dir: Path) -> None:
+    """Before `mirror verify` or `mirror index` reads the archive: finish (or undo) a prune
+    a crash stopped, which the next `mirror run` would do too; told on stderr."""
+    from mirror.archive.prune import PruneError, finish_interrupted_prune
+
+    try:
+        done = finish_interrupted_prune(output_dir)
+    except (OSError, ManifestError, PruneError) as exc:  # read-only or damaged: verify tells
+        print(f"mirror: cannot finish an interrupted prune: {exc}", file=sys.stderr)
+        return
+    if done:
+        print(f"mirror: {done}", file=sys.stderr)
+
+
 def cmd_index(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     layout = ArchiveLayout(cfg.site.output_dir)
@@ -387,6 +536,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if args.search:
         return _index_texts(layout, warc_dir)
     with ArchiveLock(cfg.site.output_dir):
+        _finish_prune(cfg.site.output_dir)  # else the index would name files it drops
         n = index.rebuild_from_warcs(warc_dir, layout.index)
     print(f"wrote {layout.index} ({n} lines from {len(index.warc_files(warc_dir))} WARC files)")
     return ExitCode.OK
@@ -521,6 +671,77 @@ def _check_export_args(args: argparse.Namespace) -> None:
         raise UsageError(f"--{given[0]} goes with --zim FILE")
 
 
+def cmd_schedule(args: argparse.Namespace) -> int:
+    from datetime import datetime
+
+    from mirror.schedule import listing, timers
+
+    env, remove = os.environ, args.action == "remove"
+    sites, broken, in_scope = _schedule_sites(args.target, remove=remove)
+    have = timers.Installed.read(env)
+    listed = {site.file for site, _ in sites}
+    for path in sorted({*have.units, *have.cron_lines()}):  # timers whose file is gone, ...
+        if in_scope(path) and path not in listed and (args.action != "apply" or
+                                                      not path.exists()):
+            sites += _schedule_sites(path, remove=remove or not path.exists())[0]
+    for exc in broken:
+        print(f"mirror: {exc}\n  (its timer, if it has one, is left as it is)", file=sys.stderr)
+    if args.action == "list":
+        now, one = datetime.now(), args.target is not None and args.target.is_file()
+        print(listing.render([listing.row(site, archive, have, now) for site, archive in sites
+                              if site.schedule or have.describe(site.file) or one]))
+        return ExitCode.USAGE if broken else ExitCode.OK
+    try:
+        kind = timers.backend(args.timer, env) if not remove else timers.SYSTEMD
+        changes = timers.converge([site for site, _ in sites], kind, have,
+                                  lambda every: listing.next_text(every, datetime.now()))
+    except timers.TimerError as exc:
+        raise UsageError(str(exc)) from exc
+    print("\n".join(changes.lines) or "no site files and no timers of mirror here")
+    for problem in changes.problems:
+        print(f"mirror: {problem}", file=sys.stderr)
+    return ExitCode.USAGE if broken or changes.problems else ExitCode.OK
+
+
+def _schedule_sites(target: Path | None, *, remove: bool) -> tuple[
+        list[tuple[Site, Path | None]], list[ConfigError], Callable[[Path], bool]]:
+    """The site files `mirror schedule` acts on (a file, or a library's), each with its
+    archive folder; the files that cannot be read; which timers belong to the target.
+    With `remove` every file counts as unscheduled, readable or not."""
+    from mirror.app.library import Library, default_library
+    from mirror.schedule.timers import Site
+
+    where = Path(os.path.abspath((target or default_library()).expanduser()))
+    if where.is_dir():
+        files = Library(where).files()
+        in_scope: Callable[[Path], bool] = (
+            (lambda p: p.parent == where) if target else (lambda p: True))
+    elif where.is_file() or remove:
+        files, in_scope = [where], (lambda p: p == where)  # gone: its timer is removed
+    elif target:
+        raise UsageError(f"{where}: no such site file or library folder")
+    else:
+        files, in_scope = [], (lambda p: True)
+    sites: list[tuple[Site, Path | None]] = []
+    broken = []
+    for path in files:
+        try:
+            cfg = load_config(path)
+        except ConfigError as exc:
+            if remove:
+                gone = "" if path.exists() else "its site file is gone"
+                sites.append((Site(path, path.stem, None, gone), None))
+            else:
+                broken.append(exc)
+            continue
+        if remove:
+            sites.append((Site(cfg.path, cfg.site.name, None, ""), cfg.site.output_dir))
+        else:
+            sites.append((Site(cfg.path, cfg.site.name, cfg.schedule.every),
+                          cfg.site.output_dir))
+    return sites, broken, in_scope
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "ui": cmd_ui,
     "add": cmd_add,
@@ -530,29 +751,36 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "search": cmd_search,
     "status": cmd_status,
     "verify": cmd_verify,
+    "prune": cmd_prune,
     "explain": cmd_explain,
     "runs": cmd_runs,
     "diff": cmd_diff,
     "demo": cmd_demo,
     "serve": cmd_serve,
     "export": cmd_export,
+    "schedule": cmd_schedule,
 }
 
 
 # -- running a crawl -----------------------------------------------------------------------
-def crawl(cfg: SiteConfig, *, quiet: bool, verbose: bool, new_run: bool = False) -> int:
-    return asyncio.run(crawl_async(cfg, quiet=quiet, verbose=verbose, new_run=new_run))
+def crawl(cfg: SiteConfig, *, quiet: bool, verbose: bool, new_run: bool = False,
+          lock: ArchiveLock | None = None) -> int:
+    return asyncio.run(crawl_async(cfg, quiet=quiet, verbose=verbose, new_run=new_run,
+                                   lock=lock))
 
 
 async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
-                      new_run: bool = False) -> int:
+                      new_run: bool = False, lock: ArchiveLock | None = None) -> int:
+    """Crawl under the archive's lock: `lock` when the caller holds it already (a scheduled
+    run that waited for it), else taken here (ArchiveLocked when another process has it)."""
     from mirror.crawl.crawler import Crawler  # here: it loads aiohttp, which `check` needs not
     from mirror.runreport import write_missing_report, write_report
 
     terminal = sys.stdout.isatty()
     display = ProgressDisplay(cfg.site.name) if terminal and not quiet else None
     layout = ArchiveLayout(cfg.site.output_dir)
-    with ArchiveLock(layout.root), _logging(layout.log, verbose=verbose, display=display):
+    held = nullcontext() if lock is not None else ArchiveLock(layout.root)
+    with held, _logging(layout.log, verbose=verbose, display=display):
         try:
             crawler = Crawler(cfg, new_run=new_run)
             try:

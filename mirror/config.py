@@ -17,6 +17,7 @@ from typing import Any, TypeVar, get_type_hints
 from urllib.parse import urlsplit
 
 from mirror import __version__
+from mirror.schedule.spec import FORMS, Schedule, ScheduleError, parse_schedule
 from mirror.web.http import REDACTED, SECRET_HEADERS
 from mirror.web.urls import DEFAULT_IGNORE_QUERY
 
@@ -388,6 +389,65 @@ class ArchiveSection:
     durability: str = _key(_choice("fast", "power"), "fast")
 
 
+def _schedule(value: Any, ctx: _Context) -> Schedule | None:
+    if not isinstance(value, str):
+        raise _expected(FORMS, value)
+    if not value.strip():
+        return None
+    try:
+        return parse_schedule(value)
+    except ScheduleError as exc:
+        raise _Invalid(str(exc)) from None
+
+
+def _show_schedule(value: Schedule | None, redact: bool) -> str:
+    return "" if value is None else value.text
+
+
+@dataclass(frozen=True)
+class ScheduleSection:
+    # when scheduled runs start, on the local clock: "hourly", "daily HH:MM",
+    # "weekly DAY HH:MM" or a 5-field cron expression; "" for none. `mirror schedule apply`
+    # makes it an OS timer (a systemd user timer, else a crontab entry)
+    every: Schedule | None = _key(_schedule, None, show=_show_schedule)
+
+
+_command = _string("a shell command (a string without NUL)", lambda s: "\0" not in s)
+
+
+@dataclass(frozen=True)
+class HooksSection:
+    """Shell commands run after each run, with MIRROR_SITE, MIRROR_RUN_ID, MIRROR_EXIT_CODE
+    and MIRROR_REPORT in their environment (mirror/schedule/hooks.py)."""
+
+    # after a run that ended with exit 0, 3 or 4 (complete, some URLs failed, a limit); ""
+    after: str = _key(_command, "")
+    # after any other run (internal error, interrupted); "" for none
+    on_failure: str = _key(_command, "")
+    # seconds a hook may take; then it is stopped (the run's exit code stays)
+    timeout: float = _key(_number(0, inclusive=False), 600.0)
+
+
+@dataclass(frozen=True)
+class RetentionSection:
+    """Which runs `mirror prune` keeps, borgmatic's way: the last N runs, and the last run
+    of each of the last N days, weeks and months; 0 turns a rule off, all 0: keep all."""
+
+    keep_last: int = _key(_integer(0), 0)
+    keep_daily: int = _key(_integer(0), 0)
+    keep_weekly: int = _key(_integer(0), 0)
+    keep_monthly: int = _key(_integer(0), 0)
+
+    @property
+    def enabled(self) -> bool:
+        """Some rule is set: prune drops what none of them keeps."""
+        return any((self.keep_last, self.keep_daily, self.keep_weekly, self.keep_monthly))
+
+
+#: sections that say when and what else to do, not how to crawl: left out of the digest
+_NOT_CRAWL = ("schedule", "hooks", "retention")
+
+
 @dataclass(frozen=True)
 class SiteConfig:
     path: Path  # absolute path of the TOML file
@@ -396,6 +456,9 @@ class SiteConfig:
     crawl: CrawlSection
     login: LoginSection
     archive: ArchiveSection
+    schedule: ScheduleSection
+    hooks: HooksSection
+    retention: RetentionSection
 
     def headers_for(self, on_site: bool) -> dict[str, str]:
         """[crawl] headers for one request: secret ones (Authorization, Cookie,
@@ -411,11 +474,14 @@ class SiteConfig:
         """Return "sha256:<hex>" of the settings that shape the crawl, as canonical JSON.
 
         Leaves out where files live (the config path, output_dir), so moving a site's folder
-        keeps its digest. Secret header values are left out: the digest is written into
+        keeps its digest, and the sections that do not shape the crawl (schedule, hooks,
+        retention). Secret header values are left out: the digest is written into
         every WARC file, and a hash of a short password could be brute-forced offline.
         """
         settings = self._settings(redact=True)
         del settings["site"]["output_dir"]
+        for name in _NOT_CRAWL:
+            del settings[name]
         canonical = json.dumps(settings, sort_keys=True, separators=(",", ":"),
                                ensure_ascii=False)
         return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()

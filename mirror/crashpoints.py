@@ -38,6 +38,18 @@ STEPS = (
     "file:before-rename",   # index.cdxj or a report written to a temporary file, not renamed
     "run:before-finish",    # the index is written, the run not yet marked finished
 )
+#: the steps of `mirror prune` (mirror.archive.prune), in the order it passes them; a
+#: prune that stops at any of them is finished or undone by the next `mirror run`, `mirror
+#: prune` or `mirror verify` (index.cdxj is written through "file:before-rename" too)
+PRUNE_STEPS = (
+    "prune:journaled",      # the journal is committed (the files to write, the runs to drop)
+    "prune:written",        # a new WARC file is written and fsynced under its temporary name
+    "prune:switch-inside",  # inside the manifest transaction that drops the runs, before COMMIT
+    "prune:switched",       # ... committed: from here on the prune goes forward
+    "prune:renamed",        # a new WARC file has its final name
+    "prune:indexed",        # index.cdxj is written again for the new files
+    "prune:deleted",        # an old WARC file is deleted
+)
 #: the exit status of a process stopped by MIRROR_CRASH_AT (as a shell reports SIGKILL)
 EXIT_STATUS = 137
 ENV = "MIRROR_CRASH_AT"
@@ -58,9 +70,9 @@ class CrashSpec:
     def __init__(self, text: str) -> None:
         rest, _, nth = text.partition("#")
         self.step, _, self.kind = rest.partition("/")
-        if self.step not in STEPS:
+        if self.step not in STEPS + PRUNE_STEPS:
             raise ValueError(f"{ENV}={text!r}: unknown step {self.step!r}; one of "
-                             + ", ".join(STEPS))
+                             + ", ".join(STEPS + PRUNE_STEPS))
         self.nth = int(nth) if nth else 1
         self.seen = 0
 

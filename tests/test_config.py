@@ -11,6 +11,7 @@ from mirror.config import (
     ArchiveSection,
     ConfigError,
     CrawlSection,
+    RetentionSection,
     ScopeSection,
     SiteConfig,
     _choice,
@@ -145,6 +146,9 @@ CRAWL_KEYS = (
     "read_timeout, max_response_bytes, user_agent, headers, stop_grace, max_retry_time, "
     "dead_host_after, cookies, cookies_file"
 )
+
+SECTIONS = "site, scope, crawl, login, archive, schedule, hooks, retention"
+FORMS = '"hourly", "daily HH:MM", "weekly DAY HH:MM" or a 5-field cron expression'
 
 CASES = [
     # [site]
@@ -300,6 +304,60 @@ CASES = [
     (SITE + "[login]\nurl = 'https://example.com/login'\nsuccess = 999", "login.success",
      "[login] success: expected a text the page shows once logged in, or an HTTP status "
      "(100-599), found 999 (an integer)"),
+    # issue 18's sections: [schedule], [hooks], [retention]
+    (SITE + "[schedule]\nevery = 3", "schedule.every",
+     f"[schedule] every: expected {FORMS}, found 3 (an integer)"),
+    (SITE + "[schedule]\nevery = 'nightly'", "schedule.every",
+     f"[schedule] every: expected {FORMS}, found 'nightly'"),
+    (SITE + "[schedule]\nevery = 'dayly 03:15'", "schedule.every",
+     f"[schedule] every: expected {FORMS}, found 'dayly 03:15'; did you mean 'daily'?"),
+    (SITE + "[schedule]\nevery = 'daily'", "schedule.every",
+     "[schedule] every: invalid schedule 'daily': expected 'daily HH:MM', such as "
+     "'daily 03:15'"),
+    (SITE + "[schedule]\nevery = 'daily 24:00'", "schedule.every",
+     "[schedule] every: invalid schedule 'daily 24:00': the hour must be 0-23, found 24"),
+    (SITE + "[schedule]\nevery = 'daily 3pm'", "schedule.every",
+     "[schedule] every: invalid schedule 'daily 3pm': expected a time HH:MM such as 03:15, "
+     "found '3pm'"),
+    (SITE + "[schedule]\nevery = 'weekly sunday'", "schedule.every",
+     "[schedule] every: invalid schedule 'weekly sunday': expected 'weekly DAY HH:MM', such "
+     "as 'weekly sun 04:00'"),
+    (SITE + "[schedule]\nevery = 'weekly sin 04:00'", "schedule.every",
+     "[schedule] every: invalid schedule 'weekly sin 04:00': expected a day of the week "
+     "(sun, mon, tue, wed, thu, fri, sat), found 'sin'"),
+    (SITE + "[schedule]\nevery = '60 3 * * *'", "schedule.every",
+     "[schedule] every: invalid cron expression '60 3 * * *': minute field '60': 60 is out "
+     "of range 0-59"),
+    (SITE + "[schedule]\nevery = '0 3 * * 1 *'", "schedule.every",
+     f"[schedule] every: expected {FORMS}, found '0 3 * * 1 *'; a cron expression has 5 "
+     "fields (minute hour day-of-month month day-of-week), this has 6"),
+    (SITE + "[schedule]\nevery = '0 3 31 2,4 *'", "schedule.every",
+     "[schedule] every: invalid cron expression '0 3 31 2,4 *': it never runs (no month in "
+     "it has those days)"),
+    (SITE + "[schedule]\nevery = '0 3 * * 1'\nat = '03:00'", "schedule.at",
+     "[schedule] at: unknown key; valid keys are: every"),
+    (SITE + "[hooks]\nafter = ['curl', 'x']", "hooks.after",
+     "[hooks] after: expected a shell command (a string without NUL), found ['curl', 'x'] "
+     "(an array)"),
+    (SITE + "[hooks]\non_failure = \"a\\u0000b\"", "hooks.on_failure",
+     "[hooks] on_failure: expected a shell command (a string without NUL), found 'a\\x00b' "
+     "(a string)"),
+    (SITE + "[hooks]\nonfailure = 'x'", "hooks.onfailure",
+     "[hooks] onfailure: unknown key; did you mean 'on_failure'?"),
+    (SITE + "[hooks]\ntimeout = 0", "hooks.timeout",
+     "[hooks] timeout: expected a number > 0, found 0 (an integer)"),
+    (SITE + "[retention]\nkeep_daily = -1", "retention.keep_daily",
+     "[retention] keep_daily: expected an integer >= 0, found -1 (an integer)"),
+    (SITE + "[retention]\nkeep_weekly = 2.5", "retention.keep_weekly",
+     "[retention] keep_weekly: expected an integer >= 0, found 2.5 (a float)"),
+    (SITE + "[retention]\nkeep_monthly = '6'", "retention.keep_monthly",
+     "[retention] keep_monthly: expected an integer >= 0, found '6' (a string)"),
+    (SITE + "[retention]\nkeep_yearly = 1", "retention.keep_yearly",
+     "[retention] keep_yearly: unknown key; did you mean 'keep_daily'?"),
+    ("keep_daily = 7\n" + SITE, "keep_daily",
+     "keep_daily: unknown top-level key; did you mean [retention] keep_daily?"),
+    (SITE + "[retention]\nkeep-last = 3", "retention.keep-last",
+     "[retention] keep-last: unknown key; did you mean 'keep_last'?"),
     # unknown names, with and without a hint
     (SITE + "[crawl]\nworker = 3", "crawl.worker",
      "[crawl] worker: unknown key; did you mean 'workers'?"),
@@ -312,11 +370,11 @@ CASES = [
     (SITE + "[crawling]\nworkers = 3", "crawling",
      "[crawling]: unknown section; did you mean 'crawl'?"),
     (SITE + "[proxy]\nurl = 'x'", "proxy",
-     "[proxy]: unknown section; valid sections are: site, scope, crawl, login, archive"),
+     f"[proxy]: unknown section; valid sections are: {SECTIONS}"),
     ("workers = 3\n" + SITE, "workers",
      "workers: unknown top-level key; did you mean [crawl] workers?"),
     ("speed = 3\n" + SITE, "speed",
-     "speed: unknown top-level key; valid sections are: site, scope, crawl, login, archive"),
+     f"speed: unknown top-level key; valid sections are: {SECTIONS}"),
     (SITE + '[headers]\nCookie = "x"', "headers",
      "[headers]: unknown section; did you mean [crawl.headers]?"),
     # unknown names are reported before bad values
@@ -457,3 +515,55 @@ def test_effective_redacts_secret_headers(tmp_path: Path) -> None:
     for secret in ("t0ken", "c00kie", "cHJveHk"):
         assert secret not in shown
     assert config.crawl.headers[0] == ("authorization", "Bearer t0ken")  # kept for fetch
+
+
+# --- [schedule], [hooks], [retention] (issue 18) -------------------------------------------------
+
+
+def test_schedule_hooks_and_retention_default_to_off() -> None:
+    config = parse(SITE)
+    assert config.schedule.every is None
+    assert (config.hooks.after, config.hooks.on_failure, config.hooks.timeout) == ("", "", 600.0)
+    assert config.retention == RetentionSection(0, 0, 0, 0)
+    assert not config.retention.enabled
+    assert config.effective()["schedule"] == {"every": ""}
+    assert config.effective()["retention"] == {
+        "keep_last": 0, "keep_daily": 0, "keep_weekly": 0, "keep_monthly": 0}
+
+
+@pytest.mark.parametrize(
+    ("written", "text", "cron"),
+    [
+        ("hourly", "hourly", "0 * * * *"),
+        ("daily 3:15", "daily 03:15", "15 3 * * *"),
+        ("  Weekly  SUNDAY 04:00 ", "weekly sun 04:00", "0 4 * * 0"),
+        ("*/30 9-17 * * mon-fri", "*/30 9-17 * * mon-fri", "*/30 9-17 * * mon-fri"),
+        ("", None, None),
+    ],
+)
+def test_schedule_values(written: str, text: str | None, cron: str | None) -> None:
+    every = parse(SITE + f"[schedule]\nevery = '{written}'\n").schedule.every
+    assert ((every.text, every.cron) if every else (None, None)) == (text, cron)
+
+
+def test_hooks_and_retention_values() -> None:
+    config = parse(SITE + "[hooks]\nafter = 'curl -fsS https://hc.example/ping'\n"
+                   "on_failure = '''\nlogger -t mirror \"run $MIRROR_RUN_ID failed\"\n'''\n"
+                   "timeout = 30\n[retention]\nkeep_daily = 7\nkeep_monthly = 12\n")
+    assert config.hooks.after == "curl -fsS https://hc.example/ping"
+    assert config.hooks.on_failure == 'logger -t mirror "run $MIRROR_RUN_ID failed"\n'
+    assert config.hooks.timeout == 30.0
+    assert config.retention == RetentionSection(keep_daily=7, keep_monthly=12)
+    assert config.retention.enabled
+    assert config.effective()["retention"]["keep_daily"] == 7
+    assert config.effective()["hooks"]["timeout"] == 30.0
+
+
+def test_digest_leaves_schedule_hooks_and_retention_out() -> None:
+    """They say when to run and what to do after, not how: changing them keeps the digest
+    that every WARC file records (and that configs without them already had)."""
+    plain = parse(SITE)
+    more = parse(SITE + "[schedule]\nevery = 'daily 03:15'\n[hooks]\nafter = 'true'\n"
+                 "[retention]\nkeep_last = 3\n")
+    assert plain.digest() == more.digest()
+    assert set(more.effective()) >= {"schedule", "hooks", "retention"}

@@ -18,7 +18,8 @@ PACKAGE = ROOT / "mirror"
 PURE = ("web.urls", "web.extract", "web.css", "web.codings", "web.rewrite", "web.charset",
         "web.html", "web.http", "report",
         "explain", "model", "crawl.scope", "crawl.history", "crawl.discover",
-        "crawl.politeness", "crawl.robots", "replay.textdiff", "replay.pages")
+        "crawl.politeness", "crawl.robots", "replay.textdiff", "replay.pages",
+        "schedule.spec")
 #: the layers (LAYOUT.md) and what each may import of mirror: packages, and top-level
 #: modules; the top level (cli, config, report, ...) may import anything but `cli`, which
 #: only `__main__` imports
@@ -29,9 +30,12 @@ LAYERS = {
     "replay": {"replay", "archive", "web", "model", "layout", "webapp"},
     "verify": {"verify", "archive", "web", "model", "layout"},
     "demo": {"demo", "web", "webapp", "config"},
+    # OS timers, the wait for a run still going, hooks: for the cli and the app
+    "schedule": {"schedule", "archive", "model", "layout", "config"},
     # the library app sits above everything but cli
     "app": {"app", "archive", "web", "model", "layout", "config", "crawl", "replay", "verify",
-            "webapp", "report", "runreport", "explain", "progress", "crashpoints"},
+            "webapp", "report", "runreport", "explain", "progress", "crashpoints",
+            "schedule"},
 }
 
 

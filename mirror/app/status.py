@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from dataclasses import dataclass, field
@@ -13,6 +14,8 @@ from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
 from mirror.crawl.progressfile import LiveProgress, read_progress
 from mirror.layout import ArchiveLayout
 from mirror.model import UNFINISHED, ExitCode, RunState
+from mirror.schedule.spec import Schedule, next_run, period
+from mirror.schedule.wait import waiting
 
 #: a progress file not rewritten for this long is a leftover (its writer rewrites it twice a
 #: second; the pid check catches the rest)
@@ -69,6 +72,7 @@ class SiteStatus:
     warc_bytes: int = 0
     broken_links: int = 0
     error: str | None = None  # why the archive cannot be read
+    waiting: str | None = None  # pid of a scheduled run waiting for the lock's holder
 
 
 class Reports:
@@ -150,7 +154,8 @@ def site_status(root: Path, reports: Reports) -> SiteStatus:
             broken = manifest.count_broken_links(summary.id)  # over 10,000 captures)
         return SiteStatus(
             state, holder, live, last=summary, pages=manifest.count_pages(),
-            warc_bytes=warc_bytes, broken_links=broken or 0)
+            warc_bytes=warc_bytes, broken_links=broken or 0,
+            waiting=waiting(root) if holder else None)
     except ManifestError as exc:
         return SiteStatus(SiteState.FAILED, holder, live, error=str(exc))
     finally:
@@ -163,3 +168,76 @@ def _warc_bytes(folder: Path) -> int:
             return sum(e.stat().st_size for e in entries if ".warc" in e.name and e.is_file())
     except OSError:
         return 0
+
+
+# --- the schedule column ----------------------------------------------------------------------
+
+#: the longest a scheduled run may start late before it counts as missed (less for short
+#: periods: half of one)
+GRACE = dt.timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class ScheduleView:
+    """What the row says of a site's [schedule]; times are on `now`'s clock."""
+
+    every: str
+    next_run: dt.datetime | None
+    flags: tuple[str, ...] = ()  # missed, failed, still going when due, a run waiting
+
+
+def schedule_view(schedule: Schedule | None, status: SiteStatus,
+                  now: dt.datetime) -> ScheduleView | None:
+    """The schedule, its next run and what is wrong: a run missed (none since a due time
+    more than a grace ago), the last run failed, a run still going when the next was due
+    (that one waits for it, one at most). None when the site is not scheduled. Pure:
+    `now` is aware, and the run times (UTC in the manifest) are put on its clock."""
+    if schedule is None:
+        return None
+    flags = []
+    if status.live is not None:
+        started = dt.datetime.fromtimestamp(status.live.started, now.tzinfo)
+        due = next_run(schedule, started)
+        if due is not None and due <= now:
+            flags.append(f"still running when the next run was due ({at_text(due, now)}); "
+                         "that one waits for it")
+    elif status.last is not None and status.state in (SiteState.IDLE, SiteState.FAILED,
+                                                        SiteState.INTERRUPTED):
+        if (missed := _missed(schedule, status.last, now)) is not None:
+            flags.append(f"missed the run due {at_text(missed, now)}")
+        if status.state != SiteState.IDLE:
+            ended = "failed" if status.state == SiteState.FAILED else "was interrupted"
+            code = status.last.exit_code
+            flags.append(f"the last run {ended}" + (f" (exit {code})" if code is not None else ""))
+    if status.waiting:
+        flags.append(f"a scheduled run (pid {status.waiting}) waits for the lock")
+    return ScheduleView(schedule.text, next_run(schedule, now), tuple(flags))
+
+
+def _missed(schedule: Schedule, last: RunSummary, now: dt.datetime) -> dt.datetime | None:
+    """The first due time after the last run's last sign of life, if it passed more than a
+    grace ago (GRACE, or half a period for schedules more often than every two hours)."""
+    times = [t for t in (_utc(last.started_at), _utc(last.finished_at)) if t is not None]
+    if not times:
+        return None
+    due = next_run(schedule, max(times).astimezone(now.tzinfo))
+    if due is None:
+        return None
+    grace = min(GRACE, period(schedule, due) / 2)
+    return due if due + grace <= now else None
+
+
+def _utc(iso: str | None) -> dt.datetime | None:
+    """A manifest time (YYYY-mm-ddTHH:MM:SSZ) as an aware datetime; None if absent or odd."""
+    try:
+        return dt.datetime.strptime(iso or "", "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+    except ValueError:
+        return None
+
+
+def at_text(moment: dt.datetime, now: dt.datetime) -> str:
+    """'today 03:15', 'Tue 03:15' within six days either way, else '2024-03-05 03:15'."""
+    days = (moment.date() - now.date()).days
+    if days == 0:
+        return moment.strftime("today %H:%M")
+    return moment.strftime("%a %H:%M" if abs(days) < 7 else "%Y-%m-%d %H:%M")

@@ -33,11 +33,16 @@ def atomic_write_lines(path: Path, lines: Iterable[str], *, keep_mode: bool = Fa
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make the names in `folder` (a rename, a new or deleted file) durable."""
+    fd = os.open(folder, os.O_RDONLY)
     try:
-        os.fsync(dir_fd)
+        os.fsync(fd)
     finally:
-        os.close(dir_fd)
+        os.close(fd)
 
 
 def atomic_write_text(path: Path, text: str, *, keep_mode: bool = False) -> None:

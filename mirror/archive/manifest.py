@@ -11,6 +11,7 @@ from mirror import crashpoints
 from mirror.archive.manifest_queries import ManifestReader
 from mirror.archive.manifest_schema import (
     FRONTIER_URLS,
+    HELD_BY_OTHERS,
     URL_ITEM_COLUMNS,
     ManifestError,
     create_or_upgrade,
@@ -364,6 +365,51 @@ class Manifest(ManifestReader):
                     self.db.execute("UPDATE captures SET text_id=? WHERE id=?",
                                     (text_id, capture_id))
                     self._latest_text(row[1], capture_id, text_id)
+
+    # -- prune (mirror.archive.prune) ------------------------------------------------------
+    def set_prune_journal(self, journal: str | None) -> None:
+        """Record a prune's journal (JSON) before it changes anything; None: it ended."""
+        with self._tx():
+            if journal is None:
+                self.db.execute("DELETE FROM meta WHERE key='prune'")
+            else:
+                self.db.execute("INSERT OR REPLACE INTO meta VALUES ('prune', ?)", (journal,))
+
+    def drop_runs(self, runs: Sequence[int], moves: Iterable[Sequence[object]],
+                  journal: str) -> None:
+        """A prune's switch, in one transaction: the captures of `runs` go (with their
+        texts, and the runs' rows, sessions, notes and errors), but those a capture of
+        another run refers to; the captures of rewritten files move (`moves`: capture id,
+        filename, offset, length, req_offset, req_length); the journal says it is done."""
+        marks = ",".join("?" * len(runs))
+        gone = f"run_id IN ({marks}) AND id NOT IN ({HELD_BY_OTHERS.format(marks)})"
+        with self._tx():
+            texts = self.db.execute(f"SELECT DISTINCT text_id FROM captures WHERE {gone} "
+                                    "AND text_id IS NOT NULL", (*runs, *runs)).fetchall()
+            self.db.execute(f"DELETE FROM captures WHERE {gone}", (*runs, *runs))
+            self._drop_texts(texts)
+            self._relatest([u for (u,) in self.db.execute(
+                "SELECT url_id FROM latest_texts WHERE capture_id NOT IN "
+                "(SELECT id FROM captures)").fetchall()])
+            self.db.executemany(
+                "UPDATE captures SET filename=?, offset=?, length=?, req_offset=?, "
+                "req_length=? WHERE id=?", [(*m[1:], m[0]) for m in moves])
+            self.db.execute(f"DELETE FROM runs WHERE id IN ({marks})", runs)
+            for table in ("sessions", "notes", "errors"):
+                self.db.execute(f"DELETE FROM {table} WHERE run_id IN ({marks})", runs)
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('prune', ?)", (journal,))
+            crashpoints.reached("prune:switch-inside")
+
+    def compact(self, share: float = 0.25) -> bool:
+        """VACUUM when at least `share` of the file is free pages (what a large prune
+        leaves; a run reuses them, so after a nightly prune of one run it is not worth
+        rewriting the file), then empty the WAL. Atomic, like any transaction."""
+        free = self.db.execute("PRAGMA freelist_count").fetchone()[0]
+        if free <= share * self.db.execute("PRAGMA page_count").fetchone()[0]:
+            return False
+        self.db.execute("VACUUM")
+        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return True
 
     # -- politeness ------------------------------------------------------------------------
     def skip(self, run_id: int, item: UrlItem, rule: str) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from mirror.archive.manifest_schema import (
     FRONTIER_URLS,
+    HELD_BY_OTHERS,
     URL_ITEM_COLUMNS,
     ManifestError,
     read_as_current,
@@ -15,11 +17,23 @@ from mirror.archive.manifest_schema import (
 from mirror.archive.manifest_text import TextQueries
 from mirror.model import Original, Previous, Run, UrlItem
 
-__all__ = ["ManifestError", "ManifestReader", "Original", "Previous", "Run"]
+__all__ = ["ManifestError", "ManifestReader", "Original", "Previous", "PruneTargets", "Run"]
 
 #: the columns of an Original, from the capture `o` that holds the payload
 _ORIGINAL = ("o.id, o.url, o.warc_date, o.record_id, o.payload_digest, o.filename, o.offset, "
              "o.mime, o.status, o.run_id")
+
+
+@dataclass(frozen=True)
+class PruneTargets:
+    """What dropping some runs takes from the manifest (ManifestReader.prune_targets)."""
+
+    captures: int  # captures that go
+    held: int  # captures of those runs that stay: a kept revisit's payload is in them
+    #: each file holding a record that goes -> (id, offset, length, req_offset,
+    #: req_length) of each capture in it that stays (none: the file goes)
+    files: dict[str, list[tuple[int, int, int, int, int]]]
+    revisits_without_original: int  # kept revisits whose original is unknown: unsafe
 
 
 class ManifestReader(TextQueries):
@@ -188,6 +202,37 @@ class ManifestReader(TextQueries):
         if row is None:
             return None
         return Previous(row[0], row[1], row[2], row[3], Original(*row[4:]))
+
+    # -- prune (mirror.archive.prune) ------------------------------------------------------
+    def prune_journal(self) -> str | None:
+        """The journal of a prune that has not ended (JSON), or None."""
+        row = self.db.execute("SELECT value FROM meta WHERE key='prune'").fetchone()
+        return None if row is None else str(row[0])
+
+    def prune_targets(self, runs: Sequence[int]) -> PruneTargets:
+        """What dropping `runs` takes away: their captures, but those a capture of another
+        run refers to (its original_id: the response that holds a revisit's payload)."""
+        marks = ",".join("?" * len(runs))
+        held = HELD_BY_OTHERS.format(marks)
+        gone = f"run_id IN ({marks}) AND id NOT IN ({held})"
+        count = self.db.execute(f"SELECT COUNT(*) FROM captures WHERE {gone}",
+                                (*runs, *runs)).fetchone()[0]
+        kept = self.db.execute(f"SELECT COUNT(*) FROM captures WHERE run_id IN ({marks}) "
+                               f"AND id IN ({held})", (*runs, *runs)).fetchone()[0]
+        files: dict[str, list[tuple[int, int, int, int, int]]] = {
+            name: [] for (name,) in self.db.execute(
+                f"SELECT DISTINCT filename FROM captures WHERE {gone}", (*runs, *runs))}
+        if files:
+            names = ",".join("?" * len(files))
+            for name, cid, offset, length, req_offset, req_length in self.db.execute(
+                    f"SELECT filename, id, offset, length, req_offset, req_length FROM captures "
+                    f"WHERE filename IN ({names}) AND (run_id NOT IN ({marks}) OR id IN "
+                    f"({held})) ORDER BY id", (*files, *runs, *runs)):
+                files[name].append((cid, offset, length, req_offset, req_length))
+        orphans = self.db.execute(
+            f"SELECT COUNT(*) FROM captures WHERE run_id NOT IN ({marks}) "
+            "AND record_type != 'response' AND original_id IS NULL", runs).fetchone()[0]
+        return PruneTargets(int(count), int(kept), files, int(orphans))
 
     # -- a run's numbers, for reports and status ---------------------------------------------
     def count_captures(self, run_id: int) -> int:

@@ -16,6 +16,12 @@ A run (runs.state); Manifest's methods make each step:
 complete, limit and abandoned are final: the next `mirror run` starts a new run. Nothing
 else is written: there is no failed run (a run's failures are URL states).
 
+    complete | limit | abandoned -> (deleted)   drop_runs: `mirror prune` (mirror.archive.prune)
+                                  drops the run with its captures, texts, sessions, notes
+                                  and errors; a capture of it that a kept capture refers to
+                                  (original_id) stays, its run_id naming no run any more.
+                                  While a prune is under way, meta 'prune' holds its journal.
+
 A URL (urls.state) belongs to the run that last discovered it (urls.run_id); the steps:
 
     (none)  -> pending | skipped  add_urls, commit_capture: discovered; skipped (reason: the
@@ -203,6 +209,12 @@ URL_ITEM_COLUMNS = "id, url, site, depth, redirects_left, mode, tries, via"
 #: the URLs the frontier hands out: not robots.txt, which only the robots gate fetches (a
 #: robots.txt row left pending by a crash waits for the gate, not for a worker)
 FRONTIER_URLS = "via != 'robots'"
+
+
+#: the captures a capture of another run than the given ones ({}: their "?"s) refers to
+#: as its original: what a prune of those runs keeps of them
+HELD_BY_OTHERS = ("SELECT original_id FROM captures WHERE original_id IS NOT NULL "
+                  "AND run_id NOT IN ({})")
 
 
 class ManifestError(Exception):

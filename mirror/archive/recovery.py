@@ -14,6 +14,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from mirror import crashpoints
 from mirror.archive.fsutil import TEMP_GLOB
+from mirror.archive.prune import finish_interrupted_prune
 from mirror.archive.warcread import complete_prefix
 from mirror.archive.warcwriter import (
     NOT_MODIFIED,
@@ -44,13 +45,16 @@ class Found:
 
 
 def remove_temporaries(output_dir: Path) -> None:
-    """Delete what a crash while replacing index.cdxj or a report left beside them."""
+    """Delete what a crash while replacing index.cdxj or a report left beside them; then
+    finish, or undo, a `mirror prune` a crash interrupted (before a run looks at a file)."""
     for folder in (output_dir, ArchiveLayout(output_dir).reports):
         for path in folder.glob(TEMP_GLOB) if folder.is_dir() else ():
             path.unlink(missing_ok=True)
     for path in output_dir.glob(".index-*") if output_dir.is_dir() else ():
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
+    if done := finish_interrupted_prune(output_dir):
+        log.warning("%s", done)
 
 
 def open_files(warc_dir: Path) -> list[Path]:

@@ -21,6 +21,7 @@ from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
 from mirror import __version__, crashpoints
+from mirror.archive.fsutil import fsync_dir
 from mirror.web.http import fix_response_headers, redact_request_headers
 
 try:  # ISA-L's deflate: about 10x zlib's speed on web pages, output about 5% larger
@@ -194,7 +195,7 @@ class WarcWriter:
         crashpoints.reached("rotate:before-rename", "file")
         os.replace(open_path, self.warc_dir / self._filename)
         crashpoints.reached("rotate:after-rename", "file")
-        _fsync_dir(self.warc_dir)
+        fsync_dir(self.warc_dir)
         log.info("closed %s", self._filename)
 
     # -- writing --------------------------------------------------------------------
@@ -358,14 +359,6 @@ class _GzipMember:
 
 def _warc_fields(info: dict[str, str]) -> bytes:
     return "".join(f"{k}: {v}\r\n" for k, v in info.items() if v).encode("utf-8")
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def default_info(config_digest: str, crawl_id: str) -> dict[str, str]:
