@@ -154,12 +154,13 @@ class PruneResult:
             else:
                 out.append(f"{would}rewrite {c.old} -> {c.new} ({c.old_size:,} -> "
                            f"{self.new_sizes[c.new]:,} bytes)")
+        runs = f"{len(self.dropped)} run{'s' if len(self.dropped) != 1 else ''}"
         if self.dry_run:
-            out.append(f"would drop {len(self.dropped)} runs, {self.captures} captures; "
+            out.append(f"would drop {runs}, {self.captures} captures; "
                        f"would free about {self.warc_freed:,} bytes of WARC files, and "
                        "some of the index and the manifest")
         else:
-            out.append(f"dropped {len(self.dropped)} runs, {self.captures} captures; freed "
+            out.append(f"dropped {runs}, {self.captures} captures; freed "
                        f"{self.freed_bytes:,} bytes ({self.warc_freed:,} of WARC files, "
                        f"{self.beside:,} of the index and the manifest) in "
                        f"{self.seconds:.1f}s")

@@ -392,7 +392,8 @@ def write_zim(archive: CaptureIndex, out: Path, *, site_name: str,
     try:
         from libzim.writer import Creator
     except ImportError as exc:
-        raise ZimError("ZIM export needs libzim and Pillow: pip install 'mirror[zim]'") from exc
+        raise ZimError("ZIM export needs libzim and Pillow: pip install 'mirror[zim]' (from a "
+                       "checkout: pip install -e '.[zim]')") from exc
     started = time.monotonic()
     planned = plan_export(archive, at)
     plan = {url: entry for url, entry in planned.items() if zim_kept(entry)}
@@ -411,7 +412,7 @@ def write_zim(archive: CaptureIndex, out: Path, *, site_name: str,
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp.unlink(missing_ok=True)
     creator = Creator(str(tmp)).config_indexing(True, meta.language)
-    with _stdout_to_stderr(), creator:
+    with _quiet_stdout(), creator:
         creator.set_mainpath(main.path)
         writer.write(creator)
         for name, value in meta.items():
@@ -424,12 +425,15 @@ def write_zim(archive: CaptureIndex, out: Path, *, site_name: str,
 
 
 @contextlib.contextmanager
-def _stdout_to_stderr() -> Iterator[None]:
+def _quiet_stdout() -> Iterator[None]:
     """libzim 9.2 prints its steps ("Resolve redirect", "set index") on the C library's
-    standard output, where they would mix with mirror's output: they go to stderr."""
+    standard output, where they would mix with mirror's; they say nothing a user can act
+    on, so they go nowhere (its warnings use stderr, and its errors raise)."""
     sys.stdout.flush()
     saved = os.dup(1)
-    os.dup2(2, 1)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.close(null)
     try:
         yield
     finally:
