@@ -427,6 +427,8 @@ async def test_ui_lan_on_a_phone_sized_browser(ui_lan: Served, tmp_path: Path) -
             "read-only: served on the local network"
         assert await page.locator("tr.site").count() == 1
         assert await page.locator("form[method=post], a[href='/add']").count() == 0
+        # the library fits a phone's width: no sideways scrolling
+        assert await page.evaluate("document.documentElement.scrollWidth") <= 390
         await page.screenshot(path=str(shots / "ui-lan-phone.png"), full_page=True)
         await page.click("text=Browse")
         await page.wait_for_load_state()
