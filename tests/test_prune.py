@@ -347,7 +347,7 @@ async def test_the_cli_prints_what_it_dropped_and_freed(make_site, tmp_path, cap
     assert "retention: keep_last 1\n" in out
     runs = [line.split()[1::3] for line in out.splitlines() if line.startswith("run ")]
     assert runs == [["1", "drop"], ["2", "drop"], ["3", "keep"]]
-    assert "dropped 2 runs, " in out and " of WARC files, " in out and " bytes (" in out
+    assert "dropped 2 runs, " in out and " of WARC files; " in out and " bytes (" in out
     assert run_ids(folder / "archive") == [3]
 
 

@@ -160,10 +160,12 @@ class PruneResult:
                        f"would free about {self.warc_freed:,} bytes of WARC files, and "
                        "some of the index and the manifest")
         else:
+            rest = (f"{self.beside:,} of the index and the manifest" if self.beside >= 0 else
+                    f"the index and the manifest grew by {-self.beside:,}: SQLite reuses "
+                    "its freed pages")
             out.append(f"dropped {runs}, {self.captures} captures; freed "
-                       f"{self.freed_bytes:,} bytes ({self.warc_freed:,} of WARC files, "
-                       f"{self.beside:,} of the index and the manifest) in "
-                       f"{self.seconds:.1f}s")
+                       f"{self.freed_bytes:,} bytes ({self.warc_freed:,} of WARC files; "
+                       f"{rest}) in {self.seconds:.1f}s")
         return out
 
 
