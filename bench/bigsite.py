@@ -114,7 +114,9 @@ def bigsite(args: argparse.Namespace, work: Path) -> int:
         f" pages stored {pages}, response + revisit records {records}",
         f"peak RSS {measured.max_rss_kb / 1024:.1f} MB (largest process, from wait4);"
         f" summed over the process group {max(kb for _, kb in measured.rss_samples) / 1024:.1f}"
-        " MB (sampled every 0.25 s)",
+        " MB (sampled every 0.25 s); each process's own peak (VmHWM), summed: "
+        f"{measured.peaks_sum_kb / 1024:.1f} MB over {len(measured.peaks_kb)} processes"
+        " (a bound on the group at any moment)",
         f"archive {disk_mb(work / 'archive'):.0f} MB on disk",
         *rss_profile(measured, fetching),
     ]:

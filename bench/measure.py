@@ -34,14 +34,22 @@ class Measured:
     max_rss_kb: int
     # (seconds since start, summed RSS kB of the process group), when sampling was asked for
     rss_samples: list[tuple[float, int]] = field(default_factory=list)
+    # each sampled process's own peak (VmHWM, kB): their sum bounds the group's summed RSS
+    # at any moment, even between two samples
+    peaks_kb: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def peaks_sum_kb(self) -> int:
+        return sum(self.peaks_kb.values())
 
     @property
     def cpu(self) -> float:
         return self.user + self.system
 
 
-def group_rss_kb(pgid: int) -> int:
-    """Summed VmRSS of the live processes in a process group (0 if none)."""
+def group_rss_kb(pgid: int, peaks: dict[int, int] | None = None) -> int:
+    """Summed VmRSS of the live processes in a process group (0 if none); `peaks` gets each
+    one's VmHWM (its own peak so far)."""
     total = 0
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -56,6 +64,9 @@ def group_rss_kb(pgid: int) -> int:
         for line in status.splitlines():
             if line.startswith("VmRSS:"):
                 total += int(line.split()[1])
+            elif line.startswith("VmHWM:") and peaks is not None:
+                pid = int(entry.name)
+                peaks[pid] = max(peaks.get(pid, 0), int(line.split()[1]))
     return total
 
 
@@ -66,7 +77,8 @@ def kill_group(pgid: int) -> None:
         pass
 
 
-def _wait_exit(pid: int, timeout: float, sample: bool, started: float) -> list[tuple[float, int]]:
+def _wait_exit(pid: int, timeout: float, sample: bool, started: float,
+               peaks: dict[int, int]) -> list[tuple[float, int]]:
     """Block until pid can be reaped (not reaping it), sampling RSS; ToolTimeout at the limit."""
     samples: list[tuple[float, int]] = []
     deadline = started + timeout
@@ -78,7 +90,7 @@ def _wait_exit(pid: int, timeout: float, sample: bool, started: float) -> list[t
         while True:
             now = time.perf_counter()
             if sample:
-                samples.append((now - started, group_rss_kb(pid)))
+                samples.append((now - started, group_rss_kb(pid, peaks)))
             step = min(deadline - now, RSS_SAMPLE_EVERY if sample else deadline - now)
             if step <= 0:
                 raise ToolTimeout
@@ -110,7 +122,8 @@ def run_measured(
             cwd=cwd, start_new_session=True,
         )
     try:
-        samples = _wait_exit(proc.pid, timeout, sample_rss, started)
+        peaks: dict[int, int] = {}
+        samples = _wait_exit(proc.pid, timeout, sample_rss, started, peaks)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
     except BaseException:
@@ -121,7 +134,8 @@ def run_measured(
         kill_group(proc.pid)  # leftovers of the tree (a pool worker, a child left behind)
     proc.returncode = os.waitstatus_to_exitcode(status)  # reaped above; Popen must not retry
     return Measured(
-        proc.returncode, wall, usage.ru_utime, usage.ru_stime, int(usage.ru_maxrss), samples
+        proc.returncode, wall, usage.ru_utime, usage.ru_stime, int(usage.ru_maxrss), samples,
+        peaks,
     )
 
 
