@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+# Start-up cost: `check`, `status` and `runs` load only what is imported here. asyncio,
+# rich (mirror.progress), warcio (mirror.archive.index) and aiohttp (the crawler) are
+# imported inside the commands that use them; tests/test_startup.py keeps it so.
 import argparse
-import asyncio
 import functools
 import logging
 import os
-import signal
 import sys
 import time
 import traceback
@@ -17,15 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mirror import __version__
-from mirror.archive import index
 from mirror.archive.lock import ArchiveLock, ArchiveLocked
 from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
 from mirror.config import ConfigError, SiteConfig, load_config
 from mirror.crawl.history import compare
-from mirror.crawl.progressfile import LiveProgress, RateWindow, write_progress
 from mirror.layout import ArchiveLayout
 from mirror.model import ExitCode, RunState
-from mirror.progress import ProgressDisplay, print_summary
 from mirror.report import (
     RunStatus,
     render_changes,
@@ -36,6 +34,7 @@ from mirror.report import (
 
 if TYPE_CHECKING:
     from mirror.crawl.crawler import Crawler
+    from mirror.progress import ProgressDisplay
     from mirror.schedule.timers import Site
 
 log = logging.getLogger("mirror")
@@ -198,6 +197,8 @@ def main_entry() -> None:
 
 # -- commands ------------------------------------------------------------------------------
 def cmd_ui(args: argparse.Namespace) -> int:
+    import asyncio
+
     from mirror.app.library import default_library
     from mirror.app.ui import serve_library
 
@@ -461,6 +462,8 @@ def _page_diff(args: argparse.Namespace, a: int, b: int) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    import asyncio
+
     from mirror.crawl.robotslookup import robots_rules
     from mirror.explain import explain
 
@@ -530,6 +533,8 @@ def _finish_prune(output_dir: Path) -> None:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
+    from mirror.archive import index
+
     cfg = load_config(args.config)
     layout = ArchiveLayout(cfg.site.output_dir)
     warc_dir = _existing_warc_dir(cfg, args)
@@ -596,6 +601,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    import asyncio
+
     from mirror.demo import run_demo
 
     folder = Path(args.dir).resolve()
@@ -607,6 +614,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    import asyncio
+
     from mirror.replay.serve import Site, serve_forever
 
     cfg = load_config(args.config)
@@ -765,6 +774,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 # -- running a crawl -----------------------------------------------------------------------
 def crawl(cfg: SiteConfig, *, quiet: bool, verbose: bool, new_run: bool = False,
           lock: ArchiveLock | None = None) -> int:
+    import asyncio
+
     return asyncio.run(crawl_async(cfg, quiet=quiet, verbose=verbose, new_run=new_run,
                                    lock=lock))
 
@@ -774,6 +785,7 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
     """Crawl under the archive's lock: `lock` when the caller holds it already (a scheduled
     run that waited for it), else taken here (ArchiveLocked when another process has it)."""
     from mirror.crawl.crawler import Crawler  # here: it loads aiohttp, which `check` needs not
+    from mirror.progress import ProgressDisplay, print_summary  # rich
     from mirror.runreport import write_missing_report, write_report
 
     terminal = sys.stdout.isatty()
@@ -819,6 +831,8 @@ async def _ticker(crawler: Crawler, path: Path,
                   display: ProgressDisplay | None) -> AsyncIterator[None]:
     """While the run works, every TICK seconds (the first at once): its numbers to
     progress.json, which the app reads (cron and terminal runs alike), and to the display."""
+    import asyncio
+
     task = asyncio.create_task(_tick(crawler, path, display), name="progress")
     try:
         yield
@@ -833,6 +847,10 @@ async def _ticker(crawler: Crawler, path: Path,
 
 
 async def _tick(crawler: Crawler, path: Path, display: ProgressDisplay | None) -> None:
+    import asyncio
+
+    from mirror.crawl.progressfile import LiveProgress, RateWindow, write_progress
+
     pid, started, window, warned = os.getpid(), time.time(), RateWindow(), False
     while True:
         p = crawler.progress()
@@ -854,6 +872,9 @@ async def _tick(crawler: Crawler, path: Path, display: ProgressDisplay | None) -
 def _signals(crawler: Crawler) -> Iterator[None]:
     """First SIGINT/SIGTERM: stop handing out URLs and let in-flight fetches finish.
     A second one abandons them (records are never left half-written)."""
+    import asyncio
+    import signal
+
     loop = asyncio.get_running_loop()
     hits = 0
 

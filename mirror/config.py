@@ -2,8 +2,6 @@
 
 import dataclasses
 import datetime as dt
-import difflib
-import hashlib
 import ipaddress
 import json
 import math
@@ -478,6 +476,8 @@ class SiteConfig:
         retention). Secret header values are left out: the digest is written into
         every WARC file, and a hash of a short password could be brute-forced offline.
         """
+        import hashlib  # here: it loads OpenSSL, which `check` and `status` need not
+
         settings = self._settings(redact=True)
         del settings["site"]["output_dir"]
         for name in _NOT_CRAWL:
@@ -556,6 +556,8 @@ def _syntax_message(exc: tomllib.TOMLDecodeError, text: str) -> str:
 
 
 def _hint(name: str, valid: list[str], plural: str, *, guess: bool = True) -> str:
+    import difflib  # only a wrong key comes here
+
     by_lower = {v.lower(): v for v in valid}
     close = difflib.get_close_matches(name.lower(), list(by_lower), n=1) if guess else []
     if close:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
-from typing import NamedTuple
+from typing import IO, NamedTuple
 
 
 class UrlState(StrEnum):
@@ -191,3 +191,39 @@ class Discovered(NamedTuple):
 
 
 NOTHING = Discovered(None, [])
+
+
+# --- what the WARC writer is given (built by fetch and the history stage) ---------------
+
+@dataclass(frozen=True)
+class Exchange:
+    """One HTTP exchange as sent and received, ready to archive (built by fetch)."""
+
+    url: str
+    method: str
+    target: str  # request-target, e.g. "/a?b=c"
+    request_headers: tuple[tuple[str, str], ...]
+    http_version: str  # "1.1"
+    status: int
+    reason: str
+    response_headers: tuple[tuple[str, str], ...]
+    body: IO[bytes]  # content-coded bytes as received, chunk framing removed; position 0
+    body_length: int
+    truncated: str | None = None  # WARC-Truncated reason: "length", "time", "disconnect"
+    peer_ip: str | None = None
+    payload_digest: str = ""  # "sha1:<base32>" of the body as stored, when known
+
+
+IDENTICAL = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+
+
+@dataclass(frozen=True)
+class Revisit:
+    """Write a revisit record instead of a response: the payload is already archived."""
+
+    profile: str  # IDENTICAL (block: the HTTP headers) or NOT_MODIFIED (empty block)
+    refers_to: str  # WARC-Record-ID of the record holding the payload
+    refers_to_uri: str
+    refers_to_date: str
+    payload_digest: str

@@ -22,6 +22,10 @@ from warcio.warcwriter import WARCWriter
 
 from mirror import __version__, crashpoints
 from mirror.archive.fsutil import fsync_dir
+from mirror.model import IDENTICAL as IDENTICAL  # what the writer is given: in model.py,
+from mirror.model import NOT_MODIFIED as NOT_MODIFIED  # for the pure stages without
+from mirror.model import Exchange as Exchange  # warcio; named here for the writer's
+from mirror.model import Revisit as Revisit  # callers
 from mirror.web.http import fix_response_headers, redact_request_headers
 
 try:  # ISA-L's deflate: about 10x zlib's speed on web pages, output about 5% larger
@@ -46,40 +50,6 @@ class RecordLocation:
     filename: str
     offset: int
     length: int
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """One HTTP exchange as sent and received, ready to archive (built by fetch)."""
-
-    url: str
-    method: str
-    target: str  # request-target, e.g. "/a?b=c"
-    request_headers: tuple[tuple[str, str], ...]
-    http_version: str  # "1.1"
-    status: int
-    reason: str
-    response_headers: tuple[tuple[str, str], ...]
-    body: IO[bytes]  # content-coded bytes as received, chunk framing removed; position 0
-    body_length: int
-    truncated: str | None = None  # WARC-Truncated reason: "length", "time", "disconnect"
-    peer_ip: str | None = None
-    payload_digest: str = ""  # "sha1:<base32>" of the body as stored, when known
-
-
-IDENTICAL = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
-NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
-
-
-@dataclass(frozen=True)
-class Revisit:
-    """Write a revisit record instead of a response: the payload is already archived."""
-
-    profile: str  # IDENTICAL (block: the HTTP headers) or NOT_MODIFIED (empty block)
-    refers_to: str  # WARC-Record-ID of the record holding the payload
-    refers_to_uri: str
-    refers_to_date: str
-    payload_digest: str
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mirror.archive.warcwriter import IDENTICAL, NOT_MODIFIED, Exchange, Revisit
-from mirror.model import Original, Previous, Via
+from mirror.model import IDENTICAL, NOT_MODIFIED, Exchange, Original, Previous, Revisit, Via
 
 GONE_STATUSES = frozenset({404, 410})
 

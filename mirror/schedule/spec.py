@@ -5,7 +5,6 @@ Pure: no clock, no I/O (the caller passes "now")."""
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import re
 from dataclasses import dataclass
 
@@ -101,6 +100,8 @@ def parse_schedule(text: str) -> Schedule:
     elif len(words) == 5:
         schedule = _cron(words, text)
     else:
+        import difflib  # only a wrong schedule comes here
+
         close = difflib.get_close_matches(words[0].lower(), NAMED, n=1)
         hint = f"; did you mean {close[0]!r}?" if close and len(words) < 5 else ""
         if re.match(r"[0-9*]", words[0]):

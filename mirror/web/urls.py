@@ -10,11 +10,6 @@ from functools import lru_cache
 from typing import NamedTuple
 from urllib.parse import unquote, unquote_to_bytes, urljoin, urlparse
 
-try:
-    import idna
-except ImportError:  # pragma: no cover - yarl, our HTTP stack's URL library, needs idna
-    idna = None  # type: ignore[assignment]
-
 __all__ = [
     "DEFAULT_IGNORE_QUERY", "InvalidURL", "host_of", "join", "normalize", "resolve", "site_key",
 ]
@@ -357,7 +352,9 @@ def _domain_or_ipv4(host: str) -> str:
 
 
 def _to_ascii(name: str) -> str:
-    if idna is None:  # pragma: no cover
+    try:  # here, not at the top: `mirror check` loads this module and needs no IDNA tables
+        import idna
+    except ImportError:  # pragma: no cover - yarl, our HTTP stack's URL library, needs idna
         return name.encode("idna").decode("ascii").lower()  # IDNA2003, the stdlib codec
     # IDNA2008 with UTS #46 mapping; ASCII labels (even with '_') pass as they are.
     mapped = idna.uts46_remap(name, std3_rules=False, transitional=False)

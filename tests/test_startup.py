@@ -1,0 +1,59 @@
+"""Start-up cost of the quick commands, kept without timing anything: `mirror check`,
+`status` and `runs` load none of the heavy libraries (asyncio, the HTTP stack, rich, warcio,
+OpenSSL) nor the crawler, which only `run`, `serve`, `ui` and the like need. The times are
+measured by bench/startup.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: what the quick commands must not import: libraries by top-level name, mirror's own
+#: modules by their full name
+HEAVY = frozenset({
+    "asyncio", "ssl", "hashlib", "aiohttp", "yarl", "multidict", "idna", "rich", "lxml",
+    "jinja2", "warcio",
+    "mirror.crawl.crawler", "mirror.progress", "mirror.archive.index",
+    "mirror.archive.warcwriter", "mirror.archive.manifest",
+})
+
+
+def loaded(*args: str) -> set[str]:
+    """Every module a fresh `python -X importtime ARGS` imported (checked to exit 0), by
+    full name and by top-level name."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    names = {line.rpartition("|")[2].strip() for line in proc.stderr.splitlines()
+             if line.startswith("import time:") and not line.endswith("imported package")}
+    return names | {name.partition(".")[0] for name in names}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A site file with an archive of one complete run (the bundled demo)."""
+    folder = tmp_path_factory.mktemp("startup") / "demo"
+    proc = subprocess.run([sys.executable, "-m", "mirror", "demo", str(folder), "-q"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return folder / "site.toml"
+
+
+@pytest.mark.parametrize("command", ["check", "status", "runs"])
+def test_quick_commands_load_no_heavy_module(site: Path, command: str) -> None:
+    assert loaded("-m", "mirror", command, str(site)) & HEAVY == set()
+
+
+def test_the_import_scan_sees_heavy_modules() -> None:
+    """Control for the test above: what a crawl loads is seen, by either name."""
+    seen = loaded("-c", "import mirror.crawl.crawler, mirror.progress")
+    assert {"asyncio", "aiohttp", "rich", "warcio", "mirror.crawl.crawler",
+            "mirror.archive.warcwriter"} <= seen
