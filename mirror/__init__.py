@@ -28,8 +28,9 @@ what makes a kill -9 resumable exactly):
     manifest --lease--> frontier (per-host slots, delays, backoff) --> workers
     worker: robots gate -> fetch (aiohttp) -> hand-off to a finishing task
     finishing: discover links (parsepool) -> CaptureStore.store:
-               revisit choice -> WARC append + flush -> ONE manifest transaction
-               (capture row, URL done, new URLs and links) -> frontier notified
+               revisit choice -> WARC append + flush -> the capture joins a group;
+               ONE manifest transaction per group of flushed captures (capture rows,
+               URLs done, new URLs and links) -> frontier notified
     end: WARC closed, index.cdxj rebuilt sorted from the manifest, run finished, report
     offline: index.cdxj + WARCs -> replay.captures -> serve | export | WACZ
 

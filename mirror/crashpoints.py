@@ -11,7 +11,10 @@ hook is None and a mark costs one global lookup. Tests set a hook in two ways:
   the archive folder as the disk holds it then (what a SIGKILL at that moment would leave).
 
 The kind is the kind of capture being stored ("response", "redirect", "revisit", ...: see
-`mirror.crawl.history.capture_kind`), set by the crawler in `label` while a hook is set.
+`mirror.crawl.history.capture_kind`), set by the crawler in `label` while a hook is set;
+"group" for "group:inside", which is reached only by a group of more than one capture.
+Captures are committed in groups (mirror.crawl.store.CaptureStore): "group:between" and a
+capture's "append:*" steps inside a group are crashes between two captures of one group.
 """
 
 from __future__ import annotations
@@ -23,12 +26,15 @@ from collections.abc import Callable
 #: the steps, in the order a capture (then a file, then a run) passes them
 STEPS = (
     "run:started",          # a new run and its start URLs are committed, nothing fetched
+    "group:between",        # captures of a group are flushed, uncommitted; the next one's
+                            # records are about to be appended to the same group
     "append:before",        # a capture's records are about to be appended
     "append:between",       # the response (or revisit) record is appended, not its request
     "append:unflushed",     # both records appended, not yet flushed to the OS
-    "commit:before",        # records flushed, the manifest transaction not begun
-    "commit:inside",        # inside the manifest transaction, before COMMIT
-    "commit:after",         # the transaction committed
+    "commit:before",        # records flushed, the capture waits in its group (no commit)
+    "commit:inside",        # a capture's rows written in its group's transaction, no COMMIT
+    "group:inside",         # all rows of a group of several written, before its COMMIT
+    "commit:after",         # the group's transaction committed (marked for each capture)
     "texts:inside",         # inside the transaction adding page texts to the search index
     "open:unflushed",       # a new .open file holds its warcinfo record, not yet flushed
     "rotate:before-rename",  # a full file is flushed and closed, still .open

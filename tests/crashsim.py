@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
+import math
 import shutil
 import sqlite3
 from collections import Counter
@@ -30,6 +31,7 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.checker import Checker
 
 from mirror import crashpoints
+from mirror.archive import recovery
 from mirror.archive.manifest_queries import ManifestReader
 from mirror.archive.warcread import complete_prefix
 from mirror.config import load_config
@@ -38,6 +40,9 @@ from mirror.replay.serve import start_replay_server
 from mirror.verify import check_archive
 
 PHASES = (1, 2, 3)  # run 1, the incremental run 2 (pages changed), run 3
+#: captures per group commit in every run (no time bound): groups of several form, so the
+#: steps between two captures of one group and inside a group's transaction are reached
+GROUP_SIZE = 3
 BIG = 3000  # bytes of /big, cut at MAX_BYTES: a truncated capture every run
 MAX_BYTES = 1000
 DUP = b"<!doctype html><title>dup</title><p>the same body <a href='/a'>a</a>"
@@ -129,6 +134,7 @@ class Scenario:
     site: PhasedSite
     work: Path
     clock: Clock = field(default_factory=Clock)
+    group_size: int = GROUP_SIZE
 
     def folder(self, name: str) -> Path:
         path = self.work / name
@@ -143,7 +149,8 @@ class Scenario:
         """One `mirror run` of the folder with the site as it is in `phase`: its exit code."""
         self.site.phase = phase
         result = await crawl_to_end(load_config(folder / "site.toml"), timeout=30,
-                                    clock=self.clock.for_phase(phase))
+                                    clock=self.clock.for_phase(phase),
+                                    group_size=self.group_size, group_wait=math.inf)
         return result.exit_code
 
     async def record(self, folder: Path, phase: int, keep: Callable[[str, str, int], bool],
@@ -191,6 +198,29 @@ def torn(folder: Path) -> bool:
     """Whether an .open WARC file of the folder ends in an incomplete record."""
     return any(complete_prefix(p) < p.stat().st_size
                for p in (folder / "archive" / "warc").glob("*.open"))
+
+
+def uncommitted(folder: Path) -> list[str]:
+    """The URLs of the complete captures past the last commit of the .open WARC files: what
+    start-up adopts (a group lost by the crash, flushed but not committed)."""
+    archive = folder / "archive"
+    with contextlib.closing(sqlite3.connect(archive / "manifest.sqlite3")) as db:
+        ends = dict(db.execute("SELECT filename, MAX(MAX(offset + length, req_offset + "
+                               "req_length)) FROM captures GROUP BY filename"))
+    urls = []
+    for path in recovery.open_files(archive / "warc"):
+        final = path.name.removesuffix(".open")
+        whole = archive / "whole.tmp"  # without a torn last record, as start-up cuts it
+        whole.write_bytes(path.read_bytes()[:complete_prefix(path)])
+        try:
+            start = min(ends.get(final, 0), whole.stat().st_size)
+            found, _ = recovery.scan_groups(whole, start, final)
+        finally:
+            whole.unlink()
+        for f in found:
+            urls.append(f.exchange.url)
+            f.exchange.body.close()
+    return urls
 
 
 def run_states(folder: Path) -> list[str]:

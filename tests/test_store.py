@@ -27,11 +27,13 @@ def exchange(url: str, status: int = 200, body: bytes = BODY) -> Exchange:
 
 
 class Archive:
-    def __init__(self, folder: Path, opener=None) -> None:  # noqa: ANN001 - a file opener
+    def __init__(self, folder: Path, opener=None, group_size: int = 1,  # noqa: ANN001
+                 max_bytes: int = 10**9) -> None:
         self.manifest = Manifest(folder / "manifest.sqlite3")
-        self.store = CaptureStore(self.manifest, folder / "warc", lambda *_: False)
-        self.store.writer = WarcWriter(folder / "warc", "t", 10**9, default_info("d", "t/run-1"),
-                                       opener=opener)
+        self.store = CaptureStore(self.manifest, folder / "warc", lambda *_: False,
+                                  group_size=group_size)
+        self.store.writer = WarcWriter(folder / "warc", "t", max_bytes,
+                                       default_info("d", "t/run-1"), opener=opener)
         self.run = self.manifest.start_run("2026-01-01T00:00:00Z", "d")
 
     def item(self, url: str) -> UrlItem:
@@ -67,8 +69,8 @@ class Archive:
 def archive(tmp_path):  # noqa: ANN001, ANN201
     opened: list[Archive] = []
 
-    def make(opener=None) -> Archive:  # noqa: ANN001
-        opened.append(Archive(tmp_path, opener))
+    def make(opener=None, **options) -> Archive:  # noqa: ANN001, ANN003
+        opened.append(Archive(tmp_path, opener, **options))
         return opened[-1]
 
     yield make

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import partial
 from pathlib import Path
 
@@ -64,14 +65,29 @@ class Manifest(ManifestReader):
         self._staged: dict[str, int] = {}  # the same, from the open transaction
         self._known_run = 0
         self._unindexed = 0  # texts committed since the last index_texts (about)
+        self._grouped = False  # a group() transaction is open: writes join it
         super().__init__(path)
 
     def _connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         return self._open(self.path, partial(create_or_upgrade, durable=self.durable))
 
-    def _tx(self) -> _Tx:
-        return _Tx(self.db, self._settle)
+    def _tx(self) -> AbstractContextManager[None]:
+        return nullcontext() if self._grouped else _Tx(self.db, self._settle)
+
+    @contextmanager
+    def group(self) -> Iterator[None]:
+        """One transaction for several writes (a group commit of captures): every
+        commit_capture inside it joins it, and all of them are committed at its end, or
+        none (ManifestWriteError). The search index is not updated inside a group: call
+        index_texts_due after it."""
+        assert not self._grouped, "groups do not nest"
+        with _Tx(self.db, self._settle):
+            self._grouped = True
+            try:
+                yield
+            finally:
+                self._grouped = False
 
     # -- runs ------------------------------------------------------------------------------
     def start_run(self, started_at: str, config_digest: str,
@@ -247,9 +263,9 @@ class Manifest(ManifestReader):
         note: str | None = None,
         text: PageText | None = None,
     ) -> None:
-        """One transaction: the capture row, its page's text (a revisit shares its
-        original's), the URL done (or failed), what it linked to, and a note on the page
-        (why it may need a browser), if any."""
+        """One transaction (or a part of a group's): the capture row, its page's text (a
+        revisit shares its original's), the URL done (or failed), what it linked to, and a
+        note on the page (why it may need a browser), if any."""
         with self._tx():
             text_id = self._text_id(cap.original_id, text)
             cur = self.db.execute(
@@ -277,6 +293,11 @@ class Manifest(ManifestReader):
                                 "VALUES (?,?,?)", (run_id, item.id, note))
             self._add_urls(run_id, item.id, found)
             crashpoints.reached("commit:inside")
+        if not self._grouped:
+            self.index_texts_due()
+
+    def index_texts_due(self) -> None:
+        """index_texts, once TEXT_BATCH texts wait for it."""
         if self._unindexed >= TEXT_BATCH:
             self.index_texts()
 

@@ -105,6 +105,8 @@ class Crawler:
         warc_opener: Callable[[Path], IO[bytes]] | None = None,
         new_run: bool = False,
         clock: Callable[[], datetime] = warcwriter.utc_now,
+        group_size: int | None = None,
+        group_wait: float | None = None,
     ) -> None:
         self.cfg = cfg
         self.scope = Scope.from_config(cfg)
@@ -136,7 +138,10 @@ class Crawler:
         self._usage: dict[str, tuple[int, int]] = {}  # site -> (URLs, bytes) this run
         self.discovery = Discovery(cfg, self.scope)
         self.parsers = ParserPool(cfg, self.discovery, cfg.crawl.parse_processes)
-        self.store = CaptureStore(self.manifest, self.warc_dir, self.discovery.wants_body)
+        # captures are committed in groups (store.GROUP_SIZE, GROUP_WAIT unless given)
+        self.store = CaptureStore(self.manifest, self.warc_dir, self.discovery.wants_body,
+                                  group_size=group_size, group_wait=group_wait,
+                                  committed=self._stored, failed=self._fail_run)
         self.startup = Startup(cfg, self.manifest, self.store, self.parsers.discover_in_process,
                                self._stored, force_new_run=new_run)
         self.robots = RobotsGate(self._fetch_robots, RunRobots(
@@ -216,6 +221,7 @@ class Crawler:
             delay=self.cfg.crawl.delay,
             max_pages=self.cfg.scope.max_pages,
             pages_done=self.manifest.count_done_pages(self.run_id),
+            on_dry=self.store.commit_pending,  # the group's new URLs are not leasable yet
         )
         return resumed
 
@@ -238,7 +244,7 @@ class Crawler:
             self._fail_run(str(exc), ExitCode.USAGE)
 
     def _end_files(self) -> None:
-        self.store.close()
+        self.store.close()  # the last group is committed first; a failure stops the run
         lines = (index.capture_line(row) for row in self.manifest.captures())
         n = index.write_index(self.index_path, lines)
         log.info("wrote %s (%d lines)", self.index_path, n)
@@ -330,7 +336,8 @@ class Crawler:
 
     async def _finish(self, item: UrlItem, ex: Exchange, error: str | None,
                       prev: Previous | None) -> None:
-        """Links first, then the records and the manifest commit with no await between."""
+        """Links first, then the records, with no await between; the manifest commit
+        follows with the capture's group (CaptureStore)."""
         with self._guarded(item):
             page = self.store.page(ex, prev, item=item)
             links = await self.parsers.discover(item, page)
@@ -461,17 +468,19 @@ class Crawler:
     def store_out_of_band(self, item: UrlItem, ex: Exchange,
                           found: Discovered = NOTHING) -> None:
         """Archive a fetch made outside the frontier (robots.txt), with what it links to
-        (the sitemaps a robots.txt names), if anything."""
+        (the sitemaps a robots.txt names), if anything. It is committed at once: the robots
+        gate looks for it in the manifest (RunRobots.lookup), and sitemaps are new URLs."""
         self._store(item, ex, None, None, found)
+        self.store.commit_group()
 
     def _store(self, item: UrlItem, ex: Exchange, error: str | None,
                prev: Previous | None, links: Discovered) -> None:
+        """The capture joins the store's group; `_stored` follows when it is committed."""
         self.store.store(self.run_id, item, ex, error, prev, links)
-        self._stored(item, ex, error, links[1])
 
     def _stored(self, item: UrlItem, ex: Exchange, error: str | None,
                 found: list[NewUrl]) -> None:
-        """After a capture's commit (also one adopted at start-up)."""
+        """After a capture's commit, with its group (also one adopted at start-up)."""
         self._heartbeat()
         self._failing_since.pop(item.id, None)
         log.info("%d %s (%d bytes)", ex.status, item.url, ex.body_length)

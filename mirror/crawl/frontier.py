@@ -35,6 +35,7 @@ class Frontier:
         pages_done: int = 0,
         batch: int = 512,
         clock: Callable[[], float] = time.monotonic,
+        on_dry: Callable[[], bool] = lambda: False,
     ) -> None:
         self.manifest = manifest
         self.per_host = per_host
@@ -43,6 +44,9 @@ class Frontier:
         self.pages_taken = pages_done
         self.batch = batch
         self.clock = clock
+        # commits the captures stored but not yet committed (their new URLs are not in
+        # the manifest until then); True when there were any
+        self.on_dry = on_dry
         self._queues: dict[str, deque[UrlItem]] = {}
         self._active: dict[str, int] = {}
         self._next_start: dict[str, float] = {}
@@ -70,6 +74,8 @@ class Frontier:
             item = self._pick() or (self._refill() and self._pick())
             if item:
                 return item
+            if not self._buffered and self.on_dry():
+                continue  # the URLs they found may be all there is to fetch
             if self.in_flight == 0 and self._buffered == 0 and self._nothing_due_ever():
                 self._finished = True
                 self._notify()

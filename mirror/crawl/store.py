@@ -1,9 +1,12 @@
-"""Storing a capture durably: revisit choice, WARC append and flush, one manifest commit, undo."""
+"""Storing a capture durably: revisit choice, WARC append and flush, group commit, undo."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import math
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mirror import crashpoints
@@ -12,6 +15,7 @@ from mirror.archive.manifest import (
     CaptureRow,
     Manifest,
     ManifestWriteError,
+    NewUrl,
     Original,
     Previous,
     UrlItem,
@@ -29,28 +33,72 @@ from mirror.crawl.parsepool import Page
 from mirror.model import Discovered
 from mirror.web.http import header_map, mime_of
 
+log = logging.getLogger(__name__)
+
 #: whether link discovery needs a response's body: (status, headers, truncated, the URL)
 WantsBody = Callable[[int, dict[str, str], str | None, UrlItem | None], bool]
+#: told of each capture once its group is committed: (item, exchange, error, URLs found)
+Committed = Callable[[UrlItem, Exchange, str | None, list[NewUrl]], None]
+
+#: most captures in one group, i.e. one manifest transaction (bench/README.md: the
+#: manifest's CPU per capture halves from 1 to 16, and changes little after 32)
+GROUP_SIZE = 32
+#: longest a flushed capture waits for its group's commit, in seconds, so that a slow
+#: crawl neither holds captures long nor keeps their new URLs from the frontier
+GROUP_WAIT = 0.02
 
 
 class StorageError(Exception):
     """The archive cannot be written (disk full, I/O error): the run stops, nothing is lost."""
 
 
+@dataclass(frozen=True)
+class _Pending:
+    """A capture whose records are flushed, waiting in the group for its commit."""
+
+    run_id: int
+    item: UrlItem
+    ex: Exchange
+    error: str | None
+    links: Discovered
+    loc: CaptureLocation
+    row: CaptureRow
+    kind: str  # for the crash-point tests (set while a hook is)
+
+
 class CaptureStore:
     """The single owner of the durability order. A capture's records are appended to the
-    open WARC file and flushed; then one manifest transaction records the capture, the URL's
-    outcome and the URLs it links to; if that transaction fails, the records are cut off
-    again, so the manifest never misses a record the WARC file holds. A payload the archive
-    already has (a 304 that confirms the last capture, or the same 2xx payload of the same
-    status anywhere) is written as a revisit record."""
+    open WARC file and flushed; the capture then waits in a group of flushed captures, and
+    one manifest transaction records every capture of the group, each URL's outcome and the
+    URLs they link to. If that transaction fails, the group's records are cut off again
+    (they are the tail of the open file), so the manifest never misses a record the WARC
+    file holds; a crash before it leaves flushed records past the last commit, which
+    start-up adopts in order (Startup._adopt_tail). A payload the archive already has (a
+    304 that confirms the last capture, or the same 2xx payload of the same status
+    anywhere) is written as a revisit record.
 
-    def __init__(self, manifest: Manifest, warc_dir: Path, wants_body: WantsBody) -> None:
+    A group is committed when it holds `group_size` captures, `group_wait` seconds after
+    its first one (when an event loop runs), before the WARC file rotates or closes,
+    before a revisit lookup that a capture of the group could answer, with an out-of-band
+    capture (robots.txt), and whenever the frontier runs dry (`commit_pending`): new URLs
+    are leasable only once committed. `group_size` 1 commits each capture at once."""
+
+    def __init__(self, manifest: Manifest, warc_dir: Path, wants_body: WantsBody, *,
+                 group_size: int | None = None, group_wait: float | None = None,
+                 committed: Committed | None = None,
+                 failed: Callable[[str], object] | None = None) -> None:
         self.manifest = manifest
         self.warc_dir = warc_dir
         self.wants_body = wants_body
         self.writer: WarcWriter | None = None  # opened once recovery has closed old files
         self.history = False  # an earlier run than the one stored into has captures
+        self.group_size = GROUP_SIZE if group_size is None else max(group_size, 1)
+        self.group_wait = GROUP_WAIT if group_wait is None else group_wait
+        self.committed = committed
+        self.failed = failed  # told why a group committed outside store() failed
+        self._group: list[_Pending] = []
+        self._originals: set[tuple[str, int]] = set()  # (digest, status) of its responses
+        self._timer: asyncio.TimerHandle | None = None
 
     def previous(self, run_id: int, item: UrlItem) -> Previous | None:
         """The URL's latest capture from an earlier run (no query when there is none)."""
@@ -58,29 +106,110 @@ class CaptureStore:
 
     def store(self, run_id: int, item: UrlItem, ex: Exchange, error: str | None,
               prev: Previous | None, links: Discovered) -> None:
-        """Append the capture's records, flush, commit. Raises StorageError when the archive
-        cannot be written (the URL is then not done: it is fetched again on resume)."""
+        """Append the capture's records and flush them; the capture joins the group (which
+        may be committed now). Raises StorageError when the archive cannot be written (the
+        URL is then not done: it is fetched again on resume)."""
         assert self.writer is not None
+        dedupable = history.dedupable(ex)
+        if dedupable and (ex.payload_digest, ex.status) in self._originals:
+            self.commit_group()  # the lookup sees committed captures only
         same = (self.manifest.original_by_digest(ex.payload_digest, ex.status)
-                if history.dedupable(ex) else None)
+                if dedupable else None)
         revisit, original = history.choose_revisit(ex, prev, same)
+        kind = ""
         if crashpoints.hook is not None:
-            crashpoints.label = history.capture_kind(ex, revisit, original, item.via, run_id)
+            kind = crashpoints.label = history.capture_kind(ex, revisit, original, item.via,
+                                                            run_id)
+        if self._group:
+            crashpoints.reached("group:between")
         try:
             loc = self.writer.write_capture(ex, revisit)
         except OSError as exc:
             raise StorageError(f"cannot write to the archive: {exc.strerror or exc}") from exc
+        row = capture_row(ex, loc, links.target, revisit, original, prev)
+        self._join(_Pending(run_id, item, ex, error, links, loc, row, kind))
+        crashpoints.reached("commit:before")
+        # the writer rotates before the next capture once the file is this long, and a
+        # file is closed only when the manifest has every capture in it
+        end = loc.request.offset + loc.request.length
+        if len(self._group) >= self.group_size or end >= self.writer.max_bytes:
+            self.commit_group()
+
+    def _join(self, pending: _Pending) -> None:
+        if not self._group and self.group_size > 1 and math.isfinite(self.group_wait):
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no loop: the group waits for a size or an explicit commit
+                loop = None
+            if loop is not None:
+                self._timer = loop.call_later(self.group_wait, self.commit_pending)
+        self._group.append(pending)
+        if pending.row.record_type == "response" and pending.row.truncated is None:
+            self._originals.add((pending.row.payload_digest, pending.row.status))
+
+    def commit_group(self) -> bool:
+        """Commit the captures waiting in the group, in one manifest transaction; False
+        when none waits. If the transaction fails, every record of the group is cut off
+        the WARC file again and the URLs go back to pending: StorageError."""
+        group, self._group = self._group, []
+        self._originals.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not group:
+            return False
         try:
-            self.commit(run_id, item, ex, loc, error, revisit, original, prev, links)
+            with self.manifest.group():
+                for p in group:
+                    if crashpoints.hook is not None:
+                        crashpoints.label = p.kind
+                    self.manifest.commit_capture(
+                        p.run_id, p.item, p.row, p.links.links, failed_reason=p.error,
+                        note=p.links.note, text=p.links.text)
+                if len(group) > 1:
+                    crashpoints.reached("group:inside", "group")
         except ManifestWriteError as exc:
-            self.writer.undo(loc)  # the manifest must never miss a record the WARC has
+            self._undo(group)
             raise StorageError(f"cannot update the manifest: {exc}") from exc
+        for p in group:
+            crashpoints.reached("commit:after", p.kind)
+            if self.committed is not None:
+                self.committed(p.item, p.ex, p.error, p.links.links)
+        try:
+            self.manifest.index_texts_due()
+        except ManifestWriteError as exc:  # the captures are committed: index them later
+            log.warning("search index not updated (%s); it is at the end of the run", exc)
+        return True
+
+    def commit_pending(self) -> bool:
+        """commit_group for callers that store nothing themselves (the group's timer, the
+        frontier run dry, the end of the run): a failure goes to `failed` (the run stops),
+        or is raised when no one is told."""
+        try:
+            return self.commit_group()
+        except StorageError as exc:
+            if self.failed is None:
+                raise
+            self.failed(str(exc))
+            return False
+
+    def _undo(self, group: list[_Pending]) -> None:
+        """A group whose transaction failed: its records are the tail of the open file
+        (nothing else is appended while a group waits, and a file never rotates under
+        one), so cutting back to its first record removes exactly them."""
+        assert self.writer is not None
+        self.writer.undo(group[0].loc)
+        try:
+            self.manifest.unlease([p.item.id for p in group])
+        except ManifestWriteError:  # leased URLs go back to pending on resume anyway
+            pass
 
     def commit(self, run_id: int, item: UrlItem, ex: Exchange, loc: CaptureLocation,
                error: str | None, revisit: Revisit | None, original: Original | None,
                prev: Previous | None, links: Discovered) -> None:
-        """Record a capture whose records are flushed (also one adopted at start-up) and
-        what it links to, in one manifest transaction."""
+        """Record one capture whose records are flushed, adopted at start-up, and what it
+        links to, in its own manifest transaction (in file order: a revisit's original is
+        committed before it)."""
         row = capture_row(ex, loc, links.target, revisit, original, prev)
         crashpoints.reached("commit:before")
         self.manifest.commit_capture(run_id, item, row, links.links, failed_reason=error,
@@ -116,8 +245,12 @@ class CaptureStore:
         return Page(ex.status, headers, body, ex.truncated)
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
+        """Commit the group, then close the open WARC file (rename it to its final name)."""
+        try:
+            self.commit_pending()
+        finally:
+            if self.writer is not None:
+                self.writer.close()
 
 
 def capture_row(ex: Exchange, loc: CaptureLocation, location: str | None,
