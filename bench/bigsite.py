@@ -114,9 +114,11 @@ def bigsite(args: argparse.Namespace, work: Path) -> int:
         f" pages stored {pages}, response + revisit records {records}",
         f"peak RSS {measured.max_rss_kb / 1024:.1f} MB (largest process, from wait4);"
         f" summed over the process group {max(kb for _, kb in measured.rss_samples) / 1024:.1f}"
-        " MB (sampled every 0.25 s); each process's own peak (VmHWM), summed: "
-        f"{measured.peaks_sum_kb / 1024:.1f} MB over {len(measured.peaks_kb)} processes"
-        " (a bound on the group at any moment)",
+        " MB (sampled every 0.25 s)",
+        "bounds from each process's own peak (VmHWM): all peaks at once "
+        f"{measured.peaks_sum_kb / 1024:.1f} MB over {len(measured.peaks_kb)} processes; "
+        f"of the processes alive together {measured.together_kb / 1024:.1f} MB; after the "
+        f"last sample the largest process alone {measured.max_rss_kb / 1024:.1f} MB",
         f"archive {disk_mb(work / 'archive'):.0f} MB on disk",
         *rss_profile(measured, fetching),
     ]:

@@ -34,9 +34,14 @@ class Measured:
     max_rss_kb: int
     # (seconds since start, summed RSS kB of the process group), when sampling was asked for
     rss_samples: list[tuple[float, int]] = field(default_factory=list)
-    # each sampled process's own peak (VmHWM, kB): their sum bounds the group's summed RSS
-    # at any moment, even between two samples
+    # each sampled process's own peak (VmHWM, kB); their sum bounds the group's summed RSS
+    # at any moment, even between two samples, as if every peak came at once
     peaks_kb: dict[int, int] = field(default_factory=dict)
+    # a bound on the group's summed RSS at any moment up to the last sample that counts
+    # only processes that lived at the same time: for each sample, the VmHWMs (each bounds
+    # its process's RSS until then) of the processes seen in it or in the sample before
+    # (one that ended in between), summed; the largest of these
+    together_kb: int = 0
 
     @property
     def peaks_sum_kb(self) -> int:
@@ -48,8 +53,8 @@ class Measured:
 
 
 def group_rss_kb(pgid: int, peaks: dict[int, int] | None = None) -> int:
-    """Summed VmRSS of the live processes in a process group (0 if none); `peaks` gets each
-    one's VmHWM (its own peak so far)."""
+    """Summed VmRSS of the live processes in a process group (0 if none); `peaks` gets the
+    VmHWM (own peak so far) of each process seen in this sample."""
     total = 0
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -65,8 +70,7 @@ def group_rss_kb(pgid: int, peaks: dict[int, int] | None = None) -> int:
             if line.startswith("VmRSS:"):
                 total += int(line.split()[1])
             elif line.startswith("VmHWM:") and peaks is not None:
-                pid = int(entry.name)
-                peaks[pid] = max(peaks.get(pid, 0), int(line.split()[1]))
+                peaks[int(entry.name)] = int(line.split()[1])
     return total
 
 
@@ -77,8 +81,24 @@ def kill_group(pgid: int) -> None:
         pass
 
 
+class Peaks:
+    """Each sampled process's VmHWM, and the bound of Measured.together_kb."""
+
+    def __init__(self) -> None:
+        self.by_pid: dict[int, int] = {}
+        self.together = 0
+        self._before: set[int] = set()
+
+    def add(self, seen: dict[int, int]) -> None:
+        for pid, kb in seen.items():
+            self.by_pid[pid] = max(self.by_pid.get(pid, 0), kb)
+        pids = set(seen) | self._before
+        self.together = max(self.together, sum(self.by_pid[p] for p in pids))
+        self._before = set(seen)
+
+
 def _wait_exit(pid: int, timeout: float, sample: bool, started: float,
-               peaks: dict[int, int]) -> list[tuple[float, int]]:
+               peaks: Peaks) -> list[tuple[float, int]]:
     """Block until pid can be reaped (not reaping it), sampling RSS; ToolTimeout at the limit."""
     samples: list[tuple[float, int]] = []
     deadline = started + timeout
@@ -90,7 +110,9 @@ def _wait_exit(pid: int, timeout: float, sample: bool, started: float,
         while True:
             now = time.perf_counter()
             if sample:
-                samples.append((now - started, group_rss_kb(pid, peaks)))
+                seen: dict[int, int] = {}
+                samples.append((now - started, group_rss_kb(pid, seen)))
+                peaks.add(seen)
             step = min(deadline - now, RSS_SAMPLE_EVERY if sample else deadline - now)
             if step <= 0:
                 raise ToolTimeout
@@ -122,7 +144,7 @@ def run_measured(
             cwd=cwd, start_new_session=True,
         )
     try:
-        peaks: dict[int, int] = {}
+        peaks = Peaks()
         samples = _wait_exit(proc.pid, timeout, sample_rss, started, peaks)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
@@ -135,7 +157,7 @@ def run_measured(
     proc.returncode = os.waitstatus_to_exitcode(status)  # reaped above; Popen must not retry
     return Measured(
         proc.returncode, wall, usage.ru_utime, usage.ru_stime, int(usage.ru_maxrss), samples,
-        peaks,
+        peaks.by_pid, peaks.together,
     )
 
 
