@@ -46,14 +46,15 @@ async def test_adopted_rows_equal_what_the_normal_path_commits(make_site, tmp_pa
         await scenario.finish(state.folder, state.phase, state.phase)  # restart: adopt
         expected = after[state.phase] / "archive"
         adopted = record_ids(state.folder / "archive") & record_ids(expected) - before
-        assert len(adopted) == 1, f"{state.name}: adopted {adopted}"
-        [record_id] = adopted
-        got = row_by_record(state.folder / "archive", record_id)
-        want = row_by_record(expected, record_id)
-        differ = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
-        if "links" in differ:
-            differ["links"] = (got["links"] - want["links"], want["links"] - got["links"])
-        assert not differ, f"{state.name}: the adopted row differs: {differ}"
-        if want["original_id"] is not None:
-            other_file += want["filename"] != capture_file(expected, want["original_id"])
+        # the capture stopped at, and the captures of its group flushed before it
+        assert 1 <= len(adopted) <= scenario.group_size, f"{state.name}: adopted {adopted}"
+        for record_id in adopted:
+            got = row_by_record(state.folder / "archive", record_id)
+            want = row_by_record(expected, record_id)
+            differ = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
+            if "links" in differ:
+                differ["links"] = (got["links"] - want["links"], want["links"] - got["links"])
+            assert not differ, f"{state.name}: the adopted row differs: {differ}"
+            if want["original_id"] is not None:
+                other_file += want["filename"] != capture_file(expected, want["original_id"])
     assert other_file, "no adopted revisit had its original in an earlier, closed WARC file"
