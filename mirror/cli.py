@@ -23,7 +23,7 @@ from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
 from mirror.config import ConfigError, SiteConfig, load_config
 from mirror.crawl.history import compare
 from mirror.layout import ArchiveLayout
-from mirror.model import ExitCode, RunState
+from mirror.model import SNAPSHOT_CODES, ExitCode, RunState
 from mirror.report import (
     RunStatus,
     render_changes,
@@ -276,7 +276,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     def turn() -> int:
         with scheduled_turn(layout.root, _say_in_log(layout.log)) as lock:
             code = run(lock=lock)
-        if code in SNAPSHOT and cfg.retention.enabled:  # prune takes the lock itself
+        if code in SNAPSHOT_CODES and cfg.retention.enabled:  # prune takes the lock itself
             _retention(cfg)
         return code
 
@@ -285,10 +285,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     except AlreadyWaiting as exc:
         _say_in_log(layout.log)(str(exc))
         return ExitCode.LOCKED
-
-
-#: the exit codes of a run that made a snapshot (complete, some URLs failed, a limit)
-SNAPSHOT = frozenset({ExitCode.OK, ExitCode.FAILED_URLS, ExitCode.LIMIT})
 
 
 def _then_hooks(cfg: SiteConfig, run: Callable[[], int]) -> int:

@@ -172,6 +172,10 @@ class ExitCode(IntEnum):
     INTERRUPTED = 130
 
 
+#: the exit codes of a run that made a snapshot: complete, some URLs failed, a limit reached
+SNAPSHOT_CODES = frozenset({ExitCode.OK, ExitCode.FAILED_URLS, ExitCode.LIMIT})
+
+
 class PageText(NamedTuple):
     """A page's title and visible text (extract.visible_text), for search and diffs."""
 

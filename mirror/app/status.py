@@ -13,7 +13,7 @@ from mirror.archive.lock import ArchiveLock
 from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
 from mirror.crawl.progressfile import LiveProgress, read_progress
 from mirror.layout import ArchiveLayout
-from mirror.model import UNFINISHED, ExitCode, RunState
+from mirror.model import SNAPSHOT_CODES, UNFINISHED, RunState
 from mirror.schedule.spec import Schedule, next_run, period
 from mirror.schedule.wait import waiting
 
@@ -42,7 +42,7 @@ def classify(holder: str | None, last: Run | None, live: bool) -> SiteState:
         return SiteState.NEVER_RUN
     if last.state in UNFINISHED:
         return SiteState.INTERRUPTED
-    if last.exit_code not in (ExitCode.OK, ExitCode.FAILED_URLS, ExitCode.LIMIT):
+    if last.exit_code not in SNAPSHOT_CODES:
         return SiteState.FAILED
     return SiteState.IDLE
 

@@ -14,12 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mirror.config import HooksSection
-from mirror.model import ExitCode
+from mirror.model import SNAPSHOT_CODES
 
 log = logging.getLogger(__name__)
 
-#: the exit codes of a run that made a snapshot: `after` follows them, `on_failure` the rest
-SUCCESS = frozenset({ExitCode.OK, ExitCode.FAILED_URLS, ExitCode.LIMIT})
 #: seconds a hook has to end after SIGTERM (at its timeout) before SIGKILL
 KILL_GRACE = 5.0
 
@@ -38,7 +36,7 @@ class Outcome:
 
 def choose(hooks: HooksSection, exit_code: int) -> tuple[str, str] | None:
     """(name, command) of the hook that follows a run ending with exit_code, or None."""
-    name, command = (("after", hooks.after) if exit_code in SUCCESS
+    name, command = (("after", hooks.after) if exit_code in SNAPSHOT_CODES
                      else ("on_failure", hooks.on_failure))
     return (name, command) if command.strip() else None
 

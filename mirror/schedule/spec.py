@@ -243,12 +243,6 @@ def next_run(schedule: Schedule, after: dt.datetime) -> dt.datetime | None:
     return None
 
 
-def runs_between(schedule: Schedule, after: dt.datetime, until: dt.datetime) -> bool:
-    """Whether a run is due in (after, until]."""
-    due = next_run(schedule, after)
-    return due is not None and due <= until
-
-
 def period(schedule: Schedule, at: dt.datetime) -> dt.timedelta:
     """The time between the first two runs after `at`: a day for "daily", an hour for
     "hourly", whatever a cron expression makes of that moment."""
