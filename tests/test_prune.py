@@ -432,3 +432,29 @@ async def test_the_manifest_is_compacted_when_a_prune_frees_much_of_it(make_site
     finally:
         manifest.close()
     assert path.stat().st_size < size
+
+
+def test_a_scheduled_run_prunes_by_itself_when_retention_is_set(site_in_thread, tmp_path,
+                                                                 capsys) -> None:
+    """`mirror run --scheduled` with [retention]: after each run that made a snapshot, the
+    runs no keep_* rule keeps are gone; a plain `mirror run` keeps every run."""
+    from conftest import write_config
+
+    site = site_in_thread()
+    site.page("/", '<a href="/a">a</a>')
+    site.page("/a", "<p>a page</p>")
+    toml = write_config(tmp_path, [site.base], retention={"keep_last": 1})
+    manifest = tmp_path / "archive" / "manifest.sqlite3"
+
+    def runs() -> list[int]:
+        with contextlib.closing(sqlite3.connect(manifest)) as db:
+            return [i for (i,) in db.execute("SELECT id FROM runs ORDER BY id")]
+
+    assert main(["run", str(toml), "--quiet"]) == 0
+    assert main(["run", str(toml), "--quiet"]) == 0
+    assert runs() == [1, 2]  # not scheduled: retention waits for `mirror prune`
+    assert main(["run", str(toml), "--quiet", "--scheduled"]) == 0
+    assert runs() == [3]  # keep_last 1: runs 1 and 2 dropped by the scheduled run
+    capsys.readouterr()
+    assert main(["verify", str(toml)]) == 0
+    assert "retention: dropped runs 1, 2" in (tmp_path / "archive" / "mirror.log").read_text()
