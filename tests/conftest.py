@@ -335,3 +335,31 @@ async def crawl_twice(crawl: Callable[..., Awaitable[Crawl]], base: str,
     after()
     clock.next_run()
     return first, await crawl([base], clock=clock)
+
+
+# -- PostgreSQL (the fleet): one real server per test session, a fresh database per test ---
+@pytest.fixture(scope="session")
+def pg_server_session() -> Iterator[Any]:
+    """A real PostgreSQL server (tests/pgserver.py), or a skip that says why not."""
+    import pgserver
+
+    try:
+        import psycopg  # noqa: F401 - the fleet extra
+    except ImportError:
+        pytest.skip("psycopg is not installed (pip install -e '.[fleet]')")
+    reason = pgserver.why_not()
+    if reason:
+        pytest.skip(reason)
+    with pgserver.pg_server() as server:
+        yield server
+
+
+@pytest.fixture
+def pg_dsn(pg_server_session: Any, request: pytest.FixtureRequest) -> str:
+    """The DSN of a new, empty database on the session's server."""
+    import hashlib
+
+    import pgserver
+
+    name = "t_" + hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:16]
+    return pgserver.create_database(pg_server_session, name)
