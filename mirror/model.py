@@ -144,6 +144,66 @@ class Previous:
     original: Original
 
 
+# --- a crawl shared by several workers (manifest_schema: the lease state machine) ---------
+
+@dataclass(frozen=True)
+class HostLease:
+    """A host slot leased by one worker: it alone fetches from the slot until `until`
+    (database time, ms since the epoch) or until it releases it. `owner` and `epoch` fence
+    what it writes under the lease (Manifest.commit_capture(..., lease=))."""
+
+    host_id: int  # hosts.id
+    site: str
+    slot: int
+    owner: str
+    epoch: int
+    acquired: int  # database time (ms) when it was leased
+    until: int  # database time (ms) when it expires (then another worker may take it)
+
+
+@dataclass(frozen=True)
+class HostRow:
+    """A host slot as the manifest holds it (times: database ms since the epoch)."""
+
+    id: int
+    site: str
+    slot: int
+    next_fetch_at: int
+    block_until: int
+    lease_owner: str | None
+    lease_epoch: int
+    lease_until: int
+
+
+@dataclass(frozen=True)
+class Worker:
+    """A worker of a shared crawl (times: database ms since the epoch)."""
+
+    id: str
+    run_id: int
+    started: int
+    alive: int  # its last heartbeat
+    silent: int  # ms since then, by the database's clock
+
+
+@dataclass(frozen=True)
+class FileRow:
+    """A WARC file a worker writes: open -> closed -> uploaded, or lost."""
+
+    name: str
+    worker: str
+    state: str  # open | closed | uploaded | lost
+    size: int | None
+    sha256: str | None
+
+
+class Joined(NamedTuple):
+    """The run a worker works on (Manifest.join_or_start_run): `started` when it made it."""
+
+    run_id: int
+    started: bool
+
+
 @dataclass(frozen=True)
 class Progress:
     """A crawl's live numbers at one moment (`Crawler.progress()`), for a progress display

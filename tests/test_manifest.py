@@ -4,11 +4,13 @@ still reach the database (rolled-back inserts, skipped URLs that become allowed,
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from mirror.archive.manifest import Manifest, ManifestWriteError
+from mirror.archive.manifest_queries import ManifestReader
 from mirror.model import CaptureRow, NewUrl, UrlItem
 
 A, B, C = "http://h.test/a", "http://h.test/b", "http://h.test/c"
@@ -150,6 +152,71 @@ def test_page_texts_reach_the_search_index_in_batches_and_none_is_lost(
         m.finish_run(run, "2026-01-01T01:00:00Z", "complete", 0)  # indexes the rest
         assert {h.title for h in m.search("common")} == {"Page 1", "Page 2", "Page 3",
                                                          "Page 4 again"}
+        m.db.execute("INSERT INTO texts (texts, rank) VALUES ('integrity-check', 1)")
+    finally:
+        m.close()
+
+
+def _texts(tmp_path: Path, n: int) -> tuple[Path, list[str]]:
+    """A manifest with n pages, each with a text that holds "common"."""
+    from mirror.model import PageText
+
+    path = tmp_path / "manifest.sqlite3"
+    m = Manifest(path)
+    run = m.start_run("2026-01-01T00:00:00Z", "cfg")
+    urls = [f"http://h.test/{k}" for k in range(1, n + 1)]
+    m.add_urls(run, None, [new(u) for u in urls])
+    for k, url in enumerate(urls, 1):
+        m.commit_capture(run, item(m, run, url), capture(k), [],
+                         text=PageText(f"Page {k}", f"bridges{k} common"))
+    m.finish_run(run, "2026-01-01T01:00:00Z", "complete", 0)
+    m.close()
+    return path, urls
+
+
+def test_a_search_that_matches_more_than_it_ranks_ranks_the_newest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """RANKED_AT_MOST bounds bm25's work: past it, the newest matches are ranked; under
+    it every match is. A query matching few texts is unaffected."""
+    from mirror.archive import manifest_text
+
+    path, _ = _texts(tmp_path, 6)
+    m = ManifestReader(path)
+    try:
+        assert len(m.search("common")) == 6
+        monkeypatch.setattr(manifest_text, "RANKED_AT_MOST", 4)
+        assert sorted(h.title for h in m.search("common")) == [f"Page {k}" for k in (3, 4, 5, 6)]
+        assert [h.title for h in m.search("bridges1")] == ["Page 1"]  # one match: found
+        assert len(m.search("bri*")) == 4
+    finally:
+        m.close()
+
+
+def test_a_version_4_manifest_gets_its_prefix_index_and_keeps_every_text(
+        tmp_path: Path) -> None:
+    """Schema 5 makes the full-text index again with prefix = '3', from page_texts: a
+    reader reads a version 4 file as it is, the writer upgrades it; both find the same."""
+    path, _ = _texts(tmp_path, 5)
+    with closing(sqlite3.connect(path)) as db, db:  # back to schema 4's index
+        db.execute("DROP TABLE texts")
+        db.execute("CREATE VIRTUAL TABLE texts USING fts5(title, body, content = "
+                   "'page_texts', content_rowid = 'id', tokenize = 'unicode61 "
+                   "remove_diacritics 2')")
+        db.execute("INSERT INTO texts (texts) VALUES ('rebuild')")
+        db.execute("UPDATE meta SET value='4' WHERE key='schema_version'")
+    reader = ManifestReader(path)
+    try:
+        assert len(reader.search("bri*")) == 5
+    finally:
+        reader.close()
+    m = Manifest(path)
+    try:
+        ddl = m.db.execute("SELECT sql FROM sqlite_master WHERE name='texts'").fetchone()[0]
+        assert "prefix = '3'" in ddl
+        assert m.db.execute("SELECT value FROM meta WHERE key='schema_version'"
+                            ).fetchone() == ("5",)
+        assert len(m.search("bri*")) == 5 and len(m.search("common")) == 5
+        assert m.unindexed_pages() == 0
         m.db.execute("INSERT INTO texts (texts, rank) VALUES ('integrity-check', 1)")
     finally:
         m.close()

@@ -22,6 +22,7 @@ from mirror.archive.manifest_schema import (
     SCHEMA,
     SCHEMA_VERSION,
     URL_ITEM_COLUMNS,
+    postgres,
 )
 from mirror.model import UrlItem
 
@@ -52,14 +53,21 @@ CREATE TABLE links (src INTEGER NOT NULL, dst INTEGER NOT NULL, kind TEXT NOT NU
 CREATE TABLE errors (run_id INTEGER NOT NULL, url_id INTEGER NOT NULL, error TEXT NOT NULL);
 """
 
-#: schema 1 as today's SCHEMA without the columns MIGRATIONS[1] adds
-V1_FROM_SCHEMA = re.sub(r"truncated TEXT,\n    record_type .*\n    original_id .*\n",
-                        "truncated TEXT\n", SCHEMA)
+#: schema 1 as today's SCHEMA without the columns MIGRATIONS[1] adds (text_id, which
+#: MIGRATIONS[2] adds, ends up in the type name of `truncated`), nor the URL lease columns
+#: MIGRATIONS[3] adds
+V1_FROM_SCHEMA = re.sub(
+    r"status INTEGER,\n    lease_owner .*\n    lease_epoch .*\n", "status INTEGER\n",
+    re.sub(r"truncated TEXT,\n    record_type .*\n    original_id .*\n", "truncated TEXT\n",
+           SCHEMA))
 
 A, B, C = "http://h.test/", "http://h.test/b", "http://other.test/c"
 CAPTURE_COLUMNS = ("url_id, run_id, url, warc_date, record_id, filename, offset, length, "
                    "req_offset, req_length, status, mime, payload_digest, payload_length, "
                    "etag, last_modified, location, truncated")
+#: the columns of urls in schema 1 (to 3)
+URL_COLUMNS = ("id, url, site, run_id, state, mode, depth, redirects_left, referrer, via, "
+               "tries, next_try, reason, status")
 
 
 def build(path: Path, schema: str, version: int) -> None:
@@ -101,7 +109,7 @@ def columns(db: sqlite3.Connection, table: str) -> list[str]:
 def dump(db: sqlite3.Connection) -> dict[str, list[tuple[object, ...]]]:
     """Every row of the tables schema 1 had, in the columns it had."""
     return {t: db.execute(f"SELECT {cols} FROM main.{t} ORDER BY 1, 2").fetchall()
-            for t, cols in [("meta", "key, value"), ("runs", "*"), ("urls", "*"),
+            for t, cols in [("meta", "key, value"), ("runs", "*"), ("urls", URL_COLUMNS),
                             ("captures", f"id, {CAPTURE_COLUMNS}"), ("links", "*"),
                             ("errors", "*")]}
 
@@ -147,11 +155,14 @@ def test_the_writer_upgrades_a_version_1_manifest_keeping_its_rows(v1: Path) -> 
         assert columns(m.db, "captures")[-3:] == ["record_type", "original_id", "text_id"]
         assert m.db.execute("SELECT record_type, original_id, text_id FROM captures"
                             ).fetchall() == [("response", None, None), ("response", None, None)]
+        assert columns(m.db, "urls") == [*URL_COLUMNS.split(", "), "lease_owner", "lease_epoch"]
+        assert m.db.execute("SELECT DISTINCT lease_owner, lease_epoch FROM urls"
+                            ).fetchall() == [(None, None)]
         indexes = {r[0] for r in m.db.execute(
             "SELECT name FROM sqlite_master WHERE type='index' AND sql IS NOT NULL")}
         assert indexes == {"urls_frontier", "urls_due", "captures_url", "captures_run",
                            "captures_digest", "captures_text", "latest_texts_text"}
-        assert "sessions" in {r[0] for r in m.db.execute(
+        assert {"sessions", "hosts", "workers", "files"} <= {r[0] for r in m.db.execute(
             "SELECT name FROM sqlite_master WHERE type='table'")}
         # and the crawl goes on from it: a new run, a revisit of a schema-1 capture
         run = m.start_run("2026-02-01T00:00:00Z", "cfg")
@@ -212,3 +223,56 @@ def test_a_reader_refuses_what_is_not_a_manifest(tmp_path: Path, content: bytes 
     with pytest.raises(ManifestError, match="no manifest|not a usable manifest"):
         ManifestReader(path)
     assert (path.read_bytes() if content is not None else None) == content
+
+
+#: schema 3 as today's SCHEMA without what schema 4 added: the URL lease columns and the
+#: tables of a crawl shared by several workers
+V3_FROM_SCHEMA = re.sub(
+    r"-- A crawl shared by several workers.*", "",
+    re.sub(r"status INTEGER,\n    lease_owner .*\n    lease_epoch .*\n", "status INTEGER\n",
+           SCHEMA), flags=re.S)
+
+
+def test_the_writer_upgrades_a_version_3_manifest_for_shared_crawls(tmp_path: Path) -> None:
+    """Schema 4: URL lease columns (NULL), and the hosts, workers and files tables; the
+    hosts of an unfinished run's pending URLs are made when a worker joins it."""
+    assert "lease_owner" not in V3_FROM_SCHEMA and "CREATE TABLE IF NOT EXISTS hosts" \
+        not in V3_FROM_SCHEMA and "CREATE TABLE IF NOT EXISTS errors" in V3_FROM_SCHEMA
+    path = tmp_path / "manifest.sqlite3"
+    build(path, V3_FROM_SCHEMA, 3)
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute("UPDATE runs SET state='interrupted'")
+        db.execute("UPDATE urls SET state='pending' WHERE id=2")
+    reader = ManifestReader(path)  # read as if upgraded: no lease, no hosts yet
+    try:
+        assert reader.sql.execute("SELECT lease_owner, lease_epoch FROM urls WHERE id=2"
+                                  ).fetchone() == (None, None)
+        assert reader.hosts() == [] and reader.workers() == [] and reader.files() == []
+    finally:
+        reader.close()
+    m = Manifest(path)
+    try:
+        assert m.db.execute("SELECT value FROM meta WHERE key='schema_version'"
+                            ).fetchone() == (str(SCHEMA_VERSION),)
+        assert columns(m.db, "urls")[-2:] == ["lease_owner", "lease_epoch"]
+        assert m.join_or_start_run("t", "cfg") == (1, False)
+        assert [(h.site, h.slot) for h in m.hosts()] == [("h.test", 0)]
+        [lease] = m.lease_hosts("w1", 5, 30)
+        assert [i.url for i in m.lease_urls(lease, 5)] == [B]
+    finally:
+        m.close()
+
+
+def test_the_postgresql_schema_is_the_sqlite_schema_rendered() -> None:
+    """One source: every table but the FTS5 index, in PostgreSQL's types; SQLite's implicit
+    rowid made a column where a table has no rowid alias (errors: last_error reads it)."""
+    rendered = postgres(SCHEMA)
+    tables = re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA)
+    assert re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", rendered) == tables
+    assert "texts" not in tables and "fts5" not in rendered
+    for word in ("WITHOUT ROWID", "AUTOINCREMENT", "REAL", "INTEGER", "--"):
+        assert word not in rendered
+    errors = rendered.split("CREATE TABLE IF NOT EXISTS errors", 1)[1].split(";")[0]
+    assert "rowid BIGINT GENERATED ALWAYS AS IDENTITY" in errors
+    assert postgres(MIGRATIONS[3]) == ("ALTER TABLE urls ADD COLUMN lease_owner TEXT;\n"
+                                       "ALTER TABLE urls ADD COLUMN lease_epoch BIGINT;\n")

@@ -1,24 +1,33 @@
-"""Manifest: the crawl's writer of the SQLite manifest (runs, URL states, captures, links)."""
+"""Manifest: the crawl's writer of the manifest (runs, URL states, captures, links), in a
+SQLite file or, for a crawl shared by several workers, a PostgreSQL database."""
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import partial
 from pathlib import Path
 
 from mirror import crashpoints
-from mirror.archive.manifest_queries import ManifestReader
+from mirror.archive.manifest_fleet import FleetVerbs, fence, retried
+from mirror.archive.manifest_queries import END, ManifestReader
 from mirror.archive.manifest_schema import (
     FRONTIER_URLS,
     HELD_BY_OTHERS,
     URL_ITEM_COLUMNS,
     ManifestError,
     create_or_upgrade,
+    create_or_upgrade_postgres,
+)
+from mirror.archive.sqldb import (
+    ManifestConflict,
+    ManifestWriteError,
+    PostgresDb,
+    SqlDb,
 )
 from mirror.model import (
     CaptureRow,
+    HostLease,
     NewUrl,
     Original,
     PageText,
@@ -28,8 +37,8 @@ from mirror.model import (
     UrlState,
 )
 
-__all__ = ["CaptureRow", "Manifest", "ManifestError", "ManifestWriteError", "NewUrl",
-           "Original", "Previous", "Run", "UrlItem"]
+__all__ = ["CaptureRow", "Manifest", "ManifestConflict", "ManifestError", "ManifestWriteError",
+           "NewUrl", "Original", "Previous", "Run", "UrlItem", "open_manifest"]
 
 #: URLs remembered as already in this run (see Manifest._add_urls): about 10 MB at most
 KNOWN_URLS = 50_000
@@ -48,32 +57,52 @@ _UPSERT_URL = """INSERT INTO urls (url, site, run_id, state, mode, depth, redire
     WHERE urls.run_id < excluded.run_id
        OR (urls.state='skipped' AND excluded.state='pending')
     RETURNING id"""
+_INSERT_CAPTURE = """INSERT INTO captures (url_id, run_id, url, warc_date, record_id, filename,
+      "offset", length, req_offset, req_length, status, mime, payload_digest, payload_length,
+      etag, last_modified, location, truncated, record_type, original_id, text_id)
+    VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"""
 
 
-class ManifestWriteError(ManifestError):
-    """A transaction could not be committed (disk full, I/O error); it was rolled back."""
+def open_manifest(target: Path | str, *, durable: bool = False) -> Manifest:
+    """The manifest `target` names, opened read-write: a file path (SQLite, the default), or
+    postgresql://... (a database several workers share; needs `mirror[fleet]`)."""
+    return Manifest(target, durable=durable)
 
 
-class Manifest(ManifestReader):
-    """Crawl state in one SQLite file (WAL), opened read-write: an older schema is upgraded
-    on opening. Every method is one short transaction; the queries are ManifestReader's.
-    The state machines of runs and URLs are in manifest_schema's docstring."""
+class Manifest(FleetVerbs, ManifestReader):
+    """Crawl state, opened read-write: an older schema is upgraded on opening. In a SQLite
+    file (WAL; one writer at a time) or a PostgreSQL database (several workers: the
+    verbs of FleetVerbs lease hosts to them). Every method is one short transaction; the
+    queries are ManifestReader's. The state machines are in manifest_schema's docstring."""
 
-    def __init__(self, path: Path, *, durable: bool = False) -> None:
-        self.durable = durable
+    def __init__(self, path: Path | str, *, durable: bool = False) -> None:
+        self.durable = durable  # SQLite: synchronous=FULL (PostgreSQL: the server decides)
         self._known: dict[str, int] = {}  # url -> id, committed in run self._known_run
         self._staged: dict[str, int] = {}  # the same, from the open transaction
         self._known_run = 0
+        self._sites: set[str] = set()  # sites whose host rows exist (committed)
+        self._staged_sites: set[str] = set()  # ... made by the open transaction
         self._unindexed = 0  # texts committed since the last index_texts (about)
         self._grouped = False  # a group() transaction is open: writes join it
         super().__init__(path)
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self) -> SqlDb:
+        if isinstance(self.path, str):
+            db = PostgresDb(self.path)
+            try:
+                create_or_upgrade_postgres(db)
+            except db.errors as exc:
+                db.close()
+                raise ManifestError(f"{db.name}: not a usable manifest: {exc}") from exc
+            except BaseException:
+                db.close()
+                raise
+            return db
         self.path.parent.mkdir(parents=True, exist_ok=True)
         return self._open(self.path, partial(create_or_upgrade, durable=self.durable))
 
     def _tx(self) -> AbstractContextManager[None]:
-        return nullcontext() if self._grouped else _Tx(self.db, self._settle)
+        return nullcontext() if self._grouped else self.sql.transaction(self._settle)
 
     @contextmanager
     def group(self) -> Iterator[None]:
@@ -82,7 +111,7 @@ class Manifest(ManifestReader):
         none (ManifestWriteError). The search index is not updated inside a group: call
         index_texts_due after it."""
         assert not self._grouped, "groups do not nest"
-        with _Tx(self.db, self._settle):
+        with self.sql.transaction(self._settle):
             self._grouped = True
             try:
                 yield
@@ -90,60 +119,71 @@ class Manifest(ManifestReader):
                 self._grouped = False
 
     # -- runs ------------------------------------------------------------------------------
+    @retried
     def start_run(self, started_at: str, config_digest: str,
                   seeds: Sequence[NewUrl] = ()) -> int:
         """A new run and its start URLs, in one transaction: a run killed between the two
         would resume with nothing to fetch and end 'complete' with nothing stored."""
         with self._tx():
-            cur = self.db.execute(
-                "INSERT INTO runs (started_at, state, config_digest) VALUES (?, 'running', ?)",
-                (started_at, config_digest),
-            )
-            assert cur.lastrowid is not None
-            self._add_urls(cur.lastrowid, None, seeds)
-        return cur.lastrowid
+            run_id = self._new_run(started_at, config_digest, seeds)
+        return run_id
+
+    def _new_run(self, started_at: str, config_digest: str, seeds: Sequence[NewUrl]) -> int:
+        run_id: int = self.sql.execute(
+            "INSERT INTO runs (started_at, state, config_digest) VALUES (?, 'running', ?) "
+            "RETURNING id", (started_at, config_digest)).fetchone()[0]
+        self._add_urls(run_id, None, seeds)
+        return run_id
 
     def resume_run(self, run_id: int) -> int:
         """Leased URLs of an unfinished run go back to pending; returns how many. The texts
-        a killed process had not indexed yet go into the search index first."""
+        a killed process had not indexed yet go into the search index first. Every lease
+        ends: this is the single machine's restart (a worker sharing a crawl calls
+        recover(owner), which ends only its own and the expired ones)."""
         self.index_texts()
         with self._tx():
-            self.db.execute(
+            self.sql.execute(
                 "UPDATE runs SET state='running', finished_at=NULL WHERE id=?", (run_id,)
             )
-            cur = self.db.execute("UPDATE urls SET state='pending' WHERE state='leased'")
+            cur = self.sql.execute(f"UPDATE urls SET {_TO_PENDING} WHERE state='leased'")
+            self._free_hosts()
         return cur.rowcount
 
     def begin_session(self, run_id: int, now: float) -> int:
         """This process works on `run_id` from `now` on; returns the session's id."""
         with self._tx():
-            cur = self.db.execute("INSERT INTO sessions (run_id, started, alive) "
-                                  "VALUES (?, ?, ?)", (run_id, now, now))
-        assert cur.lastrowid is not None
-        return cur.lastrowid
+            session: int = self.sql.execute(
+                "INSERT INTO sessions (run_id, started, alive) VALUES (?, ?, ?) RETURNING id",
+                (run_id, now, now)).fetchone()[0]
+        return session
 
     def touch_session(self, session_id: int, now: float) -> None:
         with self._tx():
-            self.db.execute("UPDATE sessions SET alive=? WHERE id=?", (now, session_id))
+            self.sql.execute("UPDATE sessions SET alive=? WHERE id=?", (now, session_id))
 
     def finish_run(self, run_id: int, finished_at: str, state: str, exit_code: int) -> None:
         self.index_texts()  # a finished run is searchable whole
         with self._tx():
-            self.db.execute(
+            self.sql.execute(
                 "UPDATE runs SET finished_at=?, state=?, exit_code=? WHERE id=?",
                 (finished_at, state, exit_code, run_id),
             )
 
-
     def abandon_run(self, run_id: int, finished_at: str) -> None:
         """An unfinished run left behind by `mirror run --new-run`."""
         with self._tx():
-            self.db.execute(
+            self.sql.execute(
                 "UPDATE runs SET state='abandoned', finished_at=? WHERE id=?",
                 (finished_at, run_id))
-            self.db.execute("UPDATE urls SET state='pending' WHERE state='leased'")
+            self.sql.execute(f"UPDATE urls SET {_TO_PENDING} WHERE state='leased'")
+            self._free_hosts()
+
+    def _free_hosts(self) -> None:
+        self.sql.execute("UPDATE hosts SET lease_owner=NULL, lease_until=0 "
+                         "WHERE lease_owner IS NOT NULL")
 
     # -- discovery -----------------------------------------------------------------------
+    @retried
     def add_urls(
         self, run_id: int, referrer: int | None, found: Sequence[NewUrl]
     ) -> None:
@@ -160,23 +200,25 @@ class Manifest(ManifestReader):
             self._known.clear()
             self._known_run = run_id
         known, staged = self._known, self._staged
-        for f in found:
+        for f in self._to_upsert(run_id, found) if self.sql.concurrent else found:
             if f.url in known or f.url in staged:
                 continue
-            row = self.db.execute(
+            row = self.sql.execute(
                 _UPSERT_URL,
                 (f.url, f.site, run_id,
                  UrlState.SKIPPED if f.skip_reason else UrlState.PENDING, f.mode,
                  f.depth, f.redirects_left, referrer, f.via, f.skip_reason),
             ).fetchone()
             if row is None:  # already in the manifest: look at what it holds
-                row = self.db.execute("SELECT id FROM urls WHERE url=? AND run_id=? "
-                                      "AND state != 'skipped'", (f.url, run_id)).fetchone()
+                row = self.sql.execute("SELECT id FROM urls WHERE url=? AND run_id=? "
+                                       "AND state != 'skipped'", (f.url, run_id)).fetchone()
             elif f.skip_reason:
                 row = None  # a later link may still upgrade it
+            elif f.site not in self._sites and f.site not in self._staged_sites:
+                self._add_host(f.site)  # pending: its site needs host rows
             if row is not None:
                 staged[f.url] = row[0]
-        self.db.executemany(
+        self.sql.executemany(
             "INSERT INTO sitemap_lastmod (url_id, lastmod) VALUES (?, ?) "
             "ON CONFLICT(url_id) DO UPDATE SET lastmod=excluded.lastmod",
             [(url_id, f.lastmod) for f in found
@@ -184,13 +226,36 @@ class Manifest(ManifestReader):
         if referrer is not None:
             ids = [(referrer, known.get(f.url) or staged.get(f.url), f.kind, f.url)
                    for f in found]
-            self.db.executemany("INSERT OR IGNORE INTO links (src, dst, kind) VALUES (?,?,?)",
-                                [(src, dst, kind) for src, dst, kind, _ in ids if dst])
-            self.db.executemany(
-                """INSERT OR IGNORE INTO links (src, dst, kind)
-                   SELECT ?, id, ? FROM urls WHERE url=?""",
+            self.sql.executemany("INSERT INTO links (src, dst, kind) VALUES (?,?,?) "
+                                 "ON CONFLICT DO NOTHING",
+                                 [(src, dst, kind) for src, dst, kind, _ in ids if dst])
+            self.sql.executemany(
+                """INSERT INTO links (src, dst, kind)
+                   SELECT ?, id, ? FROM urls WHERE url=? ON CONFLICT DO NOTHING""",
                 [(src, kind, url) for src, dst, kind, url in ids if not dst],
             )
+
+    def _to_upsert(self, run_id: int, found: Sequence[NewUrl]) -> list[NewUrl]:
+        """Where several workers write at once: of `found`, those the upsert may change,
+        sorted by URL (every transaction takes its row locks in that one order), after
+        staging the URLs the run holds already, read without taking a lock (an upsert
+        locks the row it conflicts with, even when it changes nothing: two workers
+        storing pages that link to each other would wait for each other)."""
+        urls = [f.url for f in found if f.url not in self._known and f.url not in self._staged]
+        if not urls:
+            return []
+        for url, url_id in self.sql.execute(
+                "SELECT url, id FROM urls WHERE url = ANY(?) AND run_id=? AND state != 'skipped'",
+                (urls, run_id)):
+            self._staged[url] = url_id
+        return sorted((f for f in found if f.url not in self._staged), key=lambda f: f.url)
+
+    def _add_host(self, site: str) -> None:
+        """The host rows (slots 0 .. host_slots - 1) of a site with a pending URL."""
+        self.sql.executemany("INSERT INTO hosts (site, slot) VALUES (?, ?) "
+                             "ON CONFLICT DO NOTHING",
+                             [(site, slot) for slot in range(self.host_slots)])
+        self._staged_sites.add(site)
 
     def _settle(self, committed: bool) -> None:
         """After a transaction: what it staged becomes known, or is forgotten."""
@@ -198,7 +263,9 @@ class Manifest(ManifestReader):
             self._known.update(self._staged)
             while len(self._known) > KNOWN_URLS:
                 del self._known[next(iter(self._known))]  # the oldest first
+            self._sites |= self._staged_sites
         self._staged.clear()
+        self._staged_sites.clear()
 
     # -- frontier ------------------------------------------------------------------------
     def lease(
@@ -217,17 +284,21 @@ class Manifest(ManifestReader):
         sql += " ORDER BY id LIMIT ?"
         params.append(limit)
         with self._tx():
-            rows = self.db.execute(sql, params).fetchall()
-            self.db.executemany(
+            rows = self.sql.execute(sql, params).fetchall()
+            self.sql.executemany(
                 "UPDATE urls SET state='leased' WHERE id=?", [(r[0],) for r in rows]
             )
         return [UrlItem(*r) for r in rows]
 
-    def unlease(self, ids: Iterable[int]) -> None:
+    @retried
+    def unlease(self, ids: Iterable[int], *, lease: HostLease | None = None) -> None:
+        """Leased URLs the frontier did not fetch go back to pending (with `lease`: only
+        those still leased under it)."""
+        check, extra = fence(lease)
         with self._tx():
-            self.db.executemany(
-                "UPDATE urls SET state='pending' WHERE id=? AND state='leased'",
-                [(i,) for i in ids],
+            self.sql.executemany(
+                f"UPDATE urls SET {_TO_PENDING} WHERE id=? AND state='leased'{check}",
+                [(i, *extra) for i in ids],
             )
 
     # -- recovery --------------------------------------------------------------------------
@@ -235,23 +306,28 @@ class Manifest(ManifestReader):
         """Forget captures that lie past the end of a file cut short (lost on power failure);
         their URLs go back to pending. Returns those URLs."""
         with self._tx():
-            rows = self.db.execute(
-                "SELECT id, url_id, url FROM captures WHERE filename=? "
-                "AND MAX(offset + length, req_offset + req_length) > ?", (filename, size),
-            ).fetchall()
-            texts = [(t,) for (t,) in self.db.execute(
-                "SELECT DISTINCT text_id FROM captures WHERE filename=? AND text_id IS NOT NULL "
-                "AND MAX(offset + length, req_offset + req_length) > ?", (filename, size))]
-            self.db.executemany("DELETE FROM captures WHERE id=?", [(r[0],) for r in rows])
-            self._drop_texts(texts)
-            self._relatest({r[1] for r in rows})
-            self.db.executemany(
-                "UPDATE urls SET state='pending', status=NULL WHERE id=? AND run_id=?",
-                [(r[1], run_id) for r in rows],
-            )
+            urls = self._forget_captures(run_id, f"filename=? AND {END} > ?", (filename, size))
+        return urls
+
+    def _forget_captures(self, run_id: int, where: str, params: Sequence[object]) -> list[str]:
+        """Delete the captures `where` names (and their texts no other capture has); their
+        URLs of run `run_id` go back to pending. Returns those URLs."""
+        rows = self.sql.execute(f"SELECT id, url_id, url FROM captures WHERE {where}",
+                                params).fetchall()
+        texts = [(t,) for (t,) in self.sql.execute(
+            f"SELECT DISTINCT text_id FROM captures WHERE {where} AND text_id IS NOT NULL",
+            params)]
+        self.sql.executemany("DELETE FROM captures WHERE id=?", [(r[0],) for r in rows])
+        self._drop_texts(texts)
+        self._relatest({r[1] for r in rows})
+        self.sql.executemany(
+            f"UPDATE urls SET {_TO_PENDING}, status=NULL WHERE id=? AND run_id=?",
+            [(r[1], run_id) for r in rows],
+        )
         return [r[2] for r in rows]
 
     # -- outcomes ------------------------------------------------------------------------
+    @retried
     def commit_capture(
         self,
         run_id: int,
@@ -262,39 +338,51 @@ class Manifest(ManifestReader):
         failed_reason: str | None = None,
         note: str | None = None,
         text: PageText | None = None,
-    ) -> None:
-        """One transaction (or a part of a group's): the capture row, its page's text (a
-        revisit shares its original's), the URL done (or failed), what it linked to, and a
-        note on the page (why it may need a browser), if any."""
+        lease: HostLease | None = None,
+    ) -> bool:
+        """One transaction (or a part of a group's): the URL done (or failed), the capture
+        row, its page's text (a revisit shares its original's), what it linked to, and a
+        note on the page (why it may need a browser), if any. With `lease` (a worker of a
+        shared crawl), only while the URL is still leased under it: else nothing is
+        written and it returns False (the worker cuts its WARC file back to before the
+        record: another worker has the URL, or will fetch it again)."""
         with self._tx():
+            state = UrlState.FAILED if failed_reason else UrlState.DONE
+            if not self._end_lease(item.id, lease, "state=?, status=?, tries=tries+1, reason=?",
+                                   (state, cap.status, failed_reason)):
+                return False
             text_id = self._text_id(cap.original_id, text)
-            cur = self.db.execute(
-                """INSERT INTO captures (url_id, run_id, url, warc_date, record_id, filename,
-                     offset, length, req_offset, req_length, status, mime, payload_digest,
-                     payload_length, etag, last_modified, location, truncated, record_type,
-                     original_id, text_id)
-                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+            cur = self.sql.execute(  # its id is needed only for latest_texts
+                _INSERT_CAPTURE if text_id is None else f"{_INSERT_CAPTURE} RETURNING id",
                 (item.id, run_id, item.url, cap.warc_date, cap.record_id, cap.filename,
                  cap.offset, cap.length, cap.req_offset, cap.req_length, cap.status, cap.mime,
                  cap.payload_digest, cap.payload_length, cap.etag, cap.last_modified,
                  cap.location, cap.truncated, cap.record_type, cap.original_id, text_id),
             )
             if text_id is not None:
-                self._latest_text(item.id, cur.lastrowid, text_id)
-            self.db.execute(
-                "UPDATE urls SET state=?, status=?, tries=tries+1, reason=? WHERE id=?",
-                (UrlState.FAILED if failed_reason else UrlState.DONE, cap.status, failed_reason,
-                 item.id),
-            )
+                self._latest_text(item.id, cur.fetchone()[0], text_id)
             if failed_reason:
                 self._log_error(run_id, item.id, failed_reason)
             if note:
-                self.db.execute("INSERT OR REPLACE INTO notes (run_id, url_id, note) "
-                                "VALUES (?,?,?)", (run_id, item.id, note))
+                self.sql.execute("INSERT INTO notes (run_id, url_id, note) VALUES (?,?,?) "
+                                 "ON CONFLICT(run_id, url_id) DO UPDATE SET note=excluded.note",
+                                 (run_id, item.id, note))
             self._add_urls(run_id, item.id, found)
             crashpoints.reached("commit:inside")
         if not self._grouped:
             self.index_texts_due()
+        return True
+
+    def _end_lease(self, url_id: int, lease: HostLease | None, changes: str,
+                   params: Sequence[object]) -> bool:
+        """Set `changes` on a URL, leaving whatever lease it had; with `lease`, only while
+        it is leased under that lease (fenced): whether it was."""
+        check, extra = fence(lease)
+        cur = self.sql.execute(
+            f"UPDATE urls SET {changes}, lease_owner=NULL, lease_epoch=NULL WHERE id=?"
+            + (f" AND state='leased'{check} RETURNING id" if lease else ""),
+            (*params, url_id, *extra))
+        return lease is None or cur.fetchone() is not None
 
     def index_texts_due(self) -> None:
         """index_texts, once TEXT_BATCH texts wait for it."""
@@ -306,47 +394,50 @@ class Manifest(ManifestReader):
         """The texts row of a capture: its original's for a revisit whose original has one
         (the same payload has the same text), else a new row for its text, if any."""
         if original_id is not None:
-            row = self.db.execute("SELECT text_id FROM captures WHERE id=?",
+            row = self.sql.execute("SELECT text_id FROM captures WHERE id=?",
                                   (original_id,)).fetchone()
             if row is not None and row[0] is not None:
                 return int(row[0])
         if text is None:
             return None
-        cur = self.db.execute("INSERT INTO page_texts (title, body) VALUES (?, ?)",
-                              (text.title or "", text.body or ""))
+        text_id: int = self.sql.execute(
+            "INSERT INTO page_texts (title, body) VALUES (?, ?) RETURNING id",
+            (text.title or "", text.body or "")).fetchone()[0]
         self._unindexed += 1
-        return cur.lastrowid
+        return text_id
 
     def _drop_texts(self, text_ids: Sequence[tuple[int]]) -> None:
         """Forget texts no capture has any more (out of the index too, if it has them)."""
         done = self._texts_indexed()
         for (text_id,) in text_ids:
-            if self.db.execute("SELECT 1 FROM captures WHERE text_id=?",
+            if self.sql.execute("SELECT 1 FROM captures WHERE text_id=?",
                                (text_id,)).fetchone():
                 continue
             if text_id <= done:
-                self.db.execute("INSERT INTO texts (texts, rowid, title, body) "
+                self.sql.execute("INSERT INTO texts (texts, rowid, title, body) "
                                 "SELECT 'delete', id, title, body FROM page_texts WHERE id=?",
                                 (text_id,))
-            self.db.execute("DELETE FROM page_texts WHERE id=?", (text_id,))
+            self.sql.execute("DELETE FROM page_texts WHERE id=?", (text_id,))
 
     def index_texts(self) -> int:
-        """Add the page texts the full-text index lacks, in one transaction; how many."""
+        """Add the page texts the full-text index lacks, in one transaction; how many. (A
+        PostgreSQL manifest has no full-text index: manifest_text.)"""
+        if self.sql.dialect != "sqlite":
+            return 0
         with self._tx():
             done = self._texts_indexed()
-            top = self.db.execute("SELECT MAX(id) FROM page_texts").fetchone()[0] or 0
+            top = self.sql.execute("SELECT MAX(id) FROM page_texts").fetchone()[0] or 0
             if top > done:
-                cur = self.db.execute(
+                cur = self.sql.execute(
                     "INSERT INTO texts (rowid, title, body) SELECT id, title, body "
                     "FROM page_texts WHERE id > ? ORDER BY id", (done,))
-                self.db.execute("INSERT OR REPLACE INTO meta VALUES ('texts_indexed', ?)",
-                                (str(top),))
+                self.sql.execute(_SET_META, ("texts_indexed", str(top)))
                 crashpoints.reached("texts:inside")
         self._unindexed = 0
         return max(cur.rowcount, 0) if top > done else 0
 
     def _latest_text(self, url_id: int, capture_id: int | None, text_id: int) -> None:
-        self.db.execute(
+        self.sql.execute(
             "INSERT INTO latest_texts (url_id, capture_id, text_id) VALUES (?, ?, ?) "
             "ON CONFLICT(url_id) DO UPDATE SET capture_id=excluded.capture_id, "
             "text_id=excluded.text_id WHERE excluded.capture_id > latest_texts.capture_id",
@@ -355,8 +446,8 @@ class Manifest(ManifestReader):
     def _relatest(self, url_ids: Iterable[int]) -> None:
         """latest_texts again for these URLs, from their captures."""
         for url_id in url_ids:
-            self.db.execute("DELETE FROM latest_texts WHERE url_id=?", (url_id,))
-            self.db.execute(
+            self.sql.execute("DELETE FROM latest_texts WHERE url_id=?", (url_id,))
+            self.sql.execute(
                 "INSERT INTO latest_texts (url_id, capture_id, text_id) "
                 "SELECT url_id, id, text_id FROM captures WHERE url_id=? AND text_id IS NOT "
                 "NULL ORDER BY id DESC LIMIT 1", (url_id,))
@@ -365,11 +456,12 @@ class Manifest(ManifestReader):
     def clear_texts(self) -> None:
         """Forget every page text (before `mirror index --search` reads them again)."""
         with self._tx():
-            self.db.execute("UPDATE captures SET text_id=NULL WHERE text_id IS NOT NULL")
-            self.db.execute("DELETE FROM latest_texts")
-            self.db.execute("INSERT INTO texts (texts) VALUES ('delete-all')")
-            self.db.execute("DELETE FROM page_texts")
-            self.db.execute("DELETE FROM meta WHERE key='texts_indexed'")
+            self.sql.execute("UPDATE captures SET text_id=NULL WHERE text_id IS NOT NULL")
+            self.sql.execute("DELETE FROM latest_texts")
+            if self.sql.dialect == "sqlite":
+                self.sql.execute("INSERT INTO texts (texts) VALUES ('delete-all')")
+            self.sql.execute("DELETE FROM page_texts")
+            self.sql.execute("DELETE FROM meta WHERE key='texts_indexed'")
 
     def set_texts(self, texts: Sequence[tuple[int, PageText | None]]) -> None:
         """Give captures their text, in one transaction: (capture id, text) in capture
@@ -377,13 +469,13 @@ class Manifest(ManifestReader):
         its original's, if that has one)."""
         with self._tx():
             for capture_id, text in texts:
-                row = self.db.execute("SELECT original_id, url_id FROM captures WHERE id=?",
+                row = self.sql.execute("SELECT original_id, url_id FROM captures WHERE id=?",
                                       (capture_id,)).fetchone()
                 if row is None:
                     continue
                 text_id = self._text_id(row[0], text)
                 if text_id is not None:
-                    self.db.execute("UPDATE captures SET text_id=? WHERE id=?",
+                    self.sql.execute("UPDATE captures SET text_id=? WHERE id=?",
                                     (text_id, capture_id))
                     self._latest_text(row[1], capture_id, text_id)
 
@@ -392,9 +484,9 @@ class Manifest(ManifestReader):
         """Record a prune's journal (JSON) before it changes anything; None: it ended."""
         with self._tx():
             if journal is None:
-                self.db.execute("DELETE FROM meta WHERE key='prune'")
+                self.sql.execute("DELETE FROM meta WHERE key='prune'")
             else:
-                self.db.execute("INSERT OR REPLACE INTO meta VALUES ('prune', ?)", (journal,))
+                self.sql.execute(_SET_META, ("prune", journal))
 
     def drop_runs(self, runs: Sequence[int], moves: Iterable[Sequence[object]],
                   journal: str) -> None:
@@ -405,101 +497,94 @@ class Manifest(ManifestReader):
         marks = ",".join("?" * len(runs))
         gone = f"run_id IN ({marks}) AND id NOT IN ({HELD_BY_OTHERS.format(marks)})"
         with self._tx():
-            texts = self.db.execute(f"SELECT DISTINCT text_id FROM captures WHERE {gone} "
+            texts = self.sql.execute(f"SELECT DISTINCT text_id FROM captures WHERE {gone} "
                                     "AND text_id IS NOT NULL", (*runs, *runs)).fetchall()
-            self.db.execute(f"DELETE FROM captures WHERE {gone}", (*runs, *runs))
+            self.sql.execute(f"DELETE FROM captures WHERE {gone}", (*runs, *runs))
             self._drop_texts(texts)
-            self._relatest([u for (u,) in self.db.execute(
+            self._relatest([u for (u,) in self.sql.execute(
                 "SELECT url_id FROM latest_texts WHERE capture_id NOT IN "
                 "(SELECT id FROM captures)").fetchall()])
-            self.db.executemany(
-                "UPDATE captures SET filename=?, offset=?, length=?, req_offset=?, "
+            self.sql.executemany(
+                'UPDATE captures SET filename=?, "offset"=?, length=?, req_offset=?, '
                 "req_length=? WHERE id=?", [(*m[1:], m[0]) for m in moves])
-            self.db.execute(f"DELETE FROM runs WHERE id IN ({marks})", runs)
+            self.sql.execute(f"DELETE FROM runs WHERE id IN ({marks})", runs)
             for table in ("sessions", "notes", "errors"):
-                self.db.execute(f"DELETE FROM {table} WHERE run_id IN ({marks})", runs)
-            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('prune', ?)", (journal,))
+                self.sql.execute(f"DELETE FROM {table} WHERE run_id IN ({marks})", runs)
+            self.sql.execute(_SET_META, ("prune", journal))
             crashpoints.reached("prune:switch-inside")
 
     def compact(self, share: float = 0.25) -> bool:
         """VACUUM when at least `share` of the file is free pages (what a large prune
         leaves; a run reuses them, so after a nightly prune of one run it is not worth
-        rewriting the file), then empty the WAL. Atomic, like any transaction."""
-        free = self.db.execute("PRAGMA freelist_count").fetchone()[0]
-        if free <= share * self.db.execute("PRAGMA page_count").fetchone()[0]:
+        rewriting the file), then empty the WAL. Atomic, like any transaction. (SQLite's:
+        PostgreSQL's autovacuum does its own; False.)"""
+        if self.sql.dialect != "sqlite":
             return False
-        self.db.execute("VACUUM")
-        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        free = self.sql.execute("PRAGMA freelist_count").fetchone()[0]
+        if free <= share * self.sql.execute("PRAGMA page_count").fetchone()[0]:
+            return False
+        self.sql.execute("VACUUM")
+        self.sql.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return True
 
     # -- politeness ------------------------------------------------------------------------
-    def skip(self, run_id: int, item: UrlItem, rule: str) -> None:
-        """A leased URL that must not be fetched after all (robots.txt, a host budget)."""
+    @retried
+    def skip(self, run_id: int, item: UrlItem, rule: str, *,
+             lease: HostLease | None = None) -> bool:
+        """A leased URL that must not be fetched after all (robots.txt, a host budget).
+        With `lease`: only while still leased under it (else False, nothing written)."""
         self._known.pop(item.url, None)  # skipped: a later link may upgrade it again
         with self._tx():
-            self.db.execute("UPDATE urls SET state='skipped', reason=? WHERE id=?",
-                            (rule, item.id))
+            done = self._end_lease(item.id, lease, "state='skipped', reason=?", (rule,))
+        return done
 
+    @retried
     def ensure_url(self, run_id: int, url: str, site: str, via: str) -> UrlItem | None:
         """Lease `url` for an out-of-band fetch (robots.txt), adding it if unknown; None
         when this run already has it done (or another worker holds it)."""
         with self._tx():
-            self.db.execute(
+            row = self.sql.execute(
                 """INSERT INTO urls (url, site, run_id, state, mode, depth, redirects_left, via)
                    VALUES (?, ?, ?, 'leased', 'requisite', 0, 0, ?)
                    ON CONFLICT(url) DO UPDATE SET run_id=excluded.run_id, state='leased',
                      tries=0, next_try=0, status=NULL
-                   WHERE urls.run_id < excluded.run_id OR urls.state IN ('pending', 'skipped')""",
-                (url, site, run_id, via))
-            row = self.db.execute(
-                f"SELECT {URL_ITEM_COLUMNS}, state, changes() FROM urls WHERE url=?",
-                (url,)).fetchone()
-        if row[8] != UrlState.LEASED or not row[9]:
-            return None
-        return UrlItem(*row[:8])
+                   WHERE urls.run_id < excluded.run_id OR urls.state IN ('pending', 'skipped')
+                   RETURNING id""",
+                (url, site, run_id, via)).fetchone()
+            if row is None:  # done in this run, or leased by another
+                return None
+            item = self.sql.execute(f"SELECT {URL_ITEM_COLUMNS} FROM urls WHERE id=?",
+                                    (row[0],)).fetchone()
+        return UrlItem(*item)
 
-    def retry_later(self, run_id: int, item: UrlItem, error: str, next_try: float) -> None:
+    @retried
+    def retry_later(self, run_id: int, item: UrlItem, error: str, next_try: float, *,
+                    lease: HostLease | None = None) -> bool:
+        """A leased URL back to pending until `next_try` (Unix time; a worker sharing a
+        crawl compares it with the database's clock). With `lease`: fenced (see skip)."""
         with self._tx():
-            self.db.execute(
-                "UPDATE urls SET state='pending', tries=tries+1, next_try=?, reason=? "
-                "WHERE id=?",
-                (next_try, error, item.id),
-            )
-            self._log_error(run_id, item.id, error)
+            done = self._end_lease(item.id, lease, "state='pending', tries=tries+1, "
+                                   "next_try=?, reason=?", (next_try, error))
+            if done:
+                self._log_error(run_id, item.id, error)
+        return done
 
-    def give_up(self, run_id: int, item: UrlItem, error: str) -> None:
+    @retried
+    def give_up(self, run_id: int, item: UrlItem, error: str, *,
+                lease: HostLease | None = None) -> bool:
+        """A leased URL failed for good. With `lease`: fenced (see skip)."""
         with self._tx():
-            self.db.execute(
-                "UPDATE urls SET state='failed', tries=tries+1, reason=? WHERE id=?",
-                (error, item.id),
-            )
-            self._log_error(run_id, item.id, error)
+            done = self._end_lease(item.id, lease, "state='failed', tries=tries+1, reason=?",
+                                   (error,))
+            if done:
+                self._log_error(run_id, item.id, error)
+        return done
 
     def _log_error(self, run_id: int, url_id: int, error: str) -> None:
-        self.db.execute("INSERT INTO errors VALUES (?, ?, ?)", (run_id, url_id, error))
+        self.sql.execute("INSERT INTO errors (run_id, url_id, error) VALUES (?, ?, ?)",
+                         (run_id, url_id, error))
 
 
-class _Tx:
-    """BEGIN IMMEDIATE ... COMMIT, ROLLBACK on error (autocommit connection)."""
-
-    def __init__(self, db: sqlite3.Connection, settle: Callable[[bool], None]) -> None:
-        self.db = db
-        self.settle = settle  # told whether the transaction committed
-
-    def __enter__(self) -> None:
-        try:
-            self.db.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:  # locked, read-only, I/O error: nothing was written
-            raise ManifestWriteError(f"manifest write failed: {exc}") from exc
-
-    def __exit__(self, exc_type: object, exc: BaseException | None, _tb: object) -> None:
-        try:
-            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
-        except sqlite3.Error as end_exc:
-            if self.db.in_transaction:
-                self.db.execute("ROLLBACK")
-            self.settle(False)
-            raise ManifestWriteError(f"manifest write failed: {end_exc}") from end_exc
-        self.settle(not exc_type)
-        if isinstance(exc, sqlite3.Error):
-            raise ManifestWriteError(f"manifest write failed: {exc}") from exc
+#: a URL's lease ends: back to pending
+_TO_PENDING = "state='pending', lease_owner=NULL, lease_epoch=NULL"
+_SET_META = "INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value"

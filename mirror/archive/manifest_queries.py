@@ -6,22 +6,33 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mirror.archive.manifest_schema import (
     FRONTIER_URLS,
     HELD_BY_OTHERS,
     URL_ITEM_COLUMNS,
     ManifestError,
+    check_postgres,
     read_as_current,
 )
 from mirror.archive.manifest_text import TextQueries
-from mirror.model import Original, Previous, Run, UrlItem
+from mirror.archive.sqldb import PostgresDb, Row, SqlDb, SqliteDb, is_database_url
+from mirror.model import FileRow, HostRow, Original, Previous, Run, UrlItem, Worker
 
-__all__ = ["ManifestError", "ManifestReader", "Original", "Previous", "PruneTargets", "Run"]
+__all__ = ["ManifestError", "ManifestReader", "Original", "Previous", "PruneTargets", "Run",
+           "open_reader"]
 
 #: the columns of an Original, from the capture `o` that holds the payload
-_ORIGINAL = ("o.id, o.url, o.warc_date, o.record_id, o.payload_digest, o.filename, o.offset, "
-             "o.mime, o.status, o.run_id")
+_ORIGINAL = ("o.id, o.url, o.warc_date, o.record_id, o.payload_digest, o.filename, "
+             'o."offset", o.mime, o.status, o.run_id')
+#: the end of a capture's records in its file (the later of response and request)
+END = ('CASE WHEN "offset" + length > req_offset + req_length THEN "offset" + length '
+       "ELSE req_offset + req_length END")
+#: the columns of runs, in the order of model.Run's fields
+_RUN = "id, started_at, finished_at, state, config_digest, exit_code"
+#: rows of a table read at a time where PostgreSQL would send them all at once
+_PAGE = 5000
 
 
 @dataclass(frozen=True)
@@ -34,6 +45,12 @@ class PruneTargets:
     #: req_length) of each capture in it that stays (none: the file goes)
     files: dict[str, list[tuple[int, int, int, int, int]]]
     revisits_without_original: int  # kept revisits whose original is unknown: unsafe
+
+
+def open_reader(target: Path | str) -> ManifestReader:
+    """The manifest `target` names, read-only: a file path (SQLite), or postgresql://...
+    (PostgreSQL; needs `mirror[fleet]`)."""
+    return ManifestReader(target)
 
 
 class ManifestReader(TextQueries):
@@ -50,18 +67,31 @@ class ManifestReader(TextQueries):
     until it is crawled again. A newer schema version is refused with ManifestError: its
     meaning is unknown to this code, so reading it could only guess."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.db = self._connect()
+    def __init__(self, path: Path | str) -> None:
+        #: a file (SQLite), or a database URL, postgresql://... (PostgreSQL)
+        self.path: Path | str = path if is_database_url(path) else Path(path)
+        self.sql: SqlDb = self._connect()
+        #: the driver's own connection (sqlite3's, or psycopg's): every query of the
+        #: manifest goes through `sql`, which speaks both dialects
+        self.db: Any = self.sql.raw
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self) -> SqlDb:
+        if isinstance(self.path, str):
+            db = PostgresDb(self.path, read_only=True)
+            try:
+                check_postgres(db)
+            except BaseException:
+                db.close()
+                raise
+            return db
         if not self.path.exists():
             raise ManifestError(f"{self.path}: no manifest (has `mirror run` run yet?)")
         return self._open(f"{self.path.resolve().as_uri()}?mode=ro", read_as_current)
 
     def _open(self, target: str | Path,
-              setup: Callable[[sqlite3.Connection, Path], object]) -> sqlite3.Connection:
+              setup: Callable[[sqlite3.Connection, Path], object]) -> SqlDb:
         """Connect (autocommit; a str is a URI) and set up; ManifestError when either fails."""
+        assert isinstance(self.path, Path)
         db = None
         try:
             db = sqlite3.connect(target, uri=isinstance(target, str), isolation_level=None)
@@ -72,47 +102,50 @@ class ManifestReader(TextQueries):
             if isinstance(exc, ManifestError):
                 raise
             raise ManifestError(f"{self.path}: not a usable manifest: {exc}") from exc
-        return db
+        return SqliteDb(db, str(self.path))
 
     def close(self) -> None:
-        self.db.close()
+        self.sql.close()
 
     def quick_check(self) -> str:
-        """'ok', or SQLite's description of the damage (run after an unclean stop)."""
+        """'ok', or SQLite's description of the damage (run after an unclean stop). A
+        PostgreSQL server recovers from a crash by itself: 'ok'."""
+        if self.sql.dialect != "sqlite":
+            return "ok"
         try:
-            rows = self.db.execute("PRAGMA quick_check").fetchall()
+            rows = self.sql.execute("PRAGMA quick_check").fetchall()
         except sqlite3.DatabaseError as exc:
             return str(exc)
         return "; ".join(" ".join(str(r[0]).split()) for r in rows[:5])
 
     # -- runs ------------------------------------------------------------------------------
     def last_run(self) -> Run | None:
-        row = self.db.execute("SELECT * FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+        row = self.sql.execute(f"SELECT {_RUN} FROM runs ORDER BY id DESC LIMIT 1").fetchone()
         return Run(*row) if row else None
 
     def runs(self) -> list[Run]:
-        return [Run(*r) for r in self.db.execute("SELECT * FROM runs ORDER BY id")]
+        return [Run(*r) for r in self.sql.execute(f"SELECT {_RUN} FROM runs ORDER BY id")]
 
     def run_time(self, run_id: int) -> tuple[float, int]:
         """(seconds the run's processes worked on it, how many processes there were)."""
-        seconds, n = self.db.execute(
+        seconds, n = self.sql.execute(
             "SELECT COALESCE(SUM(alive - started), 0), COUNT(*) FROM sessions WHERE run_id=?",
             (run_id,)).fetchone()
         return float(seconds), int(n)
 
     def run_contents(self, run_id: int) -> dict[str, tuple[int, str]]:
         """url -> (status, payload digest) of every capture in a run."""
-        rows = self.db.execute(
+        rows = self.sql.execute(
             "SELECT url, status, payload_digest FROM captures WHERE run_id=?", (run_id,))
         return {u: (s, d) for u, s, d in rows}
 
     def run_totals(self) -> dict[int, tuple[int, int]]:
         """run id -> (captures, payload bytes)."""
-        rows = self.db.execute(
+        rows = self.sql.execute(
             "SELECT run_id, COUNT(*), COALESCE(SUM(payload_length), 0) FROM captures "
             "GROUP BY run_id"
         )
-        return {r: (n, b) for r, n, b in rows}
+        return {r: (n, int(b)) for r, n, b in rows}  # int: PostgreSQL's SUM is numeric
 
     # -- the frontier and recovery --------------------------------------------------------
     def next_due(self, pages: bool = True) -> float | None:
@@ -120,18 +153,18 @@ class ManifestReader(TextQueries):
         sql = f"SELECT MIN(next_try) FROM urls WHERE state='pending' AND {FRONTIER_URLS}"
         if not pages:
             sql += " AND mode='requisite'"
-        due = self.db.execute(sql).fetchone()[0]
+        due = self.sql.execute(sql).fetchone()[0]
         return None if due is None else float(due)
 
     def count_pending(self, pages_only: bool = False) -> int:
         sql = "SELECT COUNT(*) FROM urls WHERE state IN ('pending', 'leased')"
         if pages_only:
             sql += " AND mode='page'"
-        return int(self.db.execute(sql).fetchone()[0])
+        return int(self.sql.execute(sql).fetchone()[0])
 
     def item_for(self, run_id: int, url: str) -> UrlItem | None:
         """The URL as a work item if this run still has to fetch it (pending or leased)."""
-        row = self.db.execute(
+        row = self.sql.execute(
             f"SELECT {URL_ITEM_COLUMNS} FROM urls "
             "WHERE url=? AND run_id=? AND state IN ('pending', 'leased')", (url, run_id),
         ).fetchone()
@@ -139,33 +172,44 @@ class ManifestReader(TextQueries):
 
     def committed_ends(self) -> dict[str, int]:
         """For each WARC file: the offset just past the last record the manifest knows."""
-        return dict(self.db.execute(
-            "SELECT filename, MAX(MAX(offset + length, req_offset + req_length)) "
-            "FROM captures GROUP BY filename"
-        ).fetchall())
+        return {name: int(end) for name, end in self.sql.execute(
+            f"SELECT filename, MAX({END}) FROM captures GROUP BY filename").fetchall()}
 
     # -- captures --------------------------------------------------------------------------
-    def captures(self, run_id: int | None = None) -> Iterator[sqlite3.Row]:
-        cur = self.db.cursor()
-        cur.row_factory = sqlite3.Row
-        if run_id is None:
-            yield from cur.execute("SELECT * FROM captures ORDER BY id")
-        else:
-            yield from cur.execute("SELECT * FROM captures WHERE run_id=? ORDER BY id", (run_id,))
+    def captures(self, run_id: int | None = None) -> Iterator[Row]:
+        """Every capture row (of one run), by id: rows read by column name."""
+        where, params = ("", ()) if run_id is None else ("run_id=? AND ", (run_id,))
+        if self.sql.dialect == "sqlite":  # one cursor, read as it goes
+            cur = self.db.cursor()
+            cur.row_factory = sqlite3.Row
+            yield from cur.execute(f"SELECT * FROM captures {'WHERE run_id=? ' if where else ''}"
+                                   "ORDER BY id", params)
+            return
+        last = 0  # a page at a time: PostgreSQL sends a query's rows all at once
+        while True:
+            cur = self.sql.execute(f"SELECT * FROM captures WHERE {where}id > ? ORDER BY id "
+                                   f"LIMIT {_PAGE}", (*params, last))
+            names = [d[0] for d in cur.description]
+            rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+            yield from rows
+            if len(rows) < _PAGE:
+                return
+            last = rows[-1]["id"]
 
     def capture_in_run(self, run_id: int | None, url: str) -> Original | None:
         """The latest capture of `url` in a run (None: in any run), with its payload's record."""
-        row = self.db.execute(
+        in_run = "" if run_id is None else "AND c.run_id=? "
+        row = self.sql.execute(
             f"SELECT {_ORIGINAL} FROM captures c JOIN captures o "
-            "ON o.id = COALESCE(c.original_id, c.id) WHERE c.url=? "
-            "AND (c.run_id=? OR ? IS NULL) ORDER BY c.id DESC LIMIT 1",
-            (url, run_id, run_id)).fetchone()
+            f"ON o.id = COALESCE(c.original_id, c.id) WHERE c.url=? {in_run}"
+            "ORDER BY c.id DESC LIMIT 1",
+            (url,) if run_id is None else (url, run_id)).fetchone()
         return Original(*row) if row else None
 
     def original_by_digest(self, digest: str, status: int) -> Original | None:
         """The first complete response record with this payload digest and status, in any
         run (a revisit never stands for an answer of another status)."""
-        row = self.db.execute(
+        row = self.sql.execute(
             f"SELECT {_ORIGINAL} FROM captures o WHERE o.payload_digest=? "
             "AND o.record_type='response' AND o.truncated IS NULL AND o.status=? "
             "ORDER BY o.id LIMIT 1",
@@ -176,7 +220,7 @@ class ManifestReader(TextQueries):
     def original_by_record(self, record_id: str, digest: str) -> Original | None:
         """The capture whose record a revisit refers to (WARC-Refers-To), found through the
         payload digest they share."""
-        row = self.db.execute(
+        row = self.sql.execute(
             f"SELECT {_ORIGINAL} FROM captures o WHERE o.payload_digest=? "
             "AND o.record_type='response' AND o.truncated IS NULL AND o.record_id=?",
             (digest, record_id),
@@ -185,14 +229,14 @@ class ManifestReader(TextQueries):
 
     def has_captures_before(self, run_id: int) -> bool:
         """Whether an earlier run stored anything (else no URL has a previous capture)."""
-        return self.db.execute("SELECT 1 FROM captures WHERE run_id<? LIMIT 1",
-                               (run_id,)).fetchone() is not None
+        return self.sql.execute("SELECT 1 FROM captures WHERE run_id<? LIMIT 1",
+                                (run_id,)).fetchone() is not None
 
     def previous_capture(self, url_id: int, run_id: int) -> Previous | None:
         """The URL's latest capture from an earlier run, with the record holding its payload.
         A not-modified capture stands for the capture it confirmed: it has that one's status
         (else the run after it would not revalidate, and would fetch the page whole)."""
-        row = self.db.execute(
+        row = self.sql.execute(
             f"""SELECT CASE c.record_type WHEN 'not-modified' THEN o.status ELSE c.status END,
                        c.etag, c.last_modified, c.truncated, {_ORIGINAL}
                 FROM captures c JOIN captures o ON o.id = COALESCE(c.original_id, c.id)
@@ -206,7 +250,7 @@ class ManifestReader(TextQueries):
     # -- prune (mirror.archive.prune) ------------------------------------------------------
     def prune_journal(self) -> str | None:
         """The journal of a prune that has not ended (JSON), or None."""
-        row = self.db.execute("SELECT value FROM meta WHERE key='prune'").fetchone()
+        row = self.sql.execute("SELECT value FROM meta WHERE key='prune'").fetchone()
         return None if row is None else str(row[0])
 
     def prune_targets(self, runs: Sequence[int]) -> PruneTargets:
@@ -215,52 +259,51 @@ class ManifestReader(TextQueries):
         marks = ",".join("?" * len(runs))
         held = HELD_BY_OTHERS.format(marks)
         gone = f"run_id IN ({marks}) AND id NOT IN ({held})"
-        count = self.db.execute(f"SELECT COUNT(*) FROM captures WHERE {gone}",
-                                (*runs, *runs)).fetchone()[0]
-        kept = self.db.execute(f"SELECT COUNT(*) FROM captures WHERE run_id IN ({marks}) "
-                               f"AND id IN ({held})", (*runs, *runs)).fetchone()[0]
+        count = self.sql.execute(f"SELECT COUNT(*) FROM captures WHERE {gone}",
+                                 (*runs, *runs)).fetchone()[0]
+        kept = self.sql.execute(f"SELECT COUNT(*) FROM captures WHERE run_id IN ({marks}) "
+                                f"AND id IN ({held})", (*runs, *runs)).fetchone()[0]
         files: dict[str, list[tuple[int, int, int, int, int]]] = {
-            name: [] for (name,) in self.db.execute(
+            name: [] for (name,) in self.sql.execute(
                 f"SELECT DISTINCT filename FROM captures WHERE {gone}", (*runs, *runs))}
         if files:
             names = ",".join("?" * len(files))
-            for name, cid, offset, length, req_offset, req_length in self.db.execute(
-                    f"SELECT filename, id, offset, length, req_offset, req_length FROM captures "
+            for name, cid, offset, length, req_offset, req_length in self.sql.execute(
+                    'SELECT filename, id, "offset", length, req_offset, req_length FROM captures '
                     f"WHERE filename IN ({names}) AND (run_id NOT IN ({marks}) OR id IN "
                     f"({held})) ORDER BY id", (*files, *runs, *runs)):
                 files[name].append((cid, offset, length, req_offset, req_length))
-        orphans = self.db.execute(
+        orphans = self.sql.execute(
             f"SELECT COUNT(*) FROM captures WHERE run_id NOT IN ({marks}) "
             "AND record_type != 'response' AND original_id IS NULL", runs).fetchone()[0]
         return PruneTargets(int(count), int(kept), files, int(orphans))
 
     # -- a run's numbers, for reports and status ---------------------------------------------
     def count_captures(self, run_id: int) -> int:
-        return int(
-            self.db.execute("SELECT COUNT(*) FROM captures WHERE run_id=?", (run_id,)).fetchone()[0]
-        )
+        return int(self.sql.execute("SELECT COUNT(*) FROM captures WHERE run_id=?",
+                                    (run_id,)).fetchone()[0])
 
     def count_done_pages(self, run_id: int) -> int:
-        return int(self.db.execute(
+        return int(self.sql.execute(
             "SELECT COUNT(*) FROM urls WHERE run_id=? AND mode='page' "
             "AND state IN ('done', 'failed', 'leased')", (run_id,)
         ).fetchone()[0])
 
     def host_usage(self, run_id: int) -> dict[str, tuple[int, int]]:
         """site -> (URLs fetched, body bytes) in this run, for the per-host budgets."""
-        rows = self.db.execute(
+        rows = self.sql.execute(
             "SELECT u.site, COUNT(*), COALESCE(SUM(c.payload_length), 0) FROM captures c "
             "JOIN urls u ON u.id = c.url_id WHERE c.run_id=? GROUP BY u.site", (run_id,))
-        return {s: (n, b) for s, n, b in rows}
+        return {s: (n, int(b)) for s, n, b in rows}
 
     def url_states(self, run_id: int) -> dict[str, int]:
-        rows = self.db.execute(
+        rows = self.sql.execute(
             "SELECT state, COUNT(*) FROM urls WHERE run_id=? GROUP BY state", (run_id,)
         )
         return {s: n for s, n in rows}
 
     def skip_counts(self, run_id: int) -> dict[str, int]:
-        rows = self.db.execute(
+        rows = self.sql.execute(
             "SELECT reason, COUNT(*) FROM urls WHERE run_id=? AND state='skipped' "
             "GROUP BY reason ORDER BY 2 DESC", (run_id,)
         )
@@ -269,7 +312,7 @@ class ManifestReader(TextQueries):
     def skipped_urls(self, run_id: int, per_rule: int = 1000) -> dict[str, list[str]]:
         """The skipped URLs of a run by rule (at most `per_rule` of each), for the report."""
         out: dict[str, list[str]] = {}
-        for url, rule in self.db.execute(
+        for url, rule in self.sql.execute(
                 "SELECT url, reason FROM urls WHERE run_id=? AND state='skipped' "
                 "ORDER BY reason, id", (run_id,)):
             urls = out.setdefault(rule, [])
@@ -278,20 +321,20 @@ class ManifestReader(TextQueries):
         return out
 
     def failed(self, run_id: int) -> list[tuple[str, str]]:
-        return self.db.execute(
+        return self.sql.execute(
             "SELECT url, COALESCE(reason, 'HTTP ' || status) FROM urls "
             "WHERE run_id=? AND state='failed' ORDER BY url", (run_id,)
         ).fetchall()
 
     def last_error(self, run_id: int) -> str | None:
-        row = self.db.execute(
+        row = self.sql.execute(
             "SELECT u.url || ': ' || e.error FROM errors e JOIN urls u ON u.id = e.url_id "
             "WHERE e.run_id=? ORDER BY e.rowid DESC LIMIT 1", (run_id,),
         ).fetchone()
         return row[0] if row else None
 
     def error_counts(self, run_id: int, limit: int = 10) -> list[tuple[str, int]]:
-        return self.db.execute(
+        return self.sql.execute(
             "SELECT error, COUNT(*) FROM errors WHERE run_id=? GROUP BY error "
             "ORDER BY 2 DESC, 1 LIMIT ?", (run_id, limit)
         ).fetchall()
@@ -299,7 +342,7 @@ class ManifestReader(TextQueries):
     def broken_links(self, run_id: int, limit: int = 50) -> list[tuple[str, int | None, str]]:
         """(target URL, status or None, a page linking to it) for 4xx/5xx/failed targets.
         A robots.txt is no page: the /sitemap.xml guessed for it may well be missing."""
-        return self.db.execute(
+        return self.sql.execute(
             """SELECT d.url, d.status, MIN(s.url) FROM urls d
                  JOIN links l ON l.dst = d.id JOIN urls s ON s.id = l.src
                WHERE d.run_id=? AND (d.state='failed' OR d.status >= 400)
@@ -310,7 +353,7 @@ class ManifestReader(TextQueries):
 
     def count_broken_links(self, run_id: int) -> int:
         """How many targets broken_links would list without its limit."""
-        return int(self.db.execute(
+        return int(self.sql.execute(
             """SELECT COUNT(DISTINCT d.id) FROM urls d JOIN links l ON l.dst = d.id
                  JOIN urls s ON s.id = l.src
                WHERE d.run_id=? AND (d.state='failed' OR d.status >= 400)
@@ -319,14 +362,14 @@ class ManifestReader(TextQueries):
 
     def needs_browser(self, run_id: int) -> list[tuple[str, str]]:
         """(url, why) of the pages of a run that may need a browser to archive."""
-        return self.db.execute(
+        return self.sql.execute(
             "SELECT u.url, n.note FROM notes n JOIN urls u ON u.id = n.url_id "
             "WHERE n.run_id=? ORDER BY u.url", (run_id,)).fetchall()
 
     def unreachable_hosts(self, run_id: int, prefix: str) -> list[tuple[str, str, int]]:
         """(host, reason, URLs) of the hosts whose URLs failed with a reason starting with
         `prefix` ("host unreachable: "), by host."""
-        rows = self.db.execute(
+        rows = self.sql.execute(
             "SELECT site, reason, COUNT(*) FROM urls WHERE run_id=? AND state='failed' "
             "AND substr(reason, 1, ?) = ? GROUP BY site, reason ORDER BY site",
             (run_id, len(prefix), prefix))
@@ -337,32 +380,60 @@ class ManifestReader(TextQueries):
         redirect or robots.txt of the run leads to: every link to them is from a sitemap
         (a URL via 'sitemap' fetched as a requisite; the pages a sitemap lists are via
         'sitemap' too, but pages). Links from URLs of earlier runs only do not count."""
-        return int(self.db.execute(
+        return int(self.sql.execute(
             """SELECT COUNT(*) FROM (
                  SELECT l.dst FROM links l JOIN urls s ON s.id = l.src WHERE s.run_id = ?
-                 GROUP BY l.dst HAVING MIN(s.via = 'sitemap' AND s.mode = 'requisite') = 1
-               ) AS only JOIN urls d ON d.id = only.dst
+                 GROUP BY l.dst HAVING MIN(CASE WHEN s.via = 'sitemap'
+                                           AND s.mode = 'requisite' THEN 1 ELSE 0 END) = 1
+               ) AS linked JOIN urls d ON d.id = linked.dst
                WHERE d.run_id = ? AND d.mode = 'page' AND d.state = 'done'
                  AND d.via != 'start'""", (run_id, run_id)).fetchone()[0])
 
     def count_pages(self) -> int:
         """URLs with an HTML capture in any run: the pages the archive can show."""
-        return int(self.db.execute(
+        return int(self.sql.execute(
             "SELECT COUNT(DISTINCT url_id) FROM captures "
             "WHERE mime IN ('text/html', 'application/xhtml+xml')").fetchone()[0])
 
     def capture_stats(self, run_id: int) -> dict[str, object]:
-        status = dict(self.db.execute(
+        status = dict(self.sql.execute(
             "SELECT CASE status WHEN 304 THEN 'not modified' ELSE (status / 100) || 'xx' END, "
             "COUNT(*) FROM captures WHERE run_id=? GROUP BY 1",
             (run_id,),
         ).fetchall())
-        mimes = dict(self.db.execute(
+        mimes = dict(self.sql.execute(
             "SELECT mime, COUNT(*) FROM captures WHERE run_id=? GROUP BY mime "
             "ORDER BY 2 DESC LIMIT 10", (run_id,),
         ).fetchall())
-        row = self.db.execute(
+        row = self.sql.execute(
             "SELECT COALESCE(SUM(payload_length), 0), COALESCE(SUM(length + req_length), 0) "
             "FROM captures WHERE run_id=?", (run_id,),
         ).fetchone()
-        return {"status": status, "mime": mimes, "payload_bytes": row[0], "warc_bytes": row[1]}
+        return {"status": status, "mime": mimes, "payload_bytes": int(row[0]),
+                "warc_bytes": int(row[1])}
+
+    # -- a crawl shared by several workers (the state machines: manifest_schema) ----------
+    def workers(self) -> list[Worker]:
+        """Every worker that registered, with how long ago (database time) it was alive."""
+        now = self.sql.now_ms
+        return [Worker(*r) for r in self.sql.execute(
+            f"SELECT id, run_id, started, alive, {now} - alive FROM workers ORDER BY id")]
+
+    def lost_workers(self, after: float) -> list[str]:
+        """The workers whose last heartbeat is more than `after` seconds old."""
+        return [w for (w,) in self.sql.execute(
+            f"SELECT id FROM workers WHERE alive < {self.sql.now_ms} - ? ORDER BY id",
+            (int(after * 1000),))]
+
+    def hosts(self) -> list[HostRow]:
+        """Every host slot: its politeness times and its lease, if it has one."""
+        return [HostRow(*r) for r in self.sql.execute(
+            "SELECT id, site, slot, next_fetch_at, block_until, lease_owner, lease_epoch, "
+            "lease_until FROM hosts ORDER BY site, slot")]
+
+    def files(self, worker: str | None = None) -> list[FileRow]:
+        """The WARC files workers wrote (one worker's), by name."""
+        mine = "" if worker is None else "WHERE worker=? "
+        return [FileRow(*r) for r in self.sql.execute(
+            f"SELECT name, worker, state, size, sha256 FROM files {mine}ORDER BY name",
+            () if worker is None else (worker,))]

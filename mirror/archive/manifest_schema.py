@@ -12,6 +12,8 @@ A run (runs.state); Manifest's methods make each step:
                                   again, after PRAGMA quick_check
     interrupted -> running        resume_run: the next `mirror run`
     running | interrupted -> abandoned   abandon_run: `mirror run --new-run`
+    (none)      -> running        join_or_start_run: the first worker of a shared crawl (the
+                                  others join the run; interrupted -> running likewise)
 
 complete, limit and abandoned are final: the next `mirror run` starts a new run. Nothing
 else is written: there is no failed run (a run's failures are URL states).
@@ -50,14 +52,62 @@ A URL (urls.state) belongs to the run that last discovered it (urls.run_id); the
 
 A new link to a URL the current run already holds, other than as skipped, adds only a links
 row.
+
+A crawl shared by several workers (DISTRIBUTED.md §5.2; the same tables in SQLite and in
+PostgreSQL) leases hosts, not URLs one by one. All times are the database's own, in
+milliseconds since the epoch (a worker's clock never decides a lease). A host slot
+(hosts: one row per site and slot, slot 0 made when the site's first URL is found):
+
+    free    -> leased         lease_hosts: next_fetch_at <= now, block_until <= now, and the
+                              site has a due pending URL; lease_epoch becomes one more than
+                              any of the site's, lease_until = now + ttl
+    leased  -> leased         lease_hosts by anyone, once expired (lease_until <= now, due as
+                              above): taken over; the URLs leased under the old lease go
+                              back to pending first
+    leased  -> leased         renew_host: lease_until = now + ttl, while owner and epoch match
+    leased  -> free           release_host: next_fetch_at = now + delay (the politeness delay,
+                              Crawl-delay); the URLs still leased under it go back to pending;
+                              recover: every lease of the worker (a restart), and every
+                              expired lease of anyone
+    any     -> any            block_host: block_until = now + seconds (Retry-After), for every
+                              slot of the site; it never moves back
+
+A URL leased under a host lease carries its owner and epoch (urls.lease_owner, lease_epoch;
+NULL in every other state, and for the single machine's lease):
+
+    pending -> leased         lease_urls(host lease, k): the slot's lease is still held
+    leased  -> done | failed | pending | skipped   commit_capture, retry_later, give_up, skip,
+                              with `lease=`: only while owner and epoch still match (fenced);
+                              otherwise nothing is written and they return False (the worker
+                              cuts its WARC file back to before the record)
+    leased  -> pending        release_host, a takeover of an expired lease, recover, mark_lost
+
+A worker (workers): register_worker makes or restarts its row (started, alive), heartbeat
+refreshes alive; lost_workers names those silent for longer than asked. A WARC file a worker
+writes (files):
+
+    (none) -> open -> closed -> uploaded   open_file, close_file (size, sha256), mark_uploaded
+    open | closed -> lost     mark_lost(worker): the worker is gone with its disk; the captures
+                              in its files are forgotten and their URLs go back to pending,
+                              to be fetched once more. A worker that comes back finds its
+                              files lost (close_file and mark_uploaded return False) and
+                              deletes them instead of uploading them
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
+from typing import Any
 
-SCHEMA_VERSION = 3
+from mirror.archive.sqldb import ManifestError, SqlDb
+
+__all__ = ["INDEXES", "MIGRATIONS", "READ_AS_CURRENT", "SCHEMA", "SCHEMA_VERSION",
+           "ManifestError", "create_or_upgrade", "create_or_upgrade_postgres", "postgres",
+           "read_as_current", "schema_version"]
+
+SCHEMA_VERSION = 5
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -85,7 +135,9 @@ CREATE TABLE IF NOT EXISTS urls (
     tries INTEGER NOT NULL DEFAULT 0,
     next_try REAL NOT NULL DEFAULT 0,
     reason TEXT,                    -- skip rule or last error
-    status INTEGER
+    status INTEGER,
+    lease_owner TEXT,               -- leased by a worker under a host lease (lease_hosts):
+    lease_epoch INTEGER             -- which worker, under which lease (NULL otherwise)
 );
 CREATE INDEX IF NOT EXISTS urls_frontier ON urls (state, id);
 CREATE INDEX IF NOT EXISTS urls_due ON urls (state, next_try);
@@ -97,7 +149,7 @@ CREATE TABLE IF NOT EXISTS captures (
     warc_date TEXT NOT NULL,
     record_id TEXT NOT NULL,
     filename TEXT NOT NULL,
-    offset INTEGER NOT NULL,
+    "offset" INTEGER NOT NULL,
     length INTEGER NOT NULL,
     req_offset INTEGER NOT NULL,
     req_length INTEGER NOT NULL,
@@ -152,9 +204,11 @@ CREATE TABLE IF NOT EXISTS page_texts (
 );
 -- Their full-text index (FTS5, over page_texts): derived, like index.cdxj. Rows up to
 -- meta 'texts_indexed' are in it; the writer adds the rest in batches (Manifest.index_texts).
+-- prefix = '3': a 3-letter prefix query ("arc*") reads one list instead of merging the
+-- lists of every word it expands to (p95 at 100,000 pages: 104 -> 82 ms; +18% index size)
 CREATE VIRTUAL TABLE IF NOT EXISTS texts USING fts5(
     title, body, content = 'page_texts', content_rowid = 'id',
-    tokenize = 'unicode61 remove_diacritics 2'
+    tokenize = 'unicode61 remove_diacritics 2', prefix = '3'
 );
 -- The newest capture of each URL that has a text: what a search looks in by default.
 CREATE TABLE IF NOT EXISTS latest_texts (
@@ -168,6 +222,35 @@ CREATE TABLE IF NOT EXISTS errors (
     url_id INTEGER NOT NULL,
     error TEXT NOT NULL
 );
+-- A crawl shared by several workers (the state machines above). Times: database time, in
+-- milliseconds since the epoch. One row per host slot: the unit a worker leases.
+CREATE TABLE IF NOT EXISTS hosts (
+    id INTEGER PRIMARY KEY,
+    site TEXT NOT NULL,
+    slot INTEGER NOT NULL,
+    next_fetch_at INTEGER NOT NULL DEFAULT 0,   -- no request before (politeness delay)
+    block_until INTEGER NOT NULL DEFAULT 0,     -- no request before (Retry-After)
+    lease_owner TEXT,                           -- NULL: free
+    lease_epoch INTEGER NOT NULL DEFAULT 0,     -- rises with every lease of the site
+    lease_until INTEGER NOT NULL DEFAULT 0,     -- expired (takeable) from then on
+    UNIQUE (site, slot)
+);
+CREATE TABLE IF NOT EXISTS workers (
+    id TEXT PRIMARY KEY,            -- unique per worker process: leases are fenced by it
+    run_id INTEGER NOT NULL,
+    started INTEGER NOT NULL,
+    alive INTEGER NOT NULL          -- its last heartbeat
+);
+-- The WARC files workers write: each only by the worker that opened it.
+CREATE TABLE IF NOT EXISTS files (
+    name TEXT PRIMARY KEY,
+    worker TEXT NOT NULL,
+    state TEXT NOT NULL,            -- open | closed | uploaded | lost
+    size INTEGER,
+    sha256 TEXT,
+    opened INTEGER NOT NULL,
+    closed INTEGER
+);
 """
 
 #: upgrades from each older schema version to the next, run in order by the writer
@@ -179,20 +262,43 @@ ALTER TABLE captures ADD COLUMN original_id INTEGER;
     2: """
 ALTER TABLE captures ADD COLUMN text_id INTEGER;
 """,
+    3: """
+ALTER TABLE urls ADD COLUMN lease_owner TEXT;
+ALTER TABLE urls ADD COLUMN lease_epoch INTEGER;
+""",
+    4: "",  # SQLite's full-text index gets its prefix index: FTS_V5, SQLite's alone
 }
+
+#: schema 4 -> 5 on SQLite: the full-text index made again with prefix = '3' (SCHEMA's),
+#: from page_texts (its content table), every text in it
+FTS_V5 = """
+DROP TABLE IF EXISTS texts;
+CREATE VIRTUAL TABLE texts USING fts5(
+    title, body, content = 'page_texts', content_rowid = 'id',
+    tokenize = 'unicode61 remove_diacritics 2', prefix = '3'
+);
+INSERT INTO texts (texts) VALUES ('rebuild');
+INSERT OR REPLACE INTO meta (key, value)
+    SELECT 'texts_indexed', CAST(MAX(id) AS TEXT) FROM page_texts HAVING COUNT(*) > 0;
+"""
 
 #: for a reader, which never upgrades: temporary views (in its connection only) that show
 #: a manifest of each older schema version as the current schema, with the very values the
 #: migrations would write (schema 1 had no revisits: every capture is a response; before
 #: schema 3 no capture had a text)
+_URLS_V3 = """
+CREATE TEMP VIEW urls AS SELECT *, NULL AS lease_owner, NULL AS lease_epoch FROM main.urls;
+"""
 READ_AS_CURRENT = {
     1: """
 CREATE TEMP VIEW captures AS SELECT *, 'response' AS record_type, NULL AS original_id,
     NULL AS text_id FROM main.captures;
-""",
+""" + _URLS_V3,
     2: """
 CREATE TEMP VIEW captures AS SELECT *, NULL AS text_id FROM main.captures;
-""",
+""" + _URLS_V3,
+    3: _URLS_V3,
+    4: "",  # the full-text index without its prefix index answers the same queries
 }
 
 #: created after the migrations, since they may name columns the migrations add
@@ -201,6 +307,13 @@ CREATE INDEX IF NOT EXISTS captures_digest ON captures (payload_digest)
     WHERE record_type = 'response' AND truncated IS NULL;
 CREATE INDEX IF NOT EXISTS captures_text ON captures (text_id, run_id)
     WHERE text_id IS NOT NULL;
+"""
+
+#: PostgreSQL's only: the pending URLs of a site, for lease_hosts and lease_urls. A single
+#: machine never leases by host, and the index would cost each of its captures about 3%
+#: (SQLite finds a site's pending URLs through urls_frontier: fine for a few workers)
+SHARED_INDEXES = """
+CREATE INDEX IF NOT EXISTS urls_host ON urls (site, id) WHERE state = 'pending';
 """
 
 #: the urls columns of a work item, in the order of model.UrlItem's fields
@@ -217,11 +330,7 @@ HELD_BY_OTHERS = ("SELECT original_id FROM captures WHERE original_id IS NOT NUL
                   "AND run_id NOT IN ({})")
 
 
-class ManifestError(Exception):
-    """The manifest cannot be used (damaged, or written by a newer mirror)."""
-
-
-def schema_version(db: sqlite3.Connection, path: Path) -> int:
+def schema_version(db: Any, path: Path | str) -> int:
     """The file's schema version (a file that has none yet is new: the current one).
     Raises ManifestError for a version newer than this code knows."""
     row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -264,10 +373,9 @@ def _upgrade(db: sqlite3.Connection, version: int) -> None:
     db.execute("BEGIN IMMEDIATE")
     try:
         for old in range(version, SCHEMA_VERSION):
-            for statement in _statements(MIGRATIONS[old]):
+            for statement in _statements(MIGRATIONS[old] + (FTS_V5 if old == 4 else "")):
                 db.execute(statement)
-        db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
-                   (str(SCHEMA_VERSION),))
+        db.execute(_SET_VERSION, (str(SCHEMA_VERSION),))
         db.execute("COMMIT")
     except BaseException:
         if db.in_transaction:
@@ -293,6 +401,72 @@ def read_as_current(db: sqlite3.Connection, path: Path) -> int:
             if len(words) == 2 and words[1].split()[0] not in present:
                 db.execute(f"{temp}{words[1]}")
     return version
+
+
+#: the schema version, written with the tables or after the migrations
+_SET_VERSION = ("INSERT INTO meta VALUES ('schema_version', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value=excluded.value")
+#: pg_advisory_xact_lock key held while a PostgreSQL manifest's schema is checked and made,
+#: so that workers starting together do not both make it
+_SCHEMA_LOCK = 0x6D6972726F72  # "mirror"
+
+
+def postgres(script: str) -> str:
+    """A script of this module (SCHEMA, INDEXES, a migration) in PostgreSQL's dialect, by
+    mechanical substitutions: SQLite's rowid aliases become identity columns (its implicit
+    rowid an explicit one, where a table has no other), INTEGER BIGINT (epoch milliseconds
+    and file offsets outgrow 32 bits), REAL DOUBLE PRECISION; WITHOUT ROWID and the FTS5
+    table (SQLite's own) go. Comments are dropped."""
+    out = []
+    for statement in _statements(re.sub(r"--[^\n]*", "", script)):
+        if statement.startswith("CREATE VIRTUAL TABLE"):
+            continue
+        if statement.startswith("CREATE TABLE") and "WITHOUT ROWID" not in statement \
+                and "INTEGER PRIMARY KEY" not in statement:
+            statement = statement[:statement.rindex(")")].rstrip() \
+                + ",\n    rowid INTEGER GENERATED ALWAYS AS IDENTITY\n)"
+        statement = re.sub(r"\)\s*WITHOUT ROWID", ")", statement)
+        statement = re.sub(r"INTEGER PRIMARY KEY( AUTOINCREMENT)?",
+                           "INTEGER GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY", statement)
+        statement = re.sub(r"\bINTEGER\b", "BIGINT", statement)
+        out.append(re.sub(r"\bREAL\b", "DOUBLE PRECISION", statement))
+    return ";\n".join(out) + ";\n" if out else ""
+
+
+def create_or_upgrade_postgres(db: SqlDb) -> None:
+    """Create the tables and indexes of a new PostgreSQL manifest, or bring an older one to
+    SCHEMA_VERSION, in one transaction under an advisory lock (workers that start together
+    wait for the first). A newer manifest is refused (ManifestError), nothing written."""
+    raw = db.raw
+    db.begin()
+    try:
+        db.lock(_SCHEMA_LOCK)
+        if raw.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()[0]:
+            version = schema_version(raw, db.name)
+        else:
+            version = SCHEMA_VERSION
+        for statement in _statements(postgres(SCHEMA)):
+            raw.execute(statement)
+        for old in range(version, SCHEMA_VERSION):
+            for statement in _statements(postgres(MIGRATIONS[old])):
+                raw.execute(statement)
+        db.execute(_SET_VERSION, (str(SCHEMA_VERSION),))
+        for statement in _statements(postgres(INDEXES + SHARED_INDEXES)):
+            raw.execute(statement)
+        db.commit()
+    except BaseException:
+        if db.in_transaction:
+            db.rollback()
+        raise
+
+
+def check_postgres(db: SqlDb) -> int:
+    """A reader's check of a PostgreSQL manifest: its schema version (ManifestError when
+    there is no manifest in the database, or a newer one)."""
+    if not db.raw.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()[0]:
+        raise ManifestError(f"{db.name}: no manifest in this database "
+                            "(has a crawl run with it yet?)")
+    return schema_version(db.raw, db.name)
 
 
 def _statements(script: str) -> list[str]:

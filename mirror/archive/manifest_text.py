@@ -5,6 +5,13 @@ capture's own transaction (Manifest.commit_capture); a revisit shares its origin
 The FTS5 table `texts` indexes them (external content), a batch at a time.
 `latest_texts` names the newest capture of each URL that has a text: a search looks there
 unless it is asked for one run or for every run.
+
+A PostgreSQL manifest (a crawl shared by several workers) keeps `page_texts` and
+`latest_texts` the same way, but has no full-text index: search raises ManifestError.
+FTS5's query syntax, bm25 weights, highlight and snippet have no equal in PostgreSQL's
+tsquery, so a second engine would answer the same query differently; and an index built on
+every capture's commit would slow the shared crawl. The texts are all there for a search
+index built later.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from mirror.archive.manifest_schema import ManifestError
+from mirror.archive.sqldb import SqlDb
 from mirror.model import PageText
 
 #: around a highlighted term in what FTS5 returns: control characters no page text holds
@@ -33,6 +41,11 @@ _MATCH = "texts MATCH ? AND rank MATCH ?"
 _RANKED = (f"texts.rowid, rank, highlight(texts, 0, ?, ?), "
            f"snippet(texts, 1, ?, ?, ?, {SNIPPET_TOKENS})")
 _MARKS = (MARK_START, MARK_END, MARK_START, MARK_END, ELLIPSIS)
+#: most texts a search ranks: a query that matches more (a common word on a big site) is
+#: ranked among the newest RANKED_AT_MOST of them. bm25 reads every match's positions and
+#: size, about 0.7 ms per 1,000 texts: a word found on all of 100,000 pages took 65 ms,
+#: ranked among 20,000 it takes 18 (bench/text_cost.py)
+RANKED_AT_MOST = 20_000
 
 
 class SearchError(ValueError):
@@ -122,7 +135,7 @@ def _search_error(query: str, exc: sqlite3.Error) -> SearchError:
 class TextQueries:
     """The text index's queries; ManifestReader has them (its `db` is the manifest)."""
 
-    db: sqlite3.Connection
+    sql: SqlDb
 
     def search(self, query: str, *, run_id: int | None = None, all_runs: bool = False,
                limit: int = 20, offset: int = 0) -> list[Hit]:
@@ -130,7 +143,10 @@ class TextQueries:
         (FTS5 syntax), best first: by default each URL's newest capture that has a text;
         with `run_id`, that run's captures; with `all_runs`, each text a URL ever had
         (the first capture of it, with how many captures share it).
-        Raises SearchError for a query FTS5 cannot read."""
+        Raises SearchError for a query FTS5 cannot read; ManifestError on PostgreSQL."""
+        if self.sql.dialect != "sqlite":
+            raise ManifestError(f"{self.sql.name}: full-text search needs the SQLite manifest "
+                                "(a PostgreSQL manifest has no search index)")
         if not query.strip():
             return []
         try:
@@ -142,23 +158,34 @@ class TextQueries:
             else:
                 join = "JOIN latest_texts c ON c.text_id = texts.rowid"
                 params = ()
+            newest, since = self._newest_matches(query)
             sql = (f"SELECT {_RANKED}, {'c.id' if run_id is not None else 'c.capture_id'}, 1 "
-                   f"FROM texts {join} WHERE {_MATCH} ORDER BY rank LIMIT ? OFFSET ?")
-            rows = self.db.execute(sql, (*_MARKS, *params, query, _RANK, limit, offset))
+                   f"FROM texts {join} WHERE {_MATCH}{newest} ORDER BY rank LIMIT ? OFFSET ?")
+            rows = self.sql.execute(sql, (*_MARKS, *params, query, _RANK, *since, limit,
+                                          offset))
             return [self._hit(*row) for row in rows.fetchall()]
         except sqlite3.OperationalError as exc:
             if not _is_query_error(exc):  # locked, I/O error: not the query's fault
                 raise ManifestError(f"cannot search the manifest: {exc}") from exc
             raise _search_error(query, exc) from exc
 
+    def _newest_matches(self, query: str) -> tuple[str, tuple[int, ...]]:
+        """The condition (and its parameter) that keeps a search to the newest
+        RANKED_AT_MOST texts matching `query`; none when fewer match. Walking the matches'
+        ids costs a tenth of ranking them."""
+        row = self.sql.execute("SELECT rowid FROM texts WHERE texts MATCH ? "
+                               "ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+                               (query, RANKED_AT_MOST - 1)).fetchone()
+        return ("", ()) if row is None else (" AND texts.rowid >= ?", (int(row[0]),))
+
     def _every_version(self, query: str, limit: int, offset: int) -> list[Hit]:
         """--all-runs: each (URL, text) once, best text first, with its first capture."""
         hits: list[Hit] = []
-        rows = self.db.execute(f"SELECT {_RANKED} FROM texts WHERE {_MATCH} ORDER BY rank",
+        rows = self.sql.execute(f"SELECT {_RANKED} FROM texts WHERE {_MATCH} ORDER BY rank",
                                (*_MARKS, query, _RANK))
         seen = 0
         for text_id, rank, title, snippet in rows:  # pulled one by one: snippets are
-            for first, count in self.db.execute(  # made for these rows only
+            for first, count in self.sql.execute(  # made for these rows only
                     "SELECT MIN(id), COUNT(*) FROM captures WHERE text_id=? GROUP BY url_id "
                     "ORDER BY 1", (text_id,)).fetchall():
                 seen += 1
@@ -171,7 +198,7 @@ class TextQueries:
 
     def _hit(self, text_id: int, rank: float, title: str, snippet: str, capture_id: int,
              captures: int) -> Hit:
-        url, run, date, status = self.db.execute(
+        url, run, date, status = self.sql.execute(
             "SELECT url, run_id, warc_date, status FROM captures WHERE id=?",
             (capture_id,)).fetchone()
         title_text, title_marks = marked(title)
@@ -181,7 +208,7 @@ class TextQueries:
 
     def page_text(self, capture_id: int) -> PageText | None:
         """A capture's title and text (its original's, for a revisit); None if it has none."""
-        row = self.db.execute(
+        row = self.sql.execute(
             "SELECT t.title, t.body FROM captures c JOIN page_texts t ON t.id = c.text_id "
             "WHERE c.id=?", (capture_id,)).fetchone()
         return PageText(row[0] or None, row[1] or None) if row else None
@@ -189,7 +216,7 @@ class TextQueries:
     def page_history(self, url: str) -> list[PageCapture]:
         """Every capture of a URL, oldest first, each marked changed when its content
         (payload digest and status) differs from the capture before it."""
-        rows = self.db.execute(
+        rows = self.sql.execute(
             "SELECT id, run_id, warc_date, status, mime, payload_length, payload_digest, "
             "record_type, text_id FROM captures WHERE url=? ORDER BY id", (url,)).fetchall()
         out: list[PageCapture] = []
@@ -202,7 +229,7 @@ class TextQueries:
 
     def capture_url(self, capture_id: int) -> tuple[str, str] | None:
         """(url, warc_date) of a capture, or None when there is no such capture."""
-        row = self.db.execute("SELECT url, warc_date FROM captures WHERE id=?",
+        row = self.sql.execute("SELECT url, warc_date FROM captures WHERE id=?",
                               (capture_id,)).fetchone()
         return (row[0], row[1]) if row else None
 
@@ -211,28 +238,28 @@ class TextQueries:
         before the text index existed), and texts the full-text index has not taken in yet
         (the last of a running crawl, or of one killed). `mirror index --search` reads
         them all."""
-        without = self.db.execute(
+        without = self.sql.execute(
             "SELECT COUNT(*) FROM captures WHERE text_id IS NULL AND record_type='response' "
             "AND status BETWEEN 200 AND 299 AND mime IN ('text/html', "
             "'application/xhtml+xml')").fetchone()[0]
-        return int(without) + int(self.db.execute(
+        return int(without) + int(self.sql.execute(
             "SELECT COUNT(*) FROM page_texts WHERE id > ?",
             (self._texts_indexed(),)).fetchone()[0])
 
     def _texts_indexed(self) -> int:
         """The last page_texts row the full-text index holds."""
-        row = self.db.execute("SELECT value FROM meta WHERE key='texts_indexed'").fetchone()
+        row = self.sql.execute("SELECT value FROM meta WHERE key='texts_indexed'").fetchone()
         return int(row[0]) if row else 0
 
     def indexed_pages(self) -> int:
         """Captures that have a text."""
-        return int(self.db.execute(
+        return int(self.sql.execute(
             "SELECT COUNT(*) FROM captures WHERE text_id IS NOT NULL").fetchone()[0])
 
     def text_sources(self) -> list[tuple[int, str, str, int, str, int]]:
         """What `mirror index --search` reads, in capture order: (capture id, url,
         record_type, status, filename, offset) of every 2xx HTML capture."""
-        return [tuple(r) for r in self.db.execute(
+        return [tuple(r) for r in self.sql.execute(
             "SELECT id, url, record_type, status, filename, offset FROM captures "
             "WHERE status BETWEEN 200 AND 299 AND mime IN ('text/html', "
             "'application/xhtml+xml') ORDER BY id")]

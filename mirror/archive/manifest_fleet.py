@@ -1,0 +1,304 @@
+"""The manifest's verbs for a crawl shared by several workers: hosts leased with a fencing
+epoch, workers' heartbeats, the WARC files they write (DISTRIBUTED.md §5.2, §5.4).
+
+The same SQL runs on SQLite (one writer at a time: BEGIN IMMEDIATE serialises the workers)
+and PostgreSQL (rows claimed with FOR UPDATE SKIP LOCKED). Every time is the database's
+clock, in milliseconds since the epoch, so that no worker's clock decides a lease. The
+state machines are in manifest_schema's docstring. Manifest has these verbs (FleetVerbs is
+one of its bases); a worker's loop:
+
+    joined = m.join_or_start_run(started_at, digest, seeds)
+    m.register_worker(owner, joined.run_id); m.recover(owner)
+    for lease in m.lease_hosts(owner, max_hosts, ttl):
+        for item in m.lease_urls(lease, k):
+            ... fetch, append to the worker's own WARC file, flush ...
+            if not m.commit_capture(run_id, item, row, found, lease=lease):
+                ... cut the WARC file back to before the record ...
+        m.release_host(lease, delay)
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Concatenate, ParamSpec, TypeVar
+
+from mirror.archive.manifest_schema import URL_ITEM_COLUMNS
+from mirror.archive.sqldb import ManifestConflict, SqlDb
+from mirror.model import UNFINISHED, HostLease, Joined, NewUrl, UrlItem
+
+#: times a transaction that the database rolled back to break a deadlock is run again
+RETRIES = 6
+#: seconds of the first wait before running it again (then doubled, with jitter)
+BACKOFF = 0.005
+#: pg_advisory_xact_lock key held while a worker joins or starts a run
+_RUNS_LOCK = 0x6D6972726F73  # "mirros"
+
+P = ParamSpec("P")
+T = TypeVar("T")
+M = TypeVar("M", bound="FleetVerbs")
+
+
+def retried(method: Callable[Concatenate[M, P], T]) -> Callable[Concatenate[M, P], T]:
+    """A write run again when the database rolled its transaction back to break a
+    deadlock with another worker's (ManifestConflict; safe, as it was all or nothing), a
+    few times; not inside a group, whose transaction is its caller's."""
+    @functools.wraps(method)
+    def run(self: M, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        attempt = 0
+        while True:
+            try:
+                return method(self, *args, **kwargs)
+            except ManifestConflict:
+                attempt += 1
+                if self._grouped or attempt >= RETRIES:
+                    raise
+                time.sleep(random.uniform(0, BACKOFF * 2 ** attempt))
+    return run
+
+
+def fence(lease: HostLease | None) -> tuple[str, tuple[object, ...]]:
+    """The condition (and its parameters) a URL row meets while leased under `lease`."""
+    if lease is None:
+        return "", ()
+    return " AND lease_owner=? AND lease_epoch=?", (lease.owner, lease.epoch)
+
+
+class FleetVerbs:
+    """Host leases, workers and files; a base of Manifest (which has what is declared
+    here)."""
+
+    sql: SqlDb
+    _grouped: bool
+    #: rows made for each new site in hosts (set_host_slots: what the site config grants)
+    host_slots = 1
+
+    def _tx(self) -> AbstractContextManager[None]:
+        raise NotImplementedError
+
+    def _new_run(self, started_at: str, config_digest: str, seeds: Sequence[NewUrl]) -> int:
+        raise NotImplementedError
+
+    def _forget_captures(self, run_id: int, where: str, params: Sequence[object]) -> list[str]:
+        raise NotImplementedError
+
+    # -- runs and workers ------------------------------------------------------------------
+    @retried
+    def join_or_start_run(self, started_at: str, config_digest: str,
+                          seeds: Sequence[NewUrl] = ()) -> Joined:
+        """The run every worker shares: the last run when it is unfinished, else a new one
+        with its start URLs. Atomic across machines: the first worker starts it, the others
+        join it (an advisory lock on PostgreSQL; SQLite's write lock)."""
+        with self._tx():
+            self.sql.lock(_RUNS_LOCK)
+            row = self.sql.execute("SELECT id, state FROM runs ORDER BY id DESC LIMIT 1"
+                                   ).fetchone()
+            if row is None or row[1] not in UNFINISHED:
+                return Joined(self._new_run(started_at, config_digest, seeds), True)
+            self.sql.execute("UPDATE runs SET state='running', finished_at=NULL WHERE id=? "
+                             "AND state != 'running'", (row[0],))
+            for slot in range(self.host_slots):  # sites of URLs found before schema 4
+                self.sql.execute(
+                    "INSERT INTO hosts (site, slot) SELECT DISTINCT site, ? FROM urls "
+                    "WHERE state IN ('pending', 'leased') ON CONFLICT DO NOTHING", (slot,))
+        return Joined(int(row[0]), False)
+
+    def set_host_slots(self, slots: int) -> None:
+        """Each site has `slots` host rows from now on (a site config that grants more
+        than one connection per host); existing sites get theirs at once."""
+        self.host_slots = slots
+        with self._tx():
+            for slot in range(1, slots):
+                self.sql.execute("INSERT INTO hosts (site, slot) SELECT site, ? FROM hosts "
+                                 "WHERE slot=0 ON CONFLICT DO NOTHING", (slot,))
+
+    def register_worker(self, owner: str, run_id: int) -> None:
+        """A worker starts (or starts again) on a run. `owner` must be unique to the
+        process (a lease is fenced by it): host name and process id, or a configured id."""
+        now = self.sql.now_ms
+        with self._tx():
+            self.sql.execute(
+                f"INSERT INTO workers (id, run_id, started, alive) VALUES (?, ?, {now}, {now}) "
+                "ON CONFLICT(id) DO UPDATE SET run_id=excluded.run_id, "
+                "started=excluded.started, alive=excluded.alive", (owner, run_id))
+
+    def heartbeat(self, owner: str) -> bool:
+        """The worker is alive; False when it is not registered (forgotten)."""
+        with self._tx():
+            row = self.sql.execute(f"UPDATE workers SET alive={self.sql.now_ms} WHERE id=? "
+                                   "RETURNING id", (owner,)).fetchone()
+        return row is not None
+
+    # -- host leases ---------------------------------------------------------------------
+    @retried
+    def lease_hosts(self, owner: str, max_hosts: int, ttl: float) -> list[HostLease]:
+        """Lease up to `max_hosts` host slots for `ttl` seconds: due slots (next_fetch_at,
+        block_until) whose lease is free, with a due pending URL, or expired; the longest
+        waiting first. Taking an expired lease over sends its URLs back to pending (a
+        crashed worker's hosts are taken over even when all their URLs were leased)."""
+        now, ttl_ms = self.sql.now_ms, int(ttl * 1000)
+        with self._tx():
+            rows = self.sql.execute(
+                f"""SELECT id, site, slot, lease_owner, lease_epoch FROM hosts h
+                    WHERE next_fetch_at <= {now} AND block_until <= {now}
+                      AND (lease_owner IS NOT NULL AND lease_until <= {now}
+                           OR lease_owner IS NULL AND EXISTS (
+                             SELECT 1 FROM urls u WHERE u.site = h.site
+                             AND u.state = 'pending' AND u.via != 'robots'
+                             AND u.next_try * 1000 <= {now}))
+                    ORDER BY next_fetch_at, id LIMIT ?{self.sql.skip_locked}""",
+                (max_hosts,)).fetchall()
+            leases = []
+            for host_id, site, slot, old_owner, old_epoch in rows:
+                if old_owner is not None:
+                    self._requeue(site, old_owner, old_epoch)
+                epoch, until = self.sql.execute(
+                    f"""UPDATE hosts SET lease_owner=?, lease_until={now} + ?,
+                          lease_epoch=(SELECT MAX(lease_epoch) FROM hosts WHERE site=?) + 1
+                        WHERE id=? RETURNING lease_epoch, lease_until""",
+                    (owner, ttl_ms, site, host_id)).fetchone()
+                leases.append(HostLease(host_id, site, slot, owner, int(epoch),
+                                        int(until) - ttl_ms, int(until)))
+        return leases
+
+    @retried
+    def lease_urls(self, lease: HostLease, k: int) -> list[UrlItem]:
+        """Lease up to `k` due pending URLs of the lease's site under it, oldest first;
+        none once the lease has expired or is lost (renew it first)."""
+        now = self.sql.now_ms
+        with self._tx():
+            held = self.sql.execute(  # locked: no takeover until these URLs are leased
+                f"SELECT 1 FROM hosts WHERE id=? AND lease_owner=? AND lease_epoch=? "
+                f"AND lease_until > {now}{self.sql.for_update}",
+                (lease.host_id, lease.owner, lease.epoch)).fetchone()
+            if held is None:
+                return []
+            rows = self.sql.execute(
+                f"""UPDATE urls SET state='leased', lease_owner=?, lease_epoch=?
+                    WHERE id IN (SELECT id FROM urls WHERE site=? AND state='pending'
+                                 AND via != 'robots' AND next_try * 1000 <= {now}
+                                 ORDER BY id LIMIT ?{self.sql.skip_locked})
+                    RETURNING {URL_ITEM_COLUMNS}""",
+                (lease.owner, lease.epoch, lease.site, k)).fetchall()
+        return sorted((UrlItem(*r) for r in rows), key=lambda item: item.id)
+
+    def renew_host(self, lease: HostLease, ttl: float) -> HostLease | None:
+        """The lease for `ttl` seconds more from now; None when it is lost (taken over by
+        another worker, or ended by recover): the worker must stop fetching from the host."""
+        ttl_ms = int(ttl * 1000)
+        with self._tx():
+            row = self.sql.execute(
+                f"UPDATE hosts SET lease_until={self.sql.now_ms} + ? WHERE id=? "
+                "AND lease_owner=? AND lease_epoch=? RETURNING lease_until",
+                (ttl_ms, lease.host_id, lease.owner, lease.epoch)).fetchone()
+        if row is None:
+            return None
+        return HostLease(lease.host_id, lease.site, lease.slot, lease.owner, lease.epoch,
+                         int(row[0]) - ttl_ms, int(row[0]))
+
+    @retried
+    def release_host(self, lease: HostLease, delay: float) -> bool:
+        """End the lease: no request to the slot for `delay` seconds from now (database
+        time: the politeness delay, Crawl-delay); URLs still leased under it go back to
+        pending. False (nothing written) when the lease was lost already."""
+        with self._tx():
+            row = self.sql.execute(
+                f"UPDATE hosts SET lease_owner=NULL, lease_until=0, "
+                f"next_fetch_at={self.sql.now_ms} + ? WHERE id=? AND lease_owner=? "
+                "AND lease_epoch=? RETURNING id",
+                (int(delay * 1000), lease.host_id, lease.owner, lease.epoch)).fetchone()
+            if row is not None:
+                self._requeue(lease.site, lease.owner, lease.epoch)
+        return row is not None
+
+    def block_host(self, site: str, seconds: float) -> None:
+        """No request to any slot of `site` for `seconds` from now (Retry-After, a 429 or
+        503 backoff), for every worker; a block already longer stays."""
+        until = f"{self.sql.now_ms} + ?"
+        with self._tx():
+            self.sql.execute(
+                f"UPDATE hosts SET block_until = CASE WHEN block_until > {until} "
+                f"THEN block_until ELSE {until} END WHERE site=?",
+                (int(seconds * 1000), int(seconds * 1000), site))
+
+    @retried
+    def recover(self, owner: str) -> int:
+        """A worker (re)starting: its own leases end at once, and every expired lease of
+        another worker (crashed, or stalled past its ttl); their URLs go back to pending.
+        Returns how many URLs did."""
+        with self._tx():
+            urls = self.sql.execute(
+                "UPDATE urls SET state='pending', lease_owner=NULL, lease_epoch=NULL "
+                "WHERE state='leased' AND lease_owner=?", (owner,)).rowcount
+            self.sql.execute("UPDATE hosts SET lease_owner=NULL, lease_until=0 "
+                             "WHERE lease_owner=?", (owner,))
+            expired = self.sql.execute(
+                f"SELECT id, site, lease_owner, lease_epoch FROM hosts WHERE lease_owner IS "
+                f"NOT NULL AND lease_until <= {self.sql.now_ms}{self.sql.skip_locked}"
+            ).fetchall()
+            for host_id, site, old_owner, old_epoch in expired:
+                urls += self._requeue(site, old_owner, old_epoch)
+                self.sql.execute("UPDATE hosts SET lease_owner=NULL, lease_until=0 "
+                                 "WHERE id=?", (host_id,))
+        return urls
+
+    def _requeue(self, site: str, owner: str, epoch: int) -> int:
+        """URLs of `site` leased under (owner, epoch) back to pending: how many."""
+        return int(self.sql.execute(
+            "UPDATE urls SET state='pending', lease_owner=NULL, lease_epoch=NULL "
+            "WHERE site=? AND state='leased' AND lease_owner=? AND lease_epoch=?",
+            (site, owner, epoch)).rowcount)
+
+    # -- WARC files ------------------------------------------------------------------------
+    def open_file(self, name: str, owner: str) -> bool:
+        """A worker starts writing WARC file `name` (or goes on with it after a restart);
+        False when the file was declared lost: the worker must not write to it."""
+        with self._tx():
+            self.sql.execute(
+                f"INSERT INTO files (name, worker, state, opened) VALUES (?, ?, 'open', "
+                f"{self.sql.now_ms}) ON CONFLICT(name) DO NOTHING", (name, owner))
+            row = self.sql.execute("SELECT state FROM files WHERE name=?", (name,)).fetchone()
+        return bool(row[0] == "open")
+
+    def close_file(self, name: str, size: int, sha256: str) -> bool:
+        """The file is complete (open -> closed); False when it was declared lost."""
+        return self._file_step(name, "open", "closed",
+                               f", size=?, sha256=?, closed={self.sql.now_ms}", (size, sha256))
+
+    def mark_uploaded(self, name: str) -> bool:
+        """The closed file is in object storage (closed -> uploaded); False when it was
+        declared lost (the worker deletes it instead) or is not closed."""
+        return self._file_step(name, "closed", "uploaded", "", ())
+
+    def _file_step(self, name: str, old: str, new: str, more: str,
+                   params: tuple[object, ...]) -> bool:
+        with self._tx():
+            row = self.sql.execute(
+                f"UPDATE files SET state=?{more} WHERE name=? AND state=? RETURNING name",
+                (new, *params, name, old)).fetchone()
+        return row is not None
+
+    @retried
+    def mark_lost(self, worker: str) -> list[str]:
+        """A worker gone with its disk (silent longer than lost_after, or forgotten by
+        hand): its files not uploaded are lost, their captures forgotten and those URLs
+        back to pending (fetched once more); its leases end. Returns the lost files."""
+        with self._tx():
+            row = self.sql.execute("SELECT run_id FROM workers WHERE id=?",
+                                   (worker,)).fetchone()
+            if row is None:
+                row = self.sql.execute("SELECT MAX(id) FROM runs").fetchone()
+            names = sorted(n for (n,) in self.sql.execute(
+                "UPDATE files SET state='lost' WHERE worker=? AND state IN ('open', 'closed') "
+                "RETURNING name", (worker,)).fetchall())
+            for name in names:
+                self._forget_captures(int(row[0] or 0), "filename=?", (name,))
+            self.sql.execute("UPDATE urls SET state='pending', lease_owner=NULL, "
+                             "lease_epoch=NULL WHERE state='leased' AND lease_owner=?",
+                             (worker,))
+            self.sql.execute("UPDATE hosts SET lease_owner=NULL, lease_until=0 "
+                             "WHERE lease_owner=?", (worker,))
+        return names
