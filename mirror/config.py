@@ -139,6 +139,21 @@ def _array(item: Rule, expected: str, *, nonempty: bool = False) -> Rule:
     return rule
 
 
+def _store_url(value: Any, ctx: _Context) -> str:
+    """"" (none), or an s3://bucket/prefix address; the reason when it is not one."""
+    if not isinstance(value, str):
+        raise _expected("an address such as 's3://bucket/prefix'", value)
+    if not value.strip():
+        return ""
+    from mirror.archive.objstore import parse_store_url  # light: obstore loads on use only
+
+    try:
+        bucket, prefix = parse_store_url(value.strip())
+    except ValueError as exc:
+        raise _Invalid(str(exc)) from None
+    return f"s3://{bucket}" + (f"/{prefix}" if prefix else "")
+
+
 def _is_http_url(text: str) -> bool:
     try:
         parts = urlsplit(text.strip())
@@ -385,6 +400,9 @@ class ArchiveSection:
     # "fast": records are flushed to the OS before each manifest commit (safe against a
     # killed process). "power": also fsync'ed (safe against power loss; slower).
     durability: str = _key(_choice("fast", "power"), "fast")
+    # Object storage that receives closed WARC files, the index and manifest snapshots:
+    # "s3://bucket/prefix" (endpoint and credentials from the AWS_* variables); "": none.
+    store: str = _key(_store_url, "")
 
 
 def _schedule(value: Any, ctx: _Context) -> Schedule | None:
@@ -480,6 +498,7 @@ class SiteConfig:
 
         settings = self._settings(redact=True)
         del settings["site"]["output_dir"]
+        del settings["archive"]["store"]  # where copies go does not shape the crawl
         for name in _NOT_CRAWL:
             del settings[name]
         canonical = json.dumps(settings, sort_keys=True, separators=(",", ":"),

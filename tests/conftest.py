@@ -363,3 +363,44 @@ def pg_dsn(pg_server_session: Any, request: pytest.FixtureRequest) -> str:
 
     name = "t_" + hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:16]
     return pgserver.create_database(pg_server_session, name)
+
+
+# -- S3 (archives in object storage): moto for the fast tests, SeaweedFS as a real server ---
+@pytest.fixture(scope="session")
+def moto_server_session() -> Iterator[Any]:
+    """moto's S3 server (tests/s3server.py) for the whole session, or a skip that says why."""
+    import s3server
+
+    reason = s3server.moto_available()
+    if reason:
+        pytest.skip(reason)
+    with s3server.moto_s3() as server:
+        yield server
+
+
+@pytest.fixture
+def s3(moto_server_session: Any, request: pytest.FixtureRequest,
+       monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A fresh bucket on the session's moto server: an `S3Server` whose `.url` is
+    `s3://<bucket>`, with its AWS_* variables set in os.environ for the test."""
+    import dataclasses
+    import hashlib
+
+    name = "t-" + hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:20]
+    url = moto_server_session.make_bucket(name)
+    for key, value in moto_server_session.env.items():
+        monkeypatch.setenv(key, value)
+    return dataclasses.replace(moto_server_session, url=url)
+
+
+@pytest.fixture(scope="session")
+def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real SeaweedFS S3 server (`weed server -s3`) for the session, or a skip that says
+    why. Its AWS_* variables are in `.env`; set them with monkeypatch in the test."""
+    import s3server
+
+    reason = s3server.seaweed_available()
+    if reason:
+        pytest.skip(reason)
+    with s3server.seaweed_s3(tmp_path_factory.mktemp("seaweed")) as server:
+        yield server

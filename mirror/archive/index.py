@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from warcio.archiveiterator import ArchiveIterator
 from warcio.timeutils import iso_date_to_timestamp
@@ -64,25 +64,31 @@ def capture_line(row: Any) -> str:
 def lines_from_warc(path: Path) -> Iterator[str]:
     """Index lines of one WARC file, read from its records alone."""
     with open(path, "rb") as f:
-        it = ArchiveIterator(f)
-        for record in it:
-            if record.rec_type not in INDEXED_TYPES:
-                continue
-            headers = record.rec_headers
-            http = record.http_headers
-            mime = (
-                REVISIT_MIME if record.rec_type == "revisit"
-                else mime_of(http.get_header("Content-Type") if http else None)
-            )
-            status = http.get_statuscode() if http and record.rec_type != "resource" else None
-            url = headers.get_header("WARC-Target-URI")
-            date = headers.get_header("WARC-Date")
-            digest = headers.get_header("WARC-Payload-Digest")
-            yield cdxj_line(
-                url, date, mime=mime, status=status, digest=digest,
-                length=it.get_record_length(), offset=it.get_record_offset(),
-                filename=path.name,
-            )
+        yield from lines_from_stream(f, path.name)
+
+
+def lines_from_stream(f: IO[bytes], filename: str) -> Iterator[str]:
+    """Index lines of a WARC file read from its start, as a stream (a file in an object
+    store); `filename` is what the lines name."""
+    it = ArchiveIterator(f)
+    for record in it:
+        if record.rec_type not in INDEXED_TYPES:
+            continue
+        headers = record.rec_headers
+        http = record.http_headers
+        mime = (
+            REVISIT_MIME if record.rec_type == "revisit"
+            else mime_of(http.get_header("Content-Type") if http else None)
+        )
+        status = http.get_statuscode() if http and record.rec_type != "resource" else None
+        url = headers.get_header("WARC-Target-URI")
+        date = headers.get_header("WARC-Date")
+        digest = headers.get_header("WARC-Payload-Digest")
+        yield cdxj_line(
+            url, date, mime=mime, status=status, digest=digest,
+            length=it.get_record_length(), offset=it.get_record_offset(),
+            filename=filename,
+        )
 
 
 def warc_files(warc_dir: Path) -> list[Path]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from warcio.archiveiterator import ArchiveIterator
 
@@ -29,18 +30,27 @@ def read_raw(path: Path, offset: int) -> RawRecord:
     try:
         with open(path, "rb") as f:
             f.seek(offset)
-            record = next(iter(ArchiveIterator(f)))
-            http = record.http_headers
-            status = http.get_statuscode() if http is not None else None
-            return RawRecord(
-                record.rec_type,
-                {k: v for k, v in record.rec_headers.headers},
-                int(status) if status and status.isdigit() else None,
-                tuple(http.headers) if http is not None else None,
-                record.raw_stream.read(),
-            )
-    except (OSError, StopIteration, ValueError) as exc:
+            return read_raw_from(f, f"{path.name}@{offset}")
+    except OSError as exc:
         raise ReadError(f"{path.name}@{offset}: {exc or type(exc).__name__}") from exc
+
+
+def read_raw_from(f: IO[bytes], where: str) -> RawRecord:
+    """The one record that starts where `f` is (a local file, or a record's bytes from an
+    object store); `where` names it in a ReadError."""
+    try:
+        record = next(iter(ArchiveIterator(f)))
+        http = record.http_headers
+        status = http.get_statuscode() if http is not None else None
+        return RawRecord(
+            record.rec_type,
+            {k: v for k, v in record.rec_headers.headers},
+            int(status) if status and status.isdigit() else None,
+            tuple(http.headers) if http is not None else None,
+            record.raw_stream.read(),
+        )
+    except (OSError, StopIteration, ValueError) as exc:
+        raise ReadError(f"{where}: {exc or type(exc).__name__}") from exc
 
 
 def complete_prefix(path: Path) -> int:

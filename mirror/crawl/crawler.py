@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from mirror import crashpoints
 from mirror.archive import index, warcwriter
@@ -61,6 +61,10 @@ from mirror.crawl.startup import RunSession, Startup, now_iso
 from mirror.crawl.store import CaptureStore, StorageError
 from mirror.layout import ArchiveLayout
 from mirror.model import NOTHING, Discovered, ExitCode, Progress, RunState, UrlState
+
+if TYPE_CHECKING:
+    from mirror.archive.storesync import PushResult
+    from mirror.crawl.uploads import Uploader
 from mirror.web.http import header_map
 from mirror.web.urls import site_key
 
@@ -91,6 +95,7 @@ class RunResult:
     resumed: bool
     duration: float
     error: str | None = None  # why the run stopped early (e.g. the disk is full)
+    uploads: PushResult | None = None  # [archive] store: what the run's last push did
 
 
 class Crawler:
@@ -144,6 +149,7 @@ class Crawler:
                                   committed=self._stored, failed=self._fail_run)
         self.startup = Startup(cfg, self.manifest, self.store, self.parsers.discover_in_process,
                                self._stored, force_new_run=new_run)
+        self.uploader: Uploader | None = None  # [archive] store: started with the run
         self.robots = RobotsGate(self._fetch_robots, RunRobots(
             self.manifest, lambda: self.run_id, self.store.warc_path, self.store_out_of_band,
             self.parsers.discover_in_process))
@@ -198,12 +204,40 @@ class Crawler:
         code, state = self._outcome()
         self._heartbeat(force=True)
         self.manifest.finish_run(self.run_id, now_iso(), state, code)
+        uploads = await self._last_push()
         return RunResult(self.run_id, code, state, resumed,
-                         self.manifest.run_time(self.run_id)[0], self._fatal)
+                         self.manifest.run_time(self.run_id)[0], self._fatal, uploads)
+
+    def _start_uploads(self) -> None:
+        """[archive] store: a thread uploads each WARC file the writer closes (loaded only
+        then: a run without a store imports and starts nothing of it)."""
+        if not self.cfg.archive.store:
+            return
+        from mirror.crawl.uploads import Uploader
+
+        self.uploader = Uploader(self.cfg.archive.store, self.cfg.site.output_dir)
+        self.store.closed_file = self.uploader.closed
+
+    async def _last_push(self) -> PushResult | None:
+        """The run's last push (every closed file, the index, the snapshot), in its thread;
+        not waited for once the run is told to stop (the next run or `mirror push` does
+        it)."""
+        if self.uploader is None:
+            return None
+        self.uploader.end()
+        while self.uploader.running:
+            if self._interrupted and not self._fatal:
+                log.warning("not waiting for the uploads to %s: the next run or `mirror "
+                            "push` does them", self.cfg.archive.store)
+                self.uploader.abandon()
+                return None
+            await asyncio.sleep(0.05)
+        return self.uploader.result
 
     def _begin(self) -> bool:
         """Choose and repair the run, then open its WARC writer and frontier."""
         self.run_id, resumed = self.startup.begin()
+        self._start_uploads()
         self._session = RunSession(self.manifest, self.run_id)
         self.store.writer = WarcWriter(
             self.warc_dir,
@@ -263,6 +297,8 @@ class Crawler:
         return ExitCode.OK, RunState.COMPLETE
 
     def close(self) -> None:
+        if self.uploader is not None:
+            self.uploader.abandon()  # no push after the run (it is done, or not wanted)
         self.manifest.close()
 
     # -- workers ---------------------------------------------------------------------------

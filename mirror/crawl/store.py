@@ -99,6 +99,9 @@ class CaptureStore:
         self._group: list[_Pending] = []
         self._originals: set[tuple[str, int]] = set()  # (digest, status) of its responses
         self._timer: asyncio.TimerHandle | None = None
+        #: told the name of each WARC file the writer closed ([archive] store uploads it)
+        self.closed_file: Callable[[str], None] | None = None
+        self._file = ""  # the file the last capture went to
 
     def previous(self, run_id: int, item: UrlItem) -> Previous | None:
         """The URL's latest capture from an earlier run (no query when there is none)."""
@@ -126,6 +129,7 @@ class CaptureStore:
             loc = self.writer.write_capture(ex, revisit)
         except OSError as exc:
             raise StorageError(f"cannot write to the archive: {exc.strerror or exc}") from exc
+        self._note_file(loc.response.filename)
         row = capture_row(ex, loc, links.target, revisit, original, prev)
         self._join(_Pending(run_id, item, ex, error, links, loc, row, kind))
         crashpoints.reached("commit:before")
@@ -244,6 +248,13 @@ class CaptureStore:
                 body = ex.body.read()
         return Page(ex.status, headers, body, ex.truncated)
 
+    def _note_file(self, filename: str) -> None:
+        """The writer rotated when a capture lands in another file: the last one is closed."""
+        if filename != self._file:
+            if self._file and self.closed_file is not None:
+                self.closed_file(self._file)
+            self._file = filename
+
     def close(self) -> None:
         """Commit the group, then close the open WARC file (rename it to its final name)."""
         try:
@@ -251,6 +262,7 @@ class CaptureStore:
         finally:
             if self.writer is not None:
                 self.writer.close()
+                self._note_file("")
 
 
 def capture_row(ex: Exchange, loc: CaptureLocation, location: str | None,

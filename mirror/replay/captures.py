@@ -20,9 +20,10 @@ from warcio.timeutils import (
 )
 
 from mirror.archive import index
-from mirror.archive.warcread import RawRecord, ReadError, complete_prefix, read_raw
+from mirror.archive.files import ArchiveFiles, LocalFiles, archive_files
+from mirror.archive.objstore import StoreError
+from mirror.archive.warcread import RawRecord, ReadError, complete_prefix, read_raw_from
 from mirror.archive.warcwriter import OPEN_SUFFIX
-from mirror.layout import ArchiveLayout
 from mirror.web.codings import DecodeError, decode_body
 from mirror.web.http import mime_of
 from mirror.web.urls import DEFAULT_IGNORE_QUERY, InvalidURL, normalize
@@ -116,17 +117,19 @@ class Record:
 
 
 class CaptureIndex:
-    """Every capture of an archive folder, by URL and by payload digest, read-only.
+    """Every capture of an archive, by URL and by payload digest, read-only.
 
-    The index is the source of truth for the files it names; WARC files it does not name
-    (a run killed before it rebuilt the index, or a ``.open`` file still being written) are
-    indexed here from their complete records. Needs no manifest.
+    The archive is a folder, or an object store (archive.files). The index is the source
+    of truth for the files it names; local WARC files it does not name (a run killed
+    before it rebuilt the index, or a ``.open`` file still being written) are indexed here
+    from their complete records. A store's are left out (reading them would mean reading
+    them whole): its index is uploaded once the files it names are. Needs no manifest.
     """
 
-    def __init__(self, folder: Path, captures: Iterable[Capture],
+    def __init__(self, folder: Path | ArchiveFiles, captures: Iterable[Capture],
                  ignore_query: Sequence[str] = DEFAULT_IGNORE_QUERY) -> None:
-        self.folder = folder
-        self.warc_dir = ArchiveLayout(folder).warc
+        self.files = archive_files(folder)
+        self.folder = self.files.local  # None for an archive in a store
         self.ignore_query = tuple(ignore_query)
         self.captures = sorted(captures, key=lambda c: (c.url, c.timestamp))
         self._by_url: dict[str, list[Capture]] = {}
@@ -137,14 +140,20 @@ class CaptureIndex:
                 self._by_digest.setdefault(cap.digest, cap)
 
     @classmethod
-    def load(cls, folder: Path, ignore_query: Sequence[str] = DEFAULT_IGNORE_QUERY) -> CaptureIndex:
-        layout = ArchiveLayout(folder)
-        captures = _read_index(layout.index)
+    def load(cls, folder: Path | ArchiveFiles,
+             ignore_query: Sequence[str] = DEFAULT_IGNORE_QUERY) -> CaptureIndex:
+        files = archive_files(folder)
+        captures = _read_index(files)
         indexed = {c.filename for c in captures}
-        for path in _warc_paths(layout.warc):
-            if path.name not in indexed:
-                captures += _scan(path)
-        return cls(folder, captures, ignore_query)
+        unindexed = [name for name in files.warc_files() if name not in indexed]
+        if isinstance(files, LocalFiles):
+            for name in unindexed:
+                captures += _scan(files.path(name))
+        elif unindexed:
+            log.warning("%s: %d WARC files are not in its index.cdxj yet (a run is under "
+                        "way, or its index was not uploaded): not shown", files.label,
+                        len(unindexed))
+        return cls(files, captures, ignore_query)
 
     # -- lookups -------------------------------------------------------------------------
     def key(self, url: str) -> str:
@@ -202,20 +211,29 @@ class CaptureIndex:
 
     # -- reading -------------------------------------------------------------------------
     def warc_paths(self) -> list[Path]:
-        """Every WARC file of the archive, closed or still ``.open``, in name order."""
-        return _warc_paths(self.warc_dir)
+        """Every local WARC file of the archive, closed or still ``.open``, in name order
+        (none for an archive in a store)."""
+        if not isinstance(self.files, LocalFiles):
+            return []
+        return [self.files.path(name) for name in self.files.warc_files()]
 
-    def path(self, filename: str) -> Path:
-        return self.warc_dir / os.path.basename(filename)
+    def raw(self, cap: Capture) -> RawRecord:
+        """The record a capture names, as stored (one ranged GET in a store)."""
+        where = f"{os.path.basename(cap.filename)}@{cap.offset}"
+        try:
+            with self.files.record_at(cap.filename, cap.offset, cap.length) as f:
+                return read_raw_from(f, where)
+        except StoreError as exc:
+            raise ReadError(f"{where}: {exc.reason}") from exc
 
     def read(self, cap: Capture) -> Record:
-        raw = read_raw(self.path(cap.filename), cap.offset)
+        raw = self.raw(cap)
         date = raw.warc.get("WARC-Date", "")
         if raw.rec_type != "revisit":
             return Record(cap.url, date, raw.status or 200, raw.headers or (), raw.payload,
                           raw.warc.get("WARC-Truncated"))
         orig_cap = self._refers_to(raw)
-        orig = read_raw(self.path(orig_cap.filename), orig_cap.offset)
+        orig = self.raw(orig_cap)
         if orig.rec_type == "revisit":
             raise ReadError(f"revisit of {cap.url} points at another revisit")
         # identical-payload-digest revisits carry the new headers; not-modified ones do not
@@ -245,19 +263,12 @@ def _distance(a: str, b: str) -> int:
     return abs(int(timestamp_to_sec(a)) - int(timestamp_to_sec(b)))
 
 
-def _read_index(path: Path) -> list[Capture]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return [c for c in map(parse_cdxj, f) if c is not None]
-    except FileNotFoundError:
+def _read_index(files: ArchiveFiles) -> list[Capture]:
+    f = files.open_index()
+    if f is None:
         return []
-
-
-def _warc_paths(warc_dir: Path) -> list[Path]:
-    if not warc_dir.is_dir():
-        return []
-    names = (n for n in os.listdir(warc_dir) if n.endswith((".warc.gz", ".warc.gz" + OPEN_SUFFIX)))
-    return sorted(warc_dir / n for n in names)
+    with f:
+        return [c for c in (parse_cdxj(line.decode("utf-8")) for line in f) if c is not None]
 
 
 def _scan(path: Path) -> list[Capture]:

@@ -16,9 +16,9 @@ from urllib.parse import urlencode
 from aiohttp import web
 from warcio.timeutils import datetime_to_http_date, iso_date_to_datetime
 
+from mirror.archive.files import ArchiveFiles, archive_files
 from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
 from mirror.archive.warcread import ReadError
-from mirror.archive.warcwriter import OPEN_SUFFIX
 from mirror.layout import ArchiveLayout
 from mirror.replay.captures import Capture, CaptureIndex, Record
 from mirror.replay.export import REWRITTEN_TYPES, page_rows
@@ -62,7 +62,7 @@ PASSED_HEADERS = frozenset({"content-type", "content-language", "last-modified"}
 PAGE_SIZE = 100
 LAN_REFUSAL = ("403 Forbidden: this archive is served to the local network only to whoever "
                "opened the address `mirror serve --lan` printed (it ends in ?token=...)")
-RELOAD_EVERY = 2.0  # seconds between checks whether the archive grew
+RELOAD_EVERY = 2.0  # seconds between checks whether the archive grew (a folder's)
 T = TypeVar("T")
 
 
@@ -114,29 +114,29 @@ def _address(timestamp: str, modifier: str, url: str) -> str:
 
 class Source:
     """The archive, loaded again when a run adds to it: when the index is rebuilt or a WARC
-    file is closed (checked at most every 2 s). A ``.open`` file is read as it was then:
-    reading it again as it grows would cost a full decompression every time."""
+    file is closed (checked at most every 2 s; every 30 s in an object store). A ``.open``
+    file is read as it was then: reading it again as it grows would cost a full
+    decompression every time. `where` is the archive folder, or its files in a store."""
 
-    def __init__(self, folder: Path, ignore_query: tuple[str, ...]) -> None:
-        self.folder, self.ignore_query = folder, ignore_query
-        self.archive = CaptureIndex.load(folder, ignore_query)
-        self._stamp, self._checked = self._state(), time.monotonic()
+    def __init__(self, where: Path | ArchiveFiles, ignore_query: tuple[str, ...]) -> None:
+        self.files, self.ignore_query = archive_files(where), ignore_query
+        self.folder = self.files.local
+        self.archive = CaptureIndex.load(self.files, ignore_query)
+        self._manifest = self.files.manifest()  # fetched here and on reload, never in the loop
+        self._stamp, self._checked = self.files.stamp(), time.monotonic()
         self._lock = asyncio.Lock()
         self.info: dict[tuple[str, int], tuple[str | None, int]] = {}  # title and size cache
 
-    def _state(self) -> tuple[object, ...]:
-        paths = [ArchiveLayout(self.folder).index, *self.archive.warc_paths()]
-        return tuple((p.name, 0 if p.name.endswith(OPEN_SUFFIX) else p.stat().st_mtime_ns)
-                     for p in paths if p.exists())
-
     async def get(self) -> CaptureIndex:
-        if time.monotonic() - self._checked >= RELOAD_EVERY:
+        every = RELOAD_EVERY if self.folder is not None else self.files.reload_every
+        if time.monotonic() - self._checked >= every:
             async with self._lock:
                 self._checked = time.monotonic()
-                stamp = await asyncio.to_thread(self._state)
+                stamp = await asyncio.to_thread(self.files.stamp)
                 if stamp != self._stamp:
                     self.archive = await asyncio.to_thread(
-                        CaptureIndex.load, self.folder, self.ignore_query)
+                        CaptureIndex.load, self.files, self.ignore_query)
+                    self._manifest = await asyncio.to_thread(self.files.manifest)
                     self._stamp = stamp
         return self.archive
 
@@ -148,8 +148,11 @@ class Source:
         return await asyncio.to_thread(self._ask_manifest, query)
 
     def _ask_manifest(self, query: Callable[[ManifestReader], T]) -> T | None:
+        path = self._manifest if self.folder is None else ArchiveLayout(self.folder).manifest
+        if path is None:
+            return None
         try:
-            manifest = ManifestReader(ArchiveLayout(self.folder).manifest)
+            manifest = ManifestReader(path)
         except ManifestError:
             return None
         try:
@@ -329,7 +332,7 @@ class Site:
     start_urls: tuple[str, ...] = ()
 
 
-def make_app(folder: Path, site: Site = Site(),
+def make_app(folder: Path | ArchiveFiles, site: Site = Site(),
              middlewares: Sequence[Middleware] = ()) -> web.Application:
     app = web.Application(middlewares=list(middlewares))
     replay = Replay(Source(folder, site.ignore_query), site)
@@ -338,7 +341,7 @@ def make_app(folder: Path, site: Site = Site(),
 
 
 async def start_replay_server(
-    folder: Path, site: Site = Site(), *, host: str = "127.0.0.1", port: int = 0,
+    folder: Path | ArchiveFiles, site: Site = Site(), *, host: str = "127.0.0.1", port: int = 0,
     access: Access | None = None,
 ) -> tuple[web.AppRunner, str]:
     """Start the replay server; returns (runner, base URL ending in '/'). Call cleanup().
@@ -357,18 +360,19 @@ async def start_replay_server(
     return runner, hosts.base(base, bound)
 
 
-async def serve_forever(folder: Path, site: Site, *, host: str, port: int,
+async def serve_forever(folder: Path | ArchiveFiles, site: Site, *, host: str, port: int,
                         lan: Callable[[str, str], str] | None = None) -> int:
     """`mirror serve`: serve until SIGINT or SIGTERM, then stop cleanly (exit 0). With `lan`
     (--lan), read-only behind a new access token; `lan(base, token)` is what to print."""
     access = Access() if lan else None
     runner, base = await start_replay_server(folder, site, host=host, port=port,
                                              access=access)
+    label = archive_files(folder).label
     try:
         if access and lan:
-            print(f"serving {folder}\n{lan(base, access.token)}", flush=True)
+            print(f"serving {label}\n{lan(base, access.token)}", flush=True)
         else:
-            print(f"serving {folder} at {base} (Ctrl-C to stop)", flush=True)
+            print(f"serving {label} at {base} (Ctrl-C to stop)", flush=True)
         await until_signalled()
     finally:
         await runner.cleanup()

@@ -18,7 +18,7 @@ from typing import IO
 from warcio.timeutils import timestamp_to_iso_date
 
 from mirror import __version__
-from mirror.archive.warcread import ReadError, complete_prefix
+from mirror.archive.warcread import ReadError
 from mirror.archive.warcwriter import OPEN_SUFFIX
 from mirror.replay.captures import Capture, CaptureIndex
 from mirror.web.extract import extract_html
@@ -91,9 +91,9 @@ class _Packer:
         self.spool_dir = spool_dir
         self.resources: list[dict[str, object]] = []
 
-    def add_file(self, name: str, path: Path, size: int) -> None:
-        with open(path, "rb") as src:  # already gzipped, and readers seek into it: stored
-            self._copy(name, src, size, zipfile.ZIP_STORED)
+    def add_stream(self, name: str, src: IO[bytes], size: int) -> None:
+        """A WARC file: already gzipped, and readers seek into it: stored."""
+        self._copy(name, src, size, zipfile.ZIP_STORED)
 
     def add_lines(self, name: str, lines: Iterable[bytes]) -> int:
         """Deflate the lines into the entry `name`; returns how many there were. They are
@@ -168,18 +168,20 @@ def write_wacz(archive: CaptureIndex, out: Path, *, title: str,
                on_progress: Callable[[int, int], None] | None = None) -> WaczResult:
     """Pack every WARC file of the archive into `out` (written aside, then renamed);
     on_progress(WARC files packed, WARC files in all) after each file."""
-    paths = archive.warc_paths()
+    files = archive.files
+    listed = files.warc_files()
     lines = sorted((c.cdxj(final_name(c.filename)) for c in archive.captures),
                    key=lambda s: s.encode("utf-8"))
     tmp = out.with_name(out.name + ".part")
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(tmp, "w") as zf:
         packer = _Packer(zf, out.parent)
-        for done, path in enumerate(paths, 1):
-            size = complete_prefix(path) if path.name.endswith(OPEN_SUFFIX) else path.stat().st_size
-            packer.add_file(f"archive/{final_name(path.name)}", path, size)
+        for done, (name, size) in enumerate(listed.items(), 1):
+            with files.stream(name) as src:  # a file in a store is streamed, not downloaded
+                packer.add_stream(f"archive/{final_name(name)}", src,
+                                  files.packable_size(name, size))
             if on_progress is not None:
-                on_progress(done, len(paths))
+                on_progress(done, len(listed))
         packer.add_bytes("indexes/index.cdxj", "".join(lines).encode("utf-8"))
         pages = packer.add_lines("pages/pages.jsonl",
                                  jsonl(PAGES_HEADER, page_lines(archive))) - 1
@@ -191,4 +193,4 @@ def write_wacz(archive: CaptureIndex, out: Path, *, title: str,
         packer.add_bytes("datapackage-digest.json", json.dumps(digest, indent=2).encode(),
                          listed=False)
     os.replace(tmp, out)
-    return WaczResult(out, len(paths), len(lines), pages, out.stat().st_size)
+    return WaczResult(out, len(listed), len(lines), pages, out.stat().st_size)

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from mirror.archive import index
+from mirror.archive.files import ArchiveFiles, LocalFiles, archive_files
+from mirror.archive.objstore import StoreError
 from mirror.archive.warcwriter import OPEN_SUFFIX
-from mirror.layout import ArchiveLayout
 from mirror.verify.problem import Problem
 from mirror.verify.record import uri_problem
 from mirror.verify.stream import Head, Stream, read_head
@@ -80,10 +81,11 @@ class _Table:
 
 
 class _Seeker:
-    """Reads the WARC headers of the record at an offset; keeps a few files open."""
+    """Reads the WARC headers of the record at an offset; keeps a few local files open (a
+    record in a store is one ranged GET)."""
 
-    def __init__(self, warc_dir: Path, tables: dict[str, _Table]) -> None:
-        self.warc_dir, self.tables = warc_dir, tables
+    def __init__(self, archive: ArchiveFiles, tables: dict[str, _Table]) -> None:
+        self.archive, self.tables = archive, tables
         self.files: dict[str, IO[bytes]] = {}
 
     def head(self, name: str, offset: int, length: int) -> Head | str:
@@ -93,15 +95,25 @@ class _Seeker:
             return f"{name} is not in warc/"
         if not table.is_member(offset, length):
             return f"{name}@{offset} (length {length}) is not one whole gzip member"
-        s = Stream(self._open(name, offset))
+        if self.archive.local is None:
+            try:
+                with self.archive.record_at(name, offset, length, head=True) as f:
+                    return self._read(f)
+            except StoreError as exc:
+                return exc.reason
+        return self._read(self._open(name, offset, length))
+
+    @staticmethod
+    def _read(f: IO[bytes]) -> Head | str:
+        s = Stream(f)
         head = read_head(s) if s.next_member() else "nothing there"
         return head if not s.error else s.error
 
-    def _open(self, name: str, offset: int) -> IO[bytes]:
+    def _open(self, name: str, offset: int, length: int) -> IO[bytes]:
         if name not in self.files:
             if len(self.files) >= 32:
                 self.close()
-            self.files[name] = open(self.warc_dir / name, "rb")  # noqa: SIM115 - closed in close()
+            self.files[name] = self.archive.record_at(name, offset, length)
         f = self.files[name]
         f.seek(offset)
         return f
@@ -236,13 +248,17 @@ def _check_manifest(manifest: ManifestLike, seeker: _Seeker) -> Iterator[Problem
                               "a response or revisit record with no capture in the manifest")
 
 
-def _index_lines(paths: Iterable[Path]) -> Iterator[str | Problem]:
+def _index_lines(archive: ArchiveFiles, names: Iterable[str]) -> Iterator[str | Problem]:
     """What `mirror index` makes of the WARC files, or why it cannot read one."""
-    for path in paths:
+    for name in names:
         try:
-            yield from index.lines_from_warc(path)
+            with archive.stream(name) as f:
+                yield from index.lines_from_stream(f, name)
+        except StoreError as exc:
+            yield Problem(f"warc/{name}", "index-mismatch", f"cannot read this file: "
+                          f"{exc.reason}")
         except Exception as exc:  # noqa: BLE001 - warcio raises assorted errors on bad files
-            yield Problem(f"warc/{path.name}", "index-mismatch",
+            yield Problem(f"warc/{name}", "index-mismatch",
                           f"`mirror index` cannot read this file: {type(exc).__name__}: {exc}")
 
 
@@ -261,29 +277,36 @@ def _readback(line: bytes, seeker: _Seeker) -> str | None:
     return None
 
 
-def _check_index(path: Path, files: list[Path], seeker: _Seeker) -> Iterator[Problem]:
+def _check_index(archive: ArchiveFiles, files: list[str],
+                 seeker: _Seeker) -> Iterator[Problem]:
     """W9: sorted bytewise, equal to what `mirror index` makes, every line reads back."""
-    if not path.exists():
+    f = archive.open_index()
+    if f is None:
         if files:
             yield Problem("index.cdxj", "index-missing", "no index; `mirror index` rebuilds it")
         return
+    f.close()
     expected: Counter[bytes] = Counter()
-    for line in _index_lines(files):
+    for line in _index_lines(archive, files):
         if isinstance(line, Problem):
             yield line
         else:
             expected[key(line)] += 1
-    yield from _index_file(path, expected, seeker)
+    yield from _index_file(archive, expected, seeker)
     if expected.total() > 0:
-        for line in _index_lines(files):
+        for line in _index_lines(archive, files):
             if isinstance(line, str) and expected[k := key(line)] > 0:
                 expected[k] -= 1
                 yield Problem("index.cdxj", "index-mismatch", f"line missing: {line.strip()}")
 
 
-def _index_file(path: Path, expected: Counter[bytes], seeker: _Seeker) -> Iterator[Problem]:
+def _index_file(archive: ArchiveFiles, expected: Counter[bytes],
+                seeker: _Seeker) -> Iterator[Problem]:
     prev, unsorted = b"", []
-    with open(path, "rb") as f:
+    f = archive.open_index()
+    if f is None:  # gone since it was looked at
+        return
+    with f:
         for n, raw in enumerate(f, 1):
             if raw < prev:
                 unsorted.append(n)
@@ -301,28 +324,39 @@ def _index_file(path: Path, expected: Counter[bytes], seeker: _Seeker) -> Iterat
                       f"{len(unsorted) - 1} more sort bytewise before the line above them")
 
 
-def check_archive(output_dir: Path, manifest: ManifestLike | None) -> Verdict:
-    """Every WARC file under warc/, the manifest against them, the index against both."""
-    layout = ArchiveLayout(output_dir)
-    warc_dir = layout.warc
-    files = index.warc_files(warc_dir)
-    problems = [Problem(f"warc/{p.name}", "open-file", "left open by a run that did not "
+def check_archive(output_dir: Path | ArchiveFiles, manifest: ManifestLike | None) -> Verdict:
+    """Every WARC file under warc/, the manifest against them, the index against both.
+    `output_dir` is the archive folder, or its files elsewhere (archive.files: a store,
+    whose files are streamed, and whose records are read by ranged GETs)."""
+    archive = archive_files(output_dir)
+    listed = archive.warc_files()
+    files = [name for name in listed if not name.endswith(OPEN_SUFFIX)]
+    problems = [Problem(f"warc/{name}", "open-file", "left open by a run that did not "
                         "finish; the next `mirror run` repairs and closes it")
-                for p in sorted(warc_dir.glob("*" + OPEN_SUFFIX))]
+                for name in listed if name.endswith(OPEN_SUFFIX)]
     originals, revisits, tables, records = Originals(), [], {}, 0
-    for path in files:
-        check = FileCheck(path, f"warc/{path.name}")
-        problems += check.run()
+    for name in files:
+        check = _file_check(archive, name, listed[name])
+        try:
+            problems += check.run()
+        except StoreError as exc:
+            problems.append(Problem(f"warc/{name}", "unreadable", exc.reason))
         originals.update(check.originals)
         revisits += check.revisits
         records += check.records
-        tables[path.name] = _Table(check.bounds, check.captures, bytearray(len(check.captures)))
+        tables[name] = _Table(check.bounds, check.captures, bytearray(len(check.captures)))
     problems += check_revisits(revisits, originals)
-    seeker = _Seeker(warc_dir, tables)
+    seeker = _Seeker(archive, tables)
     try:
         if manifest is not None:
             problems += _check_manifest(manifest, seeker)
-        problems += _check_index(layout.index, files, seeker)
+        problems += _check_index(archive, files, seeker)
     finally:
         seeker.close()
     return Verdict(tuple(problems), len(files), records)
+
+
+def _file_check(archive: ArchiveFiles, name: str, size: int) -> FileCheck:
+    if isinstance(archive, LocalFiles):
+        return FileCheck(archive.path(name), f"warc/{name}")
+    return FileCheck(Path(name), f"warc/{name}", lambda: archive.stream(name), size)

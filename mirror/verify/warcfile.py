@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import io
 from array import array
 from collections import Counter
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Any, cast
 
 from mirror.archive.warcwriter import OPEN_SUFFIX
 from mirror.verify.problem import Problem
@@ -130,10 +132,15 @@ class _Pairs:
 
 # -- one WARC file ---------------------------------------------------------------------------
 class FileCheck:
-    """Streams one WARC file, yielding problems, and keeps what the archive checks need."""
+    """Streams one WARC file, yielding problems, and keeps what the archive checks need.
+    `opener` gives the file from its start when it is not a local path (an object in a
+    store, of `size` bytes)."""
 
-    def __init__(self, path: Path, label: str) -> None:
+    def __init__(self, path: Path, label: str, opener: Callable[[], IO[bytes]] | None = None,
+                 size: int | None = None) -> None:
         self.path, self.label = path, label
+        self.opener = opener or (lambda: open(path, "rb"))
+        self._size = size
         self.name = path.name.removesuffix(OPEN_SUFFIX)
         self.records = 0
         self.bounds = array("q")  # start of each complete gzip member, then the end of the last
@@ -149,9 +156,10 @@ class FileCheck:
         self.gzipped = True
 
     def run(self) -> Iterator[Problem]:
-        with open(self.path, "rb") as f:
-            self.gzipped = not f.read(5).startswith(b"WARC/")
-            f.seek(0)
+        with self.opener() as raw:
+            f = raw if isinstance(raw, io.BufferedReader) \
+                else io.BufferedReader(cast(Any, raw), CHUNK)
+            self.gzipped = not f.peek(5)[:5].startswith(b"WARC/")
             if not self.gzipped and self.path.name.endswith(".gz"):
                 yield Problem(self.label, "not-gzip", "the file is not gzip-compressed")
             s = Stream(f, self.gzipped)
@@ -168,7 +176,7 @@ class FileCheck:
     def _tail(self, s: Stream) -> Iterator[Problem]:
         where = f"{self.label}@{s.member_at}"
         if s.torn:
-            size = self.path.stat().st_size
+            size = self._size if self._size is not None else self.path.stat().st_size
             yield Problem(where, "torn-member", f"the file ends {size - s.member_at} bytes "
                           "into this gzip member, before the member is complete")
         elif s.error:

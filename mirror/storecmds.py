@@ -1,0 +1,165 @@
+"""The command line of archives in object storage: `mirror push`, `mirror restore`, and
+where `serve`, `export` and `verify` read from (a site file's folder, its store with
+`--from-store`, or an s3://bucket/prefix address given instead of the site file)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mirror.config import SiteConfig, load_config
+from mirror.layout import ArchiveLayout
+from mirror.model import ExitCode
+from mirror.web.urls import DEFAULT_IGNORE_QUERY
+
+if TYPE_CHECKING:
+    from mirror.archive.files import ArchiveFiles
+    from mirror.archive.storesync import PushResult
+
+#: what the site-file argument of serve, export and verify also accepts
+ADDRESS_HELP = "the site's TOML file, or an archive's s3://bucket/prefix address"
+FROM_STORE_HELP = ("read the archive from the site file's [archive] store instead of its "
+                   "folder (ranged reads; nothing is downloaded whole)")
+
+
+class StoreUsageError(Exception):
+    """A user mistake about stores (cli turns it into its UsageError)."""
+
+
+def is_address(text: str) -> bool:
+    return str(text).startswith("s3://")
+
+
+@dataclass
+class Reading:
+    """The archive a reading command works on, and what it knows of the site."""
+
+    where: Path | ArchiveFiles  # the archive folder, or its files in a store
+    label: str  # for messages
+    name: str
+    ignore_query: tuple[str, ...]
+    start_urls: tuple[str, ...]
+    cfg: SiteConfig | None  # None: read from an s3:// address alone
+
+    @property
+    def in_store(self) -> bool:
+        return not isinstance(self.where, Path)
+
+    def close(self) -> None:
+        if not isinstance(self.where, Path):
+            self.where.close()
+
+
+def reading(args: argparse.Namespace) -> Reading:
+    """Where serve/export/verify read: `args.config` is a site file (its folder, or with
+    --from-store its store) or an s3:// address."""
+    given = str(args.config)
+    if is_address(given):
+        if getattr(args, "from_store", False):
+            raise StoreUsageError("--from-store goes with a site file, not an s3:// address")
+        files = _store_files(given)
+        name = given.rstrip("/").rsplit("/", 1)[-1] or "mirror"
+        return Reading(files, files.label, name, DEFAULT_IGNORE_QUERY, (), None)
+    cfg = load_config(given)
+    site = (cfg.site.name, cfg.scope.ignore_query, cfg.site.start_urls)
+    if getattr(args, "from_store", False):
+        if not cfg.archive.store:
+            raise StoreUsageError(f"--from-store: {cfg.path} sets no [archive] store")
+        files = _store_files(cfg.archive.store)
+        return Reading(files, files.label, *site, cfg)
+    return Reading(cfg.site.output_dir, str(cfg.site.output_dir), *site, cfg)
+
+
+def _store_files(url: str) -> ArchiveFiles:
+    from mirror.archive.files import StoreFiles
+    from mirror.archive.objstore import open_store
+
+    return StoreFiles(open_store(url))
+
+
+def store_url(cfg: SiteConfig, command: str) -> str:
+    if not cfg.archive.store:
+        raise StoreUsageError(f"{cfg.path}: no [archive] store is set, so there is nothing "
+                              f"to {command} (e.g. store = \"s3://bucket/prefix\")")
+    return cfg.archive.store
+
+
+# -- push and restore ------------------------------------------------------------------------
+def cmd_push(args: argparse.Namespace) -> int:
+    """Upload what the store lacks: closed WARC files, the index, a manifest snapshot."""
+    from mirror.archive.lock import ArchiveLock
+    from mirror.archive.objstore import open_store
+    from mirror.archive.storesync import push
+
+    cfg = load_config(args.config)
+    url = store_url(cfg, "push to")
+    root = cfg.site.output_dir
+    if not ArchiveLayout(root).manifest.exists():
+        raise StoreUsageError(f"{root}: no archive to push (has `mirror run {args.config}` "
+                              "run yet?)")
+    with ArchiveLock(root):
+        result = push(root, open_store(url), force=args.force)
+    print("\n".join(result.lines()))
+    return ExitCode.OK if result.complete else ExitCode.USAGE
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    """Rebuild the site's archive folder from its store's latest snapshot."""
+    from mirror.archive.lock import ArchiveLock
+    from mirror.archive.objstore import open_store
+    from mirror.archive.storesync import restore
+
+    cfg = load_config(args.config)
+    url = store_url(cfg, "restore from")
+    root = cfg.site.output_dir
+    if ArchiveLayout(root).manifest.exists() and not args.force:
+        raise StoreUsageError(
+            f"{root} holds an archive already; `mirror restore` rebuilds a lost one. Move "
+            "the folder aside, or give --force to replace its manifest with the store's "
+            "snapshot (its WARC files the snapshot does not name are moved aside)")
+    root.mkdir(parents=True, exist_ok=True)
+    with ArchiveLock(root):
+        result = restore(root, open_store(url))
+    print("\n".join(result.lines()))
+    if not result.restored:
+        return ExitCode.USAGE
+    print(f"next: mirror run {args.config}   (an incremental run from the restored archive)")
+    return ExitCode.OK
+
+
+def push_after_prune(cfg: SiteConfig) -> list[str]:
+    """After `mirror prune` with a store: upload the rewritten files and the new snapshot,
+    delete the old files from the store. Lines to tell; a failure is told, not raised
+    (the next run or `mirror push` catches up)."""
+    from mirror.archive.lock import ArchiveLock
+    from mirror.archive.objstore import StoreError, open_store
+    from mirror.archive.storesync import push
+
+    if not cfg.archive.store:
+        return []
+    try:
+        with ArchiveLock(cfg.site.output_dir):
+            result = push(cfg.site.output_dir, open_store(cfg.archive.store))
+    except StoreError as exc:
+        return [f"store not updated: {exc}; `mirror push {cfg.path}` updates it"]
+    lines = result.lines()
+    if not result.complete:
+        lines.append(f"`mirror push {cfg.path}` finishes it")
+    return lines
+
+
+def add_to_report(path: Path, result: PushResult | None) -> None:
+    """The run's last push, as the "store" entry of its report (reports/<run>.json)."""
+    if result is None:
+        return
+    from mirror.archive.fsutil import atomic_write_text
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    data["store"] = result.as_dict()
+    atomic_write_text(path, json.dumps(data, indent=2) + "\n")
