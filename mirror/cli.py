@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from mirror import __version__
 from mirror.archive.lock import ArchiveLock, ArchiveLocked
 from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
+from mirror.archive.objstore import StoreError
 from mirror.config import ConfigError, SiteConfig, load_config
 from mirror.crawl.history import compare
 from mirror.layout import ArchiveLayout
@@ -31,6 +32,7 @@ from mirror.report import (
     render_summary,
     summary_line,
 )
+from mirror.storecmds import StoreUsageError
 
 if TYPE_CHECKING:
     from mirror.crawl.crawler import Crawler
@@ -52,11 +54,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--traceback", action="store_true", help="show the full stack on errors")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def cmd(name: str, help_: str, config: bool = True) -> argparse.ArgumentParser:
+    def cmd(name: str, help_: str, config: bool = True,
+            config_help: str = "the site's TOML file") -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help_, description=help_)
         if config:
-            sp.add_argument("config", help="the site's TOML file")
+            sp.add_argument("config", help=config_help)
         return sp
+
+    # serve, export and verify read an archive from its folder or from object storage
+    from_store = ("read the archive from the site file's [archive] store instead of its "
+                  "folder (ranged reads: nothing is downloaded whole)")
+    address = "the site's TOML file, or an archive's s3://bucket/prefix address"
 
     ui = cmd("ui", "the library app: every site, its runs and reports, in the browser",
              config=False)
@@ -71,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "run, stop, verify, export or edit (no browser opened here)")
     ui.add_argument("--port", type=int, default=0, help="port to bind (default: a free one)")
     ui.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    ui.add_argument("--db", metavar="DSN",
+                    help="also show the fleet of this PostgreSQL database (its workers, runs "
+                         "and queue; default: $MIRROR_DB; needs mirror[fleet])")
     add = cmd("add", "write a new site file for URL into the library", config=False)
     add.add_argument("url", help="the site's start URL, e.g. https://example.com/")
     add.add_argument("--library", metavar="DIR", type=Path,
@@ -90,15 +101,42 @@ def build_parser() -> argparse.ArgumentParser:
                           "most), and apply [retention] after a run that made a snapshot")
     schedule = cmd("schedule", "install, list or remove the OS timers of the sites' [schedule]",
                    config=False)
-    schedule.add_argument("action", choices=("apply", "list", "remove"),
+    schedule.add_argument("action", choices=("apply", "list", "remove", "run-now"),
                           help="apply: one timer per scheduled site (and none for the others); "
-                               "list: each site's timer, next and last run; remove: the timers")
+                               "list: each site's timer, next and last run; remove: the timers; "
+                               "run-now (with --db): queue a run of the site in the fleet now")
     schedule.add_argument("target", nargs="?", type=Path,
                           help="a site file, or a library folder (default: $MIRROR_LIBRARY, "
                                "else ~/mirror)")
     schedule.add_argument("--timer", choices=("auto", "systemd", "cron"), default="auto",
                           help="apply: a systemd user timer or a crontab line (auto: systemd "
                                "when a user manager answers, else cron)")
+    schedule.add_argument("--db", metavar="DSN",
+                          help="register the sites in the fleet of this PostgreSQL database "
+                               "instead of OS timers: `mirror worker`s run them (default: "
+                               "$MIRROR_DB; needs mirror[fleet])")
+    worker = cmd("worker", "run the fleet's site runs on this machine: a worker of the "
+                           "PostgreSQL database's queue (needs mirror[fleet])", config=False)
+    worker.add_argument("--db", metavar="DSN",
+                        help="the fleet's database, postgresql://... (default: $MIRROR_DB)")
+    worker.add_argument("--data", metavar="DIR", type=Path, required=True,
+                        help="this machine's working folder: a copy of each site's archive "
+                             "while it runs (the archive itself lives in its store)")
+    worker.add_argument("--concurrency", type=int, default=1, metavar="N",
+                        help="site runs at once on this machine (default 1)")
+    worker.add_argument("--name", help="this worker's name on the fleet page (default: "
+                                       "host:pid)")
+    worker.add_argument("--stall-after", type=float, default=30.0, metavar="S",
+                        help="seconds without a heartbeat after which a worker's runs are "
+                             "handed to another (default 30; the same on every worker)")
+    worker.add_argument("--tick", type=int, default=60, metavar="S",
+                        help="seconds between two looks at the schedules and at stalled runs "
+                             "(default 60)")
+    worker.add_argument("--poll", type=float, default=5.0, metavar="S",
+                        help="seconds between two looks for runs put back in the queue "
+                             "(default 5)")
+    worker.add_argument("-v", "--verbose", action="store_true",
+                        help="log every job Procrastinate starts and ends (ticks too)")
     index_ = cmd("index", "rebuild index.cdxj from the WARC files alone")
     index_.add_argument("--search", action="store_true",
                         help="rebuild the full-text index of the pages instead (for archives "
@@ -115,7 +153,18 @@ def build_parser() -> argparse.ArgumentParser:
                         help="results to show (default 20)")
     search.add_argument("--json", action="store_true", help="print results as JSON lines")
     cmd("status", "show the runs, URL counts, WARC files and last error (also during a run)")
-    cmd("verify", "check every WARC file, the manifest and the index; exit 65 on any problem")
+    verify = cmd("verify", "check every WARC file, the manifest and the index; exit 65 on any "
+                 "problem", config_help=address)
+    verify.add_argument("--from-store", action="store_true", help=from_store)
+    push = cmd("push", "upload to the [archive] store what it lacks: closed WARC files, the "
+                       "index, a manifest snapshot")
+    push.add_argument("--force", action="store_true",
+                      help="replace a snapshot in the store that another archive folder made")
+    restore = cmd("restore", "rebuild the site's archive folder from its [archive] store's "
+                             "latest snapshot")
+    restore.add_argument("--force", action="store_true",
+                         help="replace the folder's manifest when it has one (its WARC files "
+                              "the snapshot does not name are moved aside)")
     prune = cmd("prune", "drop the runs [retention] does not keep, and free their space")
     prune.add_argument("--dry-run", action="store_true",
                        help="list the runs and files it would drop; change nothing")
@@ -136,7 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--page", metavar="URL",
                       help="show how this page's text changed between the two runs, word by "
                            "word")
-    serve = cmd("serve", "browse the archive offline: a replay server on 127.0.0.1")
+    serve = cmd("serve", "browse the archive offline: a replay server on 127.0.0.1",
+                config_help=address)
+    serve.add_argument("--from-store", action="store_true", help=from_store)
     serve.add_argument("--host", help="address to bind (127.0.0.1; with --lan: instead of the "
                                       "LAN address)")
     serve.add_argument("--lan", action="store_true",
@@ -144,7 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "machine's LAN address, print the address with a token and its QR "
                             "code; only browsers that opened it get in")
     serve.add_argument("--port", type=int, default=8080, help="port to bind (8080; 0: any)")
-    export = cmd("export", "write the archive as a folder that opens from file://, or a WACZ")
+    export = cmd("export", "write the archive as a folder that opens from file://, or a WACZ",
+                 config_help=address)
+    export.add_argument("--from-store", action="store_true", help=from_store)
     export.add_argument("--to", metavar="DIR", type=Path, help="folder to write")
     export.add_argument("--at", metavar="TIMESTAMP",
                         help="export the site as it was then (1-14 digits, YYYYmmddHHMMSS)")
@@ -179,6 +232,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ArchiveLocked as exc:
         print(f"mirror: {exc}", file=sys.stderr)
         return ExitCode.LOCKED
+    except (StoreError, StoreUsageError) as exc:  # an object store: its address, its
+        print(f"mirror: {exc}", file=sys.stderr)  # credentials, or it cannot be reached
+        return ExitCode.USAGE
     except KeyboardInterrupt:
         print("mirror: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
@@ -206,10 +262,12 @@ def cmd_ui(args: argparse.Namespace) -> int:
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"{folder}: not a folder (a library is a folder of site files)")
     host, lan = _serving(args, "the library and its archives")
+    db = _fleet_db(args.db, needed=False)
     try:
         return asyncio.run(serve_library(folder, host=host, port=args.port,
                                          open_browser=not args.no_browser,
-                                         say=lambda text: print(text, flush=True), lan=lan))
+                                         say=lambda text: print(text, flush=True), lan=lan,
+                                         db=db))
     except OSError as exc:  # the port is taken, the address is not ours
         raise UsageError(f"cannot listen on {host}:{args.port}: {exc.strerror or exc}") \
             from exc
@@ -339,6 +397,11 @@ def _retention(cfg: SiteConfig) -> None:
             return
         log.info("retention: dropped runs %s, freed %s bytes",
                  ", ".join(map(str, pruned.dropped_runs)) or "none", f"{pruned.freed_bytes:,}")
+        if pruned.dropped:  # [archive] store: its copy follows the prune
+            from mirror.storecmds import push_after_prune
+
+            for line in push_after_prune(cfg):
+                log.info("retention: %s", line)
 
 
 def _say_in_log(log_file: Path) -> Callable[[str], None]:
@@ -477,8 +540,12 @@ def _existing_warc_dir(cfg: SiteConfig, args: argparse.Namespace) -> Path:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from mirror.storecmds import reading
     from mirror.verify import check_archive, format_problems
 
+    source = reading(args)
+    if source.in_store:  # its files streamed, its manifest the store's snapshot
+        return _verify_store(source)
     cfg = load_config(args.config)
     manifest_path = ArchiveLayout(cfg.site.output_dir).manifest
     _existing_warc_dir(cfg, args)
@@ -493,6 +560,25 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if verdict.problems:
         print(format_problems(list(verdict.problems)))
     print(verdict.summary())
+    return ExitCode.DAMAGED if verdict.problems else ExitCode.OK
+
+
+def _verify_store(source: Any) -> int:
+    from mirror.verify import check_archive, format_problems
+
+    try:
+        path = source.where.manifest()
+        manifest = ManifestReader(path) if path is not None else None
+        try:
+            verdict = check_archive(source.where, manifest)
+        finally:
+            if manifest is not None:
+                manifest.close()
+    finally:
+        source.close()
+    if verdict.problems:
+        print(format_problems(list(verdict.problems)))
+    print(f"{source.label}: {verdict.summary()}")
     return ExitCode.DAMAGED if verdict.problems else ExitCode.OK
 
 
@@ -511,6 +597,11 @@ def cmd_prune(args: argparse.Namespace) -> int:
     except PruneError as exc:
         raise UsageError(str(exc)) from exc
     print("\n".join(result.lines()))
+    if result.dropped and not args.dry_run:  # [archive] store: its copy follows the prune
+        from mirror.storecmds import push_after_prune
+
+        for line in push_after_prune(cfg):
+            print(line)
     return ExitCode.OK
 
 
@@ -613,30 +704,42 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
 
     from mirror.replay.serve import Site, serve_forever
+    from mirror.storecmds import reading
 
-    cfg = load_config(args.config)
-    if not ArchiveLayout(cfg.site.output_dir).warc.is_dir():
-        raise UsageError(f"{cfg.site.output_dir}: no archive (has `mirror run` run yet?)")
-    site = Site(cfg.site.name, cfg.scope.ignore_query, cfg.site.start_urls)
+    source = reading(args)  # the site file's folder, or a store (--from-store, s3://...)
+    if isinstance(source.where, Path) and not ArchiveLayout(source.where).warc.is_dir():
+        raise UsageError(f"{source.where}: no archive (has `mirror run` run yet?)")
+    site = Site(source.name, source.ignore_query, source.start_urls)
     host, lan = _serving(args, "the archive")
     try:
-        return asyncio.run(serve_forever(cfg.site.output_dir, site, host=host, port=args.port,
+        return asyncio.run(serve_forever(source.where, site, host=host, port=args.port,
                                          lan=lan))
     except OSError as exc:  # the port is taken, the address is not ours
         raise UsageError(f"cannot listen on {host}:{args.port}: {exc.strerror or exc}") \
             from exc
+    finally:
+        source.close()
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from mirror.replay.captures import CaptureIndex
+    from mirror.storecmds import reading
+
+    _check_export_args(args)
+    source = reading(args)  # the site file's folder, or a store (--from-store, s3://...)
+    try:
+        archive = CaptureIndex.load(source.where, source.ignore_query)
+        return _export(args, source, archive)
+    finally:
+        source.close()
+
+
+def _export(args: argparse.Namespace, source: Any, archive: Any) -> int:
     from mirror.replay.export import ExportError, export_folder
     from mirror.replay.wacz import write_wacz
 
-    cfg = load_config(args.config)
-    _check_export_args(args)
-    archive = CaptureIndex.load(cfg.site.output_dir, cfg.scope.ignore_query)
     if not archive.captures:
-        raise UsageError(f"{cfg.site.output_dir}: no captures to export")
+        raise UsageError(f"{source.label}: no captures to export")
     if args.to:
         try:
             done = export_folder(archive, args.to, args.at)
@@ -645,22 +748,30 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"exported {done.files} files ({done.pages} pages, {done.redirects} redirects) "
               f"in {done.seconds:.1f}s: open {args.to / 'index.html'}")
     if args.wacz:
-        packed = write_wacz(archive, args.wacz, title=cfg.site.name,
-                            start_urls=cfg.site.start_urls)
+        packed = write_wacz(archive, args.wacz, title=source.name,
+                            start_urls=source.start_urls)
         print(f"wrote {packed.path} ({packed.warc_files} WARC files, {packed.captures} "
               f"captures, {packed.pages} pages, {packed.bytes:,} bytes)")
     if args.zim:
         from mirror.replay.zim import ZimError, summary, write_zim
 
         try:
-            written = write_zim(archive, args.zim, site_name=cfg.site.name,
-                                start_urls=cfg.site.start_urls, at=args.at, title=args.title,
+            written = write_zim(archive, args.zim, site_name=source.name,
+                                start_urls=source.start_urls, at=args.at, title=args.title,
                                 description=args.description, language=args.language,
                                 publisher=args.publisher)
         except ZimError as exc:
             raise UsageError(str(exc)) from exc
         print(f"{summary(written)} in {written.seconds:.1f}s")
     return ExitCode.OK
+
+
+def _store_command(name: str, args: argparse.Namespace) -> int:
+    """`mirror push` and `mirror restore` (mirror.storecmds)."""
+    from mirror import storecmds
+
+    command: Callable[[argparse.Namespace], int] = getattr(storecmds, f"cmd_{name}")
+    return command(args)
 
 
 def _check_export_args(args: argparse.Namespace) -> None:
@@ -682,6 +793,9 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     from mirror.schedule import listing, timers
 
     env, remove = os.environ, args.action == "remove"
+    db = _fleet_db(args.db, needed=args.action == "run-now")
+    if db is not None:
+        return _schedule_fleet(args, db)
     sites, broken, in_scope = _schedule_sites(args.target, remove=remove)
     have = timers.Installed.read(env)
     listed = {site.file for site, _ in sites}
@@ -706,6 +820,87 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     for problem in changes.problems:
         print(f"mirror: {problem}", file=sys.stderr)
     return ExitCode.USAGE if broken or changes.problems else ExitCode.OK
+
+
+def _fleet_db(given: str | None, *, needed: bool) -> str | None:
+    """The fleet's database (--db, else $MIRROR_DB), checked that the fleet extra is here;
+    None when none is named (UsageError when `needed`)."""
+    from mirror.fleet.db import ENV, FleetError, dsn_from, require_extra
+
+    dsn = dsn_from(given)
+    if dsn is None:
+        if needed:
+            raise UsageError(f"this needs the fleet's database: --db postgresql://... or "
+                             f"${ENV}")
+        return None
+    try:
+        require_extra()
+    except FleetError as exc:
+        raise UsageError(str(exc)) from exc
+    return dsn
+
+
+def _schedule_fleet(args: argparse.Namespace, db: str) -> int:
+    """`mirror schedule ACTION --db DSN`: the sites registered in the fleet, not OS timers;
+    the same site files and messages as for timers (fleet/commands.py)."""
+    from mirror.fleet.commands import schedule
+    from mirror.fleet.db import FleetError
+
+    names: list[str] = []
+    target = args.target
+    sites: list[tuple[Site, Path | None]]
+    broken: list[ConfigError]
+    in_scope: Callable[[Path], bool]
+    if args.action == "run-now" and target is None:
+        raise UsageError("run-now needs a site file, a library folder or a registered "
+                         "site's name")
+    if args.action == "run-now" and target is not None and not target.exists():
+        names, target = [str(target)], None  # a registered site's name
+        sites, broken, in_scope = [], [], (lambda p: False)
+    else:
+        sites, broken, in_scope = _schedule_sites(target, remove=args.action == "remove")
+    for exc in broken:
+        print(f"mirror: {exc}\n  (its registration, if it has one, is left as it is)",
+              file=sys.stderr)
+    try:
+        done = schedule(args.action, db, sites, in_scope, names=names)
+    except FleetError as exc:
+        raise UsageError(str(exc)) from exc
+    if done.lines:
+        print("\n".join(done.lines))
+    for problem in done.problems:
+        print(f"mirror: {problem}", file=sys.stderr)
+    if broken or (done.problems and not done.code):
+        return ExitCode.USAGE
+    return done.code
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from mirror.fleet.db import FleetError
+    from mirror.fleet.queue import Timing
+    from mirror.fleet.worker import WorkerOptions, serve
+
+    db = _fleet_db(args.db, needed=True)
+    assert db is not None
+    timing = Timing(stall_after=args.stall_after, tick=args.tick, poll=args.poll)
+    try:
+        timing.check()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    if args.concurrency < 1:
+        raise UsageError("--concurrency must be 1 or more")
+    options = WorkerOptions(db, args.data.expanduser().resolve(), args.concurrency,
+                            args.name or "", timing)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not args.verbose:  # mirror's own lines say what each run does
+        logging.getLogger("procrastinate").setLevel(logging.WARNING)
+    try:
+        return asyncio.run(serve(options, lambda text: print(text, flush=True)))
+    except FleetError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def _schedule_sites(target: Path | None, *, remove: bool) -> tuple[
@@ -764,6 +959,9 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": cmd_serve,
     "export": cmd_export,
     "schedule": cmd_schedule,
+    "push": lambda args: _store_command("push", args),
+    "restore": lambda args: _store_command("restore", args),
+    "worker": cmd_worker,
 }
 
 
@@ -797,6 +995,10 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
                     async with _ticker(crawler, layout.progress, display):
                         result = await crawler.run()
                 data, report_path = write_report(cfg, crawler.manifest, result.run_id)
+                if result.uploads is not None:  # [archive] store: what the run uploaded
+                    from mirror.storecmds import add_to_report
+
+                    add_to_report(report_path, result.uploads)
             finally:
                 crawler.close()
         finally:  # ours, or left by a run killed -9: no run works once the lock is released
@@ -808,6 +1010,9 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
     else:
         print(render_summary(data))
         print(f"  report         {report_path}")
+    if result.uploads is not None:  # [archive] store: said after the summary
+        print("\n".join(result.uploads.lines()),
+              file=sys.stdout if result.uploads.complete else sys.stderr)
     if result.error:
         print(f"mirror: {result.error}; `mirror run` again resumes the run", file=sys.stderr)
     return result.exit_code

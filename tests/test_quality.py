@@ -19,7 +19,7 @@ PURE = ("web.urls", "web.extract", "web.css", "web.codings", "web.rewrite", "web
         "web.html", "web.http", "report",
         "explain", "model", "crawl.scope", "crawl.history", "crawl.discover",
         "crawl.politeness", "crawl.robots", "replay.textdiff", "replay.pages",
-        "schedule.spec")
+        "schedule.spec", "fleet.duetime")
 #: the layers (LAYOUT.md) and what each may import of mirror: packages, and top-level
 #: modules; the top level (cli, config, report, ...) may import anything but `cli`, which
 #: only `__main__` imports
@@ -32,10 +32,14 @@ LAYERS = {
     "demo": {"demo", "web", "webapp", "config"},
     # OS timers, the wait for a run still going, hooks: for the cli and the app
     "schedule": {"schedule", "archive", "model", "layout", "config"},
+    # the fleet (many sites on PostgreSQL + Procrastinate): registrations, the worker and
+    # its jobs, which run `mirror run` as a child process; it restores and pushes archives
+    # (archive.storesync) and reads a run's progress.json (crawl.progressfile)
+    "fleet": {"fleet", "archive", "crawl", "model", "layout", "config", "schedule"},
     # the library app sits above everything but cli
     "app": {"app", "archive", "web", "model", "layout", "config", "crawl", "replay", "verify",
             "webapp", "report", "runreport", "explain", "progress", "crashpoints",
-            "schedule"},
+            "schedule", "fleet"},
 }
 
 
@@ -91,7 +95,8 @@ def transitive(module: str) -> set[str]:
 
 @pytest.mark.parametrize("module", PURE)
 def test_pure_modules_load_no_io_libraries(module: str) -> None:
-    assert not transitive(module) & {"aiohttp", "sqlite3", "archive.manifest", "crawl.fetch"}
+    assert not transitive(module) & {"aiohttp", "sqlite3", "psycopg", "archive.manifest",
+                                     "crawl.fetch"}
 
 
 def test_only_fetch_imports_aiohttp_on_the_crawl_side() -> None:
@@ -101,9 +106,24 @@ def test_only_fetch_imports_aiohttp_on_the_crawl_side() -> None:
 
 
 def test_only_the_manifest_runs_sql() -> None:
+    """The manifest's modules talk to the database; archive.manifest and
+    archive.manifest_fleet through archive.sqldb, which speaks SQLite and PostgreSQL."""
     assert {m for m in modules() if "sqlite3" in imports(m)} == {
-        "archive.manifest", "archive.manifest_schema", "archive.manifest_queries",
-        "archive.manifest_text"}
+        "archive.sqldb", "archive.manifest_schema", "archive.manifest_queries",
+        "archive.manifest_text",
+        # a consistent copy of the manifest for an object store: SQLite's backup API, no SQL
+        "archive.snapshot"}
+
+
+def test_only_the_manifests_connection_imports_psycopg() -> None:
+    """PostgreSQL: archive.sqldb alone on the archive, crawl, replay and verify side (the
+    fleet's own modules talk to Procrastinate's tables), and only inside the function
+    that opens a PostgreSQL manifest: the desktop install has no psycopg."""
+    assert {m for m in modules() if "psycopg" in imports(m)
+            and not m.startswith("fleet.")} == {"archive.sqldb"}
+    top = ast.parse(source("archive.sqldb").read_text(encoding="utf-8")).body
+    assert not any(isinstance(n, ast.Import | ast.ImportFrom) and "psycopg" in ast.dump(n)
+                   for n in top)
 
 
 def test_layers_import_only_downwards() -> None:
@@ -166,3 +186,40 @@ def test_linters_are_clean(tool: list[str]) -> None:
     cmd = [str(exe) if exe.exists() else tool[0], *tool[1:]]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_only_objstore_talks_to_object_storage() -> None:
+    """obstore is imported by archive.objstore alone (its errors are translated there), and
+    there only inside functions; the crawler loads its uploads only when a store is set
+    (tests/test_store_crawl.py checks a run without one loads neither)."""
+    assert {m for m in modules() if "obstore" in imports(m)} == {"archive.objstore"}
+    assert "obstore" not in _top_level("archive.objstore")
+    assert not {"crawl.uploads", "archive.storesync", "archive.objstore"} & _top_level(
+        "crawl.crawler")
+
+
+def _top_level(module: str) -> set[str]:
+    """What `module` imports at its top level (not inside functions nor TYPE_CHECKING)."""
+    out: set[str] = set()
+    for node in ast.parse(source(module).read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Import):
+            out |= {a.name.removeprefix("mirror.") for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module.removeprefix("mirror."))
+    return out
+
+
+def test_the_fleet_loads_postgresql_only_when_used() -> None:
+    """psycopg and procrastinate (the fleet extra) are imported by the fleet's modules
+    alone, and there only inside functions (or for type checking): `mirror` without the
+    extra starts, and its fleet commands say what to install (tests/test_fleet_cli.py).
+    The fleet reaches the crawl only through progress.json, never the crawler itself."""
+    users = {m for m in modules() if "procrastinate" in imports(m)}
+    assert users and {m.split(".")[0] for m in users} == {"fleet"}, users
+    # psycopg: the fleet, and the PostgreSQL manifest's connection (the test above)
+    assert {m for m in modules() if "psycopg" in imports(m)} - {"archive.sqldb"} <= {
+        m for m in modules() if m.startswith("fleet.")}
+    for module in (m for m in modules() if m.startswith("fleet")):
+        assert not _top_level(module) & {"psycopg", "procrastinate", "psycopg.rows"}, module
+        assert not {i for i in imports(module) if i.startswith("crawl.")} - {
+            "crawl.progressfile"}, module

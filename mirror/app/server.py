@@ -70,13 +70,15 @@ class LibraryApp:
     def __init__(self, folder: Path, *, keys: Secrets, hosts: Callable[[], frozenset[str]],
                  replay_host: str = "127.0.0.1", extra_hosts: frozenset[str] = frozenset(),
                  exposed: bool = False, read_only: bool = False,
-                 state_dir: Path | None = None) -> None:
+                 state_dir: Path | None = None, fleet_db: str | None = None) -> None:
         self.library = Library(folder)
+        self.fleet_db = fleet_db  # `--db`: the fleet page reads this database
         self.keys = keys
         self.hosts = hosts
         self.read_only = read_only  # --lan: every request that is not GET/HEAD is refused
         self.env = environment()
         self.env.globals["read_only"] = read_only  # the pages then show no action
+        self.env.globals["fleet"] = fleet_db is not None  # the Fleet link in the header
         self.reports = Reports()
         self.launcher = Launcher(state_dir or folder / ".mirror-ui")
         self.jobs = Jobs()
@@ -107,6 +109,8 @@ class LibraryApp:
         r.add_get("/site/{id}/compare", self.compare)
         r.add_get("/site/{id}/history", self.history)
         r.add_get("/search", self.search)
+        if self.fleet_db is not None:
+            r.add_get("/fleet", self.fleet)
         r.add_static("/static", STATIC, append_version=False)
         app.on_shutdown.append(self._shutdown)
         app.on_cleanup.append(self._cleanup)
@@ -284,6 +288,14 @@ class LibraryApp:
             return self.page("search.html", status=400, query=query, only=only,
                              results=None, error=str(exc))
         return self.page("search.html", query=query, only=only, results=results, error="")
+
+    async def fleet(self, request: web.Request) -> web.Response:
+        """The fleet of `--db`: workers, their runs, the queue, each site's last and next run."""
+        from mirror.app.fleet import fleet_context
+
+        assert self.fleet_db is not None
+        context = await asyncio.to_thread(fleet_context, self.fleet_db)
+        return self.page("fleet.html", status=503 if context["error"] else 200, **context)
 
     # -- actions ---------------------------------------------------------------------------
     async def _act(self, request: web.Request, action: Callable[[SiteEntry], Any], *,

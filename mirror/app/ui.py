@@ -16,22 +16,29 @@ __all__ = ["host_names", "serve_library"]
 
 async def serve_library(folder: Path, *, host: str, port: int, open_browser: bool,
                         say: Callable[[str], None] = print,
-                        lan: Callable[[str, str], str] | None = None) -> int:
+                        lan: Callable[[str, str], str] | None = None,
+                        db: str | None = None) -> int:
     """Serve the library until SIGINT/SIGTERM. Runs started from the app go on after it.
     With `lan` (--lan): read-only, the token asked by its replay servers too, no browser
-    opened here (it is for another device), and `lan(base, token)` is what to print."""
+    opened here (it is for another device), and `lan(base, token)` is what to print.
+    With `db`, a Fleet page shows the fleet of that PostgreSQL database."""
     folder.mkdir(parents=True, exist_ok=True)
     keys = Secrets()
     names, exposed = host_names(host), lan is not None or not is_loopback(host)
     hosts = HostNames(names)
     app = LibraryApp(folder, keys=keys, hosts=hosts, replay_host=host,
-                     extra_hosts=names, exposed=exposed, read_only=lan is not None)
+                     extra_hosts=names, exposed=exposed, read_only=lan is not None,
+                     fleet_db=db)
     runner, base = await start_app(app.make(), host, port)
     bound = runner.addresses[0][1]
     hosts.bind(bound)
     base = hosts.base(base, bound)
     try:
         say(f"mirror ui: the library {folder}")
+        if db is not None:
+            from mirror.fleet.db import shown
+
+            say(f"  and the fleet at {shown(db)} (the Fleet page)")
         if lan is not None:
             say(lan(base, keys.token))
         else:
