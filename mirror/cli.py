@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
                                "run-now (with --db): queue a run of the site in the fleet now")
     schedule.add_argument("target", nargs="?", type=Path,
                           help="a site file, or a library folder (default: $MIRROR_LIBRARY, "
-                               "else ~/mirror)")
+                               "else ~/mirror); run-now: also a registered site's name")
     schedule.add_argument("--timer", choices=("auto", "systemd", "cron"), default="auto",
                           help="apply: a systemd user timer or a crontab line (auto: systemd "
                                "when a user manager answers, else cron)")
@@ -133,8 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seconds between two looks at the schedules and at stalled runs "
                              "(default 60)")
     worker.add_argument("--poll", type=float, default=5.0, metavar="S",
-                        help="seconds between two looks for runs put back in the queue "
-                             "(default 5)")
+                        help="seconds between two looks at the queue when PostgreSQL sent "
+                             "no notification (default 5)")
     worker.add_argument("-v", "--verbose", action="store_true",
                         help="log every job Procrastinate starts and ends (ticks too)")
     index_ = cmd("index", "rebuild index.cdxj from the WARC files alone")

@@ -33,8 +33,8 @@ class Timing:
     stall_after: float = 30.0
     #: seconds between two ticks (due runs deferred, stalled runs handed over)
     tick: int = 60
-    #: seconds between two looks for jobs when no notification came (a retried job, which
-    #: PostgreSQL does not announce, is found this way)
+    #: seconds between two looks for jobs when no notification came (Procrastinate's
+    #: LISTEN/NOTIFY announces each new job; this is the fallback)
     poll: float = 5.0
 
     @property
