@@ -98,10 +98,10 @@ class SqlDb:
         raise NotImplementedError
 
     def commit(self) -> None:
-        raise NotImplementedError
+        self.raw.execute("COMMIT")
 
     def rollback(self) -> None:
-        raise NotImplementedError
+        self.raw.execute("ROLLBACK")
 
     @property
     def in_transaction(self) -> bool:
@@ -145,12 +145,6 @@ class SqliteDb(SqlDb):
 
     def begin(self) -> None:
         self.raw.execute("BEGIN IMMEDIATE")  # the one writer: others wait here
-
-    def commit(self) -> None:
-        self.raw.execute("COMMIT")
-
-    def rollback(self) -> None:
-        self.raw.execute("ROLLBACK")
 
     @property
     def in_transaction(self) -> bool:
@@ -215,12 +209,6 @@ class PostgresDb(SqlDb):
 
     def begin(self) -> None:
         self.raw.execute("BEGIN")
-
-    def commit(self) -> None:
-        self.raw.execute("COMMIT")
-
-    def rollback(self) -> None:
-        self.raw.execute("ROLLBACK")
 
     @property
     def in_transaction(self) -> bool:
