@@ -238,6 +238,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mirror: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
+    except BrokenPipeError:  # `mirror search ... | head`: the reader has what it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout
+        return ExitCode.OK
     except Exception as exc:  # noqa: BLE001 - the one place internal errors become exit 1
         if args.traceback:
             traceback.print_exc()

@@ -250,3 +250,18 @@ def test_only_the_query_s_own_errors_are_search_errors() -> None:
     assert not _is_query_error(error("database is locked", sqlite3.SQLITE_BUSY))
     assert not _is_query_error(error("disk I/O error", sqlite3.SQLITE_IOERR))
     assert not _is_query_error(error("no such table: texts", sqlite3.SQLITE_ERROR))
+
+
+async def test_search_into_a_pipe_closed_early_ends_quietly(make_site, crawl) -> None:
+    """`mirror search ... | head -1`: the reader leaves; no "internal error", exit 0."""
+    import subprocess
+    import sys
+
+    site = await make_site()
+    serve_pages(site, PAGES)
+    done = await crawl([site.base])
+    proc = subprocess.run(
+        f"{sys.executable} -m mirror search {done.root / 'site.toml'} blight --limit 50 "
+        "| head -c 1", shell=True, capture_output=True, text=True, timeout=60,
+        executable="/bin/bash")
+    assert proc.stdout == " " and proc.stderr == ""
