@@ -35,7 +35,8 @@ from mirror.report import (
 from mirror.storecmds import StoreUsageError
 
 if TYPE_CHECKING:
-    from mirror.crawl.crawler import Crawler
+    from mirror.crawl.crawler import Crawler, RunResult
+    from mirror.crawl.sharedrun import SharedRun
     from mirror.progress import ProgressDisplay
     from mirror.schedule.timers import Site
 
@@ -99,6 +100,24 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--scheduled", action="store_true",
                      help="as a timer starts it: wait for a run still going (one waiter at "
                           "most), and apply [retention] after a run that made a snapshot")
+    run.add_argument("--db", metavar="DSN",
+                     help="share the run with other workers through this PostgreSQL "
+                          "database (postgresql://...; needs mirror[fleet]): each worker "
+                          "has its own copy of the site file and its own folder")
+    run.add_argument("--join", action="store_true",
+                     help="with --db: only join an unfinished run (do nothing if there is "
+                          "none; how a supervisor restarts a worker)")
+    run.add_argument("--worker-id", metavar="ID",
+                     help="with --db: this worker's id, unique in the fleet and the same "
+                          "after a restart (default: host name and a digest of the folder)")
+    run.add_argument("--lease-ttl", type=float, metavar="S",
+                     help="with --db: seconds a host lease lasts, i.e. how long a dead "
+                          "worker's hosts wait before another takes them over (default: "
+                          "[crawl] timeout + 32)")
+    run.add_argument("--forget-worker", action="append", default=[], metavar="ID",
+                     help="with --db: a worker gone for good with its disk; its WARC files "
+                          "not uploaded are declared lost and their URLs fetched again "
+                          "(repeatable)")
     schedule = cmd("schedule", "install, list or remove the OS timers of the sites' [schedule]",
                    config=False)
     schedule.add_argument("action", choices=("apply", "list", "remove", "run-now"),
@@ -327,8 +346,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
+    shared = _shared_run(cfg, args)
     run = functools.partial(crawl, cfg, quiet=args.quiet, verbose=args.verbose,
-                            new_run=args.new_run)
+                            new_run=args.new_run, shared=shared)
     if not args.scheduled:
         return _then_hooks(cfg, run)
     from mirror.schedule.wait import AlreadyWaiting, scheduled_turn
@@ -347,6 +367,38 @@ def cmd_run(args: argparse.Namespace) -> int:
     except AlreadyWaiting as exc:
         _say_in_log(layout.log)(str(exc))
         return ExitCode.LOCKED
+
+
+def _shared_run(cfg: SiteConfig, args: argparse.Namespace) -> SharedRun | None:
+    """`mirror run --db`: how this worker takes part in the shared crawl (usage errors
+    named by their option)."""
+    lone = [o for o, given in (("--join", args.join), ("--worker-id", args.worker_id),
+                               ("--lease-ttl", args.lease_ttl is not None),
+                               ("--forget-worker", args.forget_worker)) if given]
+    if not args.db:
+        if lone:
+            raise UsageError(f"{lone[0]} works only with --db postgresql://...")
+        return None
+    from mirror.archive.sqldb import is_database_url
+    from mirror.crawl.hostlease import min_ttl
+    from mirror.crawl.sharedrun import SharedRun, check_worker_id, default_worker_id
+
+    if not is_database_url(args.db):
+        raise UsageError(f"--db {args.db!r}: expected a PostgreSQL URL such as "
+                         "postgresql://user@host/dbname")
+    for option, given in (("--scheduled", args.scheduled), ("--new-run", args.new_run)):
+        if given:
+            raise UsageError(f"{option} does not go with --db (a shared run is started by "
+                             "its first worker and ends when nothing is left to fetch)")
+    owner = args.worker_id or default_worker_id(cfg.site.output_dir)
+    for name in (owner, *args.forget_worker):
+        if (why := check_worker_id(name)) is not None:
+            raise UsageError(why)
+    if args.lease_ttl is not None and args.lease_ttl < min_ttl(cfg.crawl.timeout):
+        raise UsageError(f"--lease-ttl {args.lease_ttl:g}: expected at least "
+                         f"{min_ttl(cfg.crawl.timeout):g} seconds ([crawl] timeout "
+                         f"{cfg.crawl.timeout:g} + 3: a request must end under its lease)")
+    return SharedRun(args.db, owner, args.join, args.lease_ttl, tuple(args.forget_worker))
 
 
 def _then_hooks(cfg: SiteConfig, run: Callable[[], int]) -> int:
@@ -971,15 +1023,16 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 # -- running a crawl -----------------------------------------------------------------------
 def crawl(cfg: SiteConfig, *, quiet: bool, verbose: bool, new_run: bool = False,
-          lock: ArchiveLock | None = None) -> int:
+          lock: ArchiveLock | None = None, shared: SharedRun | None = None) -> int:
     import asyncio
 
     return asyncio.run(crawl_async(cfg, quiet=quiet, verbose=verbose, new_run=new_run,
-                                   lock=lock))
+                                   lock=lock, shared=shared))
 
 
 async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
-                      new_run: bool = False, lock: ArchiveLock | None = None) -> int:
+                      new_run: bool = False, lock: ArchiveLock | None = None,
+                      shared: SharedRun | None = None) -> int:
     """Crawl under the archive's lock: `lock` when the caller holds it already (a scheduled
     run that waited for it), else taken here (ArchiveLocked when another process has it)."""
     from mirror.crawl.crawler import Crawler  # here: it loads aiohttp, which `check` needs not
@@ -992,12 +1045,15 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
     held = nullcontext() if lock is not None else ArchiveLock(layout.root)
     with held, _logging(layout.log, verbose=verbose, display=display):
         try:
-            crawler = Crawler(cfg, new_run=new_run)
+            crawler = Crawler(cfg, new_run=new_run, shared=shared)
             try:
-                write_missing_report(cfg, crawler.manifest)
+                if shared is None:
+                    write_missing_report(cfg, crawler.manifest)
                 with _signals(crawler), (display or _nothing()):
                     async with _ticker(crawler, layout.progress, display):
                         result = await crawler.run()
+                if result.run_id == 0:  # --join, and no unfinished run
+                    return _joined_nothing(result)
                 data, report_path = write_report(cfg, crawler.manifest, result.run_id)
                 if result.uploads is not None:  # [archive] store: what the run uploaded
                     from mirror.storecmds import add_to_report
@@ -1017,9 +1073,22 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
     if result.uploads is not None:  # [archive] store: said after the summary
         print("\n".join(result.uploads.lines()),
               file=sys.stdout if result.uploads.complete else sys.stderr)
+    if result.files is not None and result.files.lines():  # a shared run's uploads
+        print("\n".join(result.files.lines()),
+              file=sys.stdout if result.files.complete else sys.stderr)
+    if shared is not None and not result.error:
+        print(f"worker {shared.owner}: " + ("the run is complete" if crawler.completed
+                                             else "done; the other workers finish the run"))
     if result.error:
         print(f"mirror: {result.error}; `mirror run` again resumes the run", file=sys.stderr)
     return result.exit_code
+
+
+def _joined_nothing(result: RunResult) -> int:
+    print("mirror: no unfinished run to join (--join); nothing fetched")
+    if result.files is not None and result.files.lines():
+        print("\n".join(result.files.lines()))
+    return ExitCode.OK
 
 
 @contextmanager

@@ -44,6 +44,13 @@ STEPS = (
     "file:before-rename",   # index.cdxj or a report written to a temporary file, not renamed
     "run:before-finish",    # the index is written, the run not yet marked finished
 )
+#: the steps only a worker of a shared crawl (`mirror run --db`) passes, besides the
+#: capture's and the file's above (mirror.crawl.store, mirror.crawl.sharedrun)
+SHARED_STEPS = (
+    "fenced:after-undo",    # a commit found its host lease lost: the record is cut off again
+    "upload:before",        # a closed file is recorded closed (size, SHA-256), not uploaded
+    "upload:before-mark",   # ... uploaded, not yet marked uploaded in the manifest
+)
 #: the steps of `mirror prune` (mirror.archive.prune), in the order it passes them; a
 #: prune that stops at any of them is finished or undone by the next `mirror run`, `mirror
 #: prune` or `mirror verify` (index.cdxj is written through "file:before-rename" too)
@@ -76,9 +83,9 @@ class CrashSpec:
     def __init__(self, text: str) -> None:
         rest, _, nth = text.partition("#")
         self.step, _, self.kind = rest.partition("/")
-        if self.step not in STEPS + PRUNE_STEPS:
+        if self.step not in STEPS + PRUNE_STEPS + SHARED_STEPS:
             raise ValueError(f"{ENV}={text!r}: unknown step {self.step!r}; one of "
-                             + ", ".join(STEPS + PRUNE_STEPS))
+                             + ", ".join(STEPS + PRUNE_STEPS + SHARED_STEPS))
         self.nth = int(nth) if nth else 1
         self.seen = 0
 

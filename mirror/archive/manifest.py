@@ -539,18 +539,27 @@ class Manifest(FleetVerbs, ManifestReader):
         return done
 
     @retried
-    def ensure_url(self, run_id: int, url: str, site: str, via: str) -> UrlItem | None:
+    def ensure_url(self, run_id: int, url: str, site: str, via: str, *,
+                   lease: HostLease | None = None) -> UrlItem | None:
         """Lease `url` for an out-of-band fetch (robots.txt), adding it if unknown; None
-        when this run already has it done (or another worker holds it)."""
+        when this run already has it done (or another worker holds it). With `lease` (a
+        worker of a shared crawl holding the URL's host): leased under it, also taken from
+        a lease of an older epoch (its worker lost the host, or died fetching it)."""
+        stale = (" OR urls.state='leased' AND (urls.lease_epoch IS NULL "
+                 "OR urls.lease_epoch < excluded.lease_epoch)") if lease else ""
         with self._tx():
             row = self.sql.execute(
-                """INSERT INTO urls (url, site, run_id, state, mode, depth, redirects_left, via)
-                   VALUES (?, ?, ?, 'leased', 'requisite', 0, 0, ?)
+                f"""INSERT INTO urls (url, site, run_id, state, mode, depth, redirects_left,
+                                      via, lease_owner, lease_epoch)
+                   VALUES (?, ?, ?, 'leased', 'requisite', 0, 0, ?, ?, ?)
                    ON CONFLICT(url) DO UPDATE SET run_id=excluded.run_id, state='leased',
-                     tries=0, next_try=0, status=NULL
+                     tries=0, next_try=0, status=NULL, lease_owner=excluded.lease_owner,
+                     lease_epoch=excluded.lease_epoch
                    WHERE urls.run_id < excluded.run_id OR urls.state IN ('pending', 'skipped')
+                     {stale}
                    RETURNING id""",
-                (url, site, run_id, via)).fetchone()
+                (url, site, run_id, via, lease and lease.owner,
+                 lease and lease.epoch)).fetchone()
             if row is None:  # done in this run, or leased by another
                 return None
             item = self.sql.execute(f"SELECT {URL_ITEM_COLUMNS} FROM urls WHERE id=?",

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Concatenate, ParamSpec, TypeVar
 
+from mirror.archive.manifest_queries import END
 from mirror.archive.manifest_schema import URL_ITEM_COLUMNS
 from mirror.archive.sqldb import ManifestConflict, SqlDb
 from mirror.model import UNFINISHED, HostLease, Joined, NewUrl, UrlItem
@@ -88,15 +89,20 @@ class FleetVerbs:
     # -- runs and workers ------------------------------------------------------------------
     @retried
     def join_or_start_run(self, started_at: str, config_digest: str,
-                          seeds: Sequence[NewUrl] = ()) -> Joined:
+                          seeds: Sequence[NewUrl] = (), *, may_start: bool = True
+                          ) -> Joined | None:
         """The run every worker shares: the last run when it is unfinished, else a new one
-        with its start URLs. Atomic across machines: the first worker starts it, the others
-        join it (an advisory lock on PostgreSQL; SQLite's write lock)."""
+        with its start URLs (None when not `may_start`: a worker restarted to finish its
+        run, which others finished meanwhile). Atomic across machines: the first worker
+        starts it, the others join it (an advisory lock on PostgreSQL; SQLite's write
+        lock)."""
         with self._tx():
             self.sql.lock(_RUNS_LOCK)
             row = self.sql.execute("SELECT id, state FROM runs ORDER BY id DESC LIMIT 1"
                                    ).fetchone()
             if row is None or row[1] not in UNFINISHED:
+                if not may_start:
+                    return None
                 return Joined(self._new_run(started_at, config_digest, seeds), True)
             self.sql.execute("UPDATE runs SET state='running', finished_at=NULL WHERE id=? "
                              "AND state != 'running'", (row[0],))
@@ -200,19 +206,22 @@ class FleetVerbs:
                          int(row[0]) - ttl_ms, int(row[0]))
 
     @retried
-    def release_host(self, lease: HostLease, delay: float) -> bool:
+    def release_host(self, lease: HostLease, delay: float) -> int | None:
         """End the lease: no request to the slot for `delay` seconds from now (database
         time: the politeness delay, Crawl-delay); URLs still leased under it go back to
-        pending. False (nothing written) when the lease was lost already."""
+        pending. Returns the database time it ended (ms), or None (nothing written) when
+        the lease was lost already."""
+        now = self.sql.now_ms
         with self._tx():
             row = self.sql.execute(
                 f"UPDATE hosts SET lease_owner=NULL, lease_until=0, "
-                f"next_fetch_at={self.sql.now_ms} + ? WHERE id=? AND lease_owner=? "
-                "AND lease_epoch=? RETURNING id",
-                (int(delay * 1000), lease.host_id, lease.owner, lease.epoch)).fetchone()
+                f"next_fetch_at={now} + ? WHERE id=? AND lease_owner=? "
+                f"AND lease_epoch=? RETURNING next_fetch_at - ?",
+                (int(delay * 1000), lease.host_id, lease.owner, lease.epoch,
+                 int(delay * 1000))).fetchone()
             if row is not None:
                 self._requeue(lease.site, lease.owner, lease.epoch)
-        return row is not None
+        return None if row is None else int(row[0])
 
     def block_host(self, site: str, seconds: float) -> None:
         """No request to any slot of `site` for `seconds` from now (Retry-After, a 429 or
@@ -252,7 +261,37 @@ class FleetVerbs:
             "WHERE site=? AND state='leased' AND lease_owner=? AND lease_epoch=?",
             (site, owner, epoch)).rowcount)
 
+    def fair_share(self, run_id: int, alive_within: float) -> int:
+        """Host slots per worker when they are shared out evenly: sites with URLs still to
+        fetch over the workers of the run seen alive within `alive_within` seconds (at
+        least 1)."""
+        since = f"{self.sql.now_ms} - {int(alive_within * 1000)}"
+        sites, workers = self.sql.execute(
+            "SELECT (SELECT COUNT(DISTINCT site) FROM urls WHERE run_id=? AND state IN "
+            "('pending', 'leased') AND via != 'robots'), (SELECT COUNT(*) FROM workers "
+            f"WHERE run_id=? AND alive >= {since})", (run_id, run_id)).fetchone()
+        return max(1, -(-int(sites) * self.host_slots // max(int(workers), 1)))
+
+    def unfinished(self, run_id: int) -> int:
+        """URLs of the run still to fetch, by any worker (pending or leased; robots.txt
+        is fetched out of band, not counted): 0 when the shared run is over."""
+        return int(self.sql.execute(
+            "SELECT COUNT(*) FROM urls WHERE run_id=? AND state IN ('pending', 'leased') "
+            "AND via != 'robots'", (run_id,)).fetchone()[0])
+
     # -- WARC files ------------------------------------------------------------------------
+    def file_state(self, name: str) -> str | None:
+        """open | closed | uploaded | lost, or None when the manifest has no such file."""
+        row = self.sql.execute("SELECT state FROM files WHERE name=?", (name,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def committed_end(self, name: str) -> int:
+        """The offset just past the last record of WARC file `name` the manifest knows
+        (0: none): where a worker restarting cuts its file back to."""
+        row = self.sql.execute(f"SELECT MAX({END}) FROM captures WHERE filename=?",
+                               (name,)).fetchone()
+        return int(row[0] or 0)
+
     def open_file(self, name: str, owner: str) -> bool:
         """A worker starts writing WARC file `name` (or goes on with it after a restart);
         False when the file was declared lost: the worker must not write to it."""
@@ -296,6 +335,9 @@ class FleetVerbs:
                 "RETURNING name", (worker,)).fetchall())
             for name in names:
                 self._forget_captures(int(row[0] or 0), "filename=?", (name,))
+            if names:  # its URLs are to be fetched again: the run is not complete
+                self.sql.execute("UPDATE runs SET state='running', finished_at=NULL "
+                                 "WHERE id=? AND state != 'running'", (int(row[0] or 0),))
             self.sql.execute("UPDATE urls SET state='pending', lease_owner=NULL, "
                              "lease_epoch=NULL WHERE state='leased' AND lease_owner=?",
                              (worker,))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from mirror import crashpoints
-from mirror.archive import index, warcwriter
+from mirror.archive import index, recovery, warcwriter
 from mirror.archive.manifest import (
     Manifest,
     NewUrl,
@@ -40,6 +40,7 @@ from mirror.crawl.fetch import (
     site_cookie_jar,
 )
 from mirror.crawl.frontier import Frontier
+from mirror.crawl.hostlease import SharedFrontier, default_ttl
 from mirror.crawl.login import LoginError, LoginKeeper
 from mirror.crawl.parsepool import ParserPool
 from mirror.crawl.politeness import (
@@ -57,10 +58,20 @@ from mirror.crawl.politeness import (
 from mirror.crawl.robots import ROBOTS_RULE, RobotsRules, robots_url
 from mirror.crawl.robotsgate import RobotsGate, RunRobots
 from mirror.crawl.scope import Scope
+from mirror.crawl.sharedrun import FilesResult, SharedFiles, SharedRun, repair_files
 from mirror.crawl.startup import RunSession, Startup, now_iso
 from mirror.crawl.store import CaptureStore, StorageError
 from mirror.layout import ArchiveLayout
-from mirror.model import NOTHING, Discovered, ExitCode, Progress, RunState, UrlState
+from mirror.model import (
+    NOTHING,
+    Discovered,
+    ExitCode,
+    HostLease,
+    Progress,
+    RunState,
+    UrlState,
+    Via,
+)
 
 if TYPE_CHECKING:
     from mirror.archive.storesync import PushResult
@@ -96,6 +107,7 @@ class RunResult:
     duration: float
     error: str | None = None  # why the run stopped early (e.g. the disk is full)
     uploads: PushResult | None = None  # [archive] store: what the run's last push did
+    files: FilesResult | None = None  # a shared crawl: this worker's files and uploads
 
 
 class Crawler:
@@ -112,8 +124,10 @@ class Crawler:
         clock: Callable[[], datetime] = warcwriter.utc_now,
         group_size: int | None = None,
         group_wait: float | None = None,
+        shared: SharedRun | None = None,
     ) -> None:
         self.cfg = cfg
+        self.shared = shared  # `mirror run --db`: one crawl shared by several workers
         self.scope = Scope.from_config(cfg)
         self.counters = Counters()
         self.backoff_base = backoff_base
@@ -122,8 +136,11 @@ class Crawler:
         layout = ArchiveLayout(cfg.site.output_dir)
         manifest_path, self.warc_dir, self.index_path = layout.manifest, layout.warc, layout.index
         self.durable = cfg.archive.durability == "power"
-        self.manifest = Manifest(manifest_path, durable=self.durable)
-        self.frontier: Frontier | None = None
+        self.manifest = (Manifest(shared.dsn) if shared is not None
+                         else Manifest(manifest_path, durable=self.durable))
+        self.frontier: Frontier | SharedFrontier | None = None
+        self.files: SharedFiles | None = None  # a shared crawl's WARC files and uploads
+        self.completed = False  # a shared crawl: this worker found the run over
         self.run_id = 0
         self._interrupted = False
         self._fatal: str | None = None
@@ -145,14 +162,15 @@ class Crawler:
         self.parsers = ParserPool(cfg, self.discovery, cfg.crawl.parse_processes)
         # captures are committed in groups (store.GROUP_SIZE, GROUP_WAIT unless given)
         self.store = CaptureStore(self.manifest, self.warc_dir, self.discovery.wants_body,
-                                  group_size=group_size, group_wait=group_wait,
-                                  committed=self._stored, failed=self._fail_run)
+                                  group_size=1 if shared else group_size,
+                                  group_wait=group_wait, committed=self._stored,
+                                  failed=self._fail_run)
         self.startup = Startup(cfg, self.manifest, self.store, self.parsers.discover_in_process,
                                self._stored, force_new_run=new_run)
         self.uploader: Uploader | None = None  # [archive] store: started with the run
         self.robots = RobotsGate(self._fetch_robots, RunRobots(
             self.manifest, lambda: self.run_id, self.store.warc_path, self.store_out_of_band,
-            self.parsers.discover_in_process))
+            self.parsers.discover_in_process, self._site_lease if shared else None))
 
     # -- lifecycle -------------------------------------------------------------------------
     def stop(self) -> None:
@@ -173,7 +191,10 @@ class Crawler:
             task.cancel()
 
     async def run(self) -> RunResult:
-        resumed = self._begin()
+        resumed = self._begin_shared() if self.shared is not None else self._begin()
+        if resumed is None:  # --join, and no run to join: only this worker's files settled
+            await self._files_done(None)
+            return RunResult(0, ExitCode.OK, "none", False, 0.0, files=self._files_result())
         frontier = self.frontier
         assert frontier is not None
         try:
@@ -203,10 +224,15 @@ class Crawler:
             self._end_files()
         code, state = self._outcome()
         self._heartbeat(force=True)
-        self.manifest.finish_run(self.run_id, now_iso(), state, code)
-        uploads = await self._last_push()
+        if self.shared is None:
+            self.manifest.finish_run(self.run_id, now_iso(), state, code)
+            uploads = await self._last_push()
+        else:
+            uploads = None
+            await self._files_done(self._finish_shared(code, state))
         return RunResult(self.run_id, code, state, resumed,
-                         self.manifest.run_time(self.run_id)[0], self._fatal, uploads)
+                         self.manifest.run_time(self.run_id)[0], self._fatal, uploads,
+                         self._files_result())
 
     def _start_uploads(self) -> None:
         """[archive] store: a thread uploads each WARC file the writer closes (loaded only
@@ -259,6 +285,107 @@ class Crawler:
         )
         return resumed
 
+    def _begin_shared(self) -> bool | None:
+        """A worker of a shared crawl starts: forget the workers named gone, join the run
+        (or start it), end its own leases, repair its own WARC files and queue the closed
+        ones for the store, then open its writer (its id in the file names) and a frontier
+        of host leases. None when told to join only and no run is unfinished."""
+        shared, m, cfg = self.shared, self.manifest, self.cfg
+        assert shared is not None
+        m.set_host_slots(1 if cfg.crawl.delay > 0 else cfg.crawl.per_host)
+        for gone in shared.forget:
+            lost = m.mark_lost(gone)
+            log.warning("forgot worker %s: %d of its WARC files lost, their captures will "
+                        "be fetched again", gone, len(lost))
+        joined = m.join_or_start_run(now_iso(), cfg.digest(), self.startup.seeds(),
+                                     may_start=not shared.join_only)
+        last = m.last_run()
+        self.run_id = joined.run_id if joined else (last.id if last else 0)
+        m.register_worker(shared.owner, self.run_id)
+        back = m.recover(shared.owner)
+        recovery.remove_temporaries(cfg.site.output_dir)
+        todo = repair_files(m, self.warc_dir, self.run_id)
+        self.files = SharedFiles(shared.dsn, shared.owner, self.warc_dir,
+                                 cfg.archive.store or None)
+        for name in todo:
+            self.files.closed(name)
+        if joined is None:
+            log.warning("no unfinished run to join (--join)")
+            return None
+        log.info("%s run %d as worker %s (%d URLs back to pending)",
+                 "started" if joined.started else "joined", self.run_id, shared.owner, back)
+        if joined.started:
+            crashpoints.reached("run:started")
+        self.store.history = m.has_captures_before(self.run_id)
+        self.store.lease_of = self._lease
+        self.store.opened_file = functools.partial(m.open_file, owner=shared.owner)
+        self.store.closed_file = self.files.closed
+        self._session = RunSession(m, self.run_id)
+        self.store.writer = WarcWriter(
+            self.warc_dir,
+            f"{cfg.site.name}-{shared.owner}",
+            cfg.archive.warc_max_bytes,
+            warcwriter.default_info(cfg.digest(), f"{cfg.site.name}/run-{self.run_id}"),
+            fsync=self.durable,
+            opener=self._warc_opener,
+            clock=self._clock,
+        )
+        self._usage = m.host_usage(self.run_id)
+        self.frontier = SharedFrontier(
+            m, self.run_id, shared.owner,
+            max_hosts=cfg.crawl.workers,
+            delay=cfg.crawl.delay,
+            ttl=shared.ttl or default_ttl(cfg.crawl.timeout),
+            fetch_timeout=cfg.crawl.timeout,
+            max_pages=cfg.scope.max_pages,
+            pages_done=m.count_done_pages(self.run_id),
+            on_dry=self.store.commit_pending,
+        )
+        return not joined.started
+
+    def _finish_shared(self, code: int, state: str) -> Path | None:
+        """A shared crawl's worker is done: when the run is over (no URL pending or leased,
+        by anyone) it finishes the run and writes the index of every worker's captures
+        (returned, to upload); else the run goes on with the others."""
+        if self._fatal or self._interrupted or self.manifest.unfinished(self.run_id):
+            return None
+        self.manifest.finish_run(self.run_id, now_iso(), state, code)
+        self.completed = True
+        lines = (index.capture_line(row) for row in self.manifest.captures())
+        n = index.write_index(self.index_path, lines)
+        log.info("run %d is complete; wrote %s (%d lines)", self.run_id, self.index_path, n)
+        return self.index_path
+
+    async def _files_done(self, index_path: Path | None) -> None:
+        """Wait (without blocking the loop) for the file thread to settle and upload this
+        worker's closed files; not when the worker was told to stop (its next start does)."""
+        if self.files is None:
+            return
+        self.files.end(index_path)
+        while self.files.running:
+            if self._interrupted and not self._fatal:
+                log.warning("not waiting for the uploads: this worker's next `mirror run "
+                            "--db` does them")
+                return
+            await asyncio.sleep(0.05)
+
+    def _files_result(self) -> FilesResult | None:
+        return self.files.result if self.files is not None else None
+
+    def _lease(self, item: UrlItem) -> HostLease | None:
+        """The host lease `item` was taken under, which fences what is written of it (a
+        shared crawl); robots.txt is fetched under its host's lease. None on one machine."""
+        frontier = self.frontier
+        if not isinstance(frontier, SharedFrontier):
+            return None
+        if item.via == Via.ROBOTS:
+            return frontier.lease_for(item.site)
+        return frontier.lease_of(item)
+
+    def _site_lease(self, site: str) -> HostLease | None:
+        frontier = self.frontier
+        return frontier.lease_for(site) if isinstance(frontier, SharedFrontier) else None
+
     def _cookie_jar(self) -> SiteCookieJar | None:
         """The run's cookie jar; a cookies_file that cannot be read stops the run."""
         try:
@@ -279,6 +406,8 @@ class Crawler:
 
     def _end_files(self) -> None:
         self.store.close()  # the last group is committed first; a failure stops the run
+        if self.shared is not None:  # the worker that completes the run writes it
+            return
         lines = (index.capture_line(row) for row in self.manifest.captures())
         n = index.write_index(self.index_path, lines)
         log.info("wrote %s (%d lines)", self.index_path, n)
@@ -320,13 +449,14 @@ class Crawler:
         try:
             yield
         except (StorageError, asyncio.CancelledError) as exc:
-            self.manifest.unlease([item.id])  # not done: fetched again on resume
+            self._unlease(item)  # not done: fetched again on resume
             if isinstance(exc, asyncio.CancelledError):
                 raise
             self._fail_run(str(exc))
         except Exception as exc:  # a bad page never stops the crawl
             log.exception("internal error on %s", item.url)
-            self.manifest.give_up(self.run_id, item, f"internal: {type(exc).__name__}")
+            self.manifest.give_up(self.run_id, item, f"internal: {type(exc).__name__}",
+                                  lease=self._lease(item))
             self.counters.failed += 1
 
     async def _process(self, session: object, item: UrlItem) -> bool:
@@ -338,11 +468,12 @@ class Crawler:
             return False
         prev = self.store.previous(self.run_id, item)
         assert self.frontier is not None
-        await self.frontier.turn(item.site)
+        if not await self.frontier.turn(item.site):
+            return False  # a shared crawl's lease on the host is lost: not fetched here
         try:
             ex = await self._fetch_item(session, item, prev)
         except LoginError as exc:  # logging in again failed: stop, resume later
-            self.manifest.unlease([item.id])
+            self._unlease(item)
             self._fail_run(str(exc), ExitCode.USAGE)
             return False
         except FetchError as exc:
@@ -386,7 +517,7 @@ class Crawler:
         ex.body.close()
         self._backlog.release()
         if task.cancelled():
-            self.manifest.unlease([item.id])  # not stored: fetched again on resume
+            self._unlease(item)  # not stored: fetched again on resume
         assert self.frontier is not None
         self.frontier.release(item, slot_held=False)
 
@@ -419,7 +550,7 @@ class Crawler:
                 rule = ROBOTS_RULE
         if rule is not None:
             log.info("skipping %s (%s)", item.url, rule)
-            self.manifest.skip(self.run_id, item, rule)
+            self.manifest.skip(self.run_id, item, rule, lease=self._lease(item))
             return False
         return True
 
@@ -452,7 +583,8 @@ class Crawler:
         if delay is not None:
             log.info("retrying %s in %.1fs after %s (try %d of %d)",
                      item.url, delay, error, tries, self.cfg.crawl.max_tries)
-            self.manifest.retry_later(self.run_id, item, error, time.time() + delay)
+            self.manifest.retry_later(self.run_id, item, error, time.time() + delay,
+                                      lease=self._lease(item))
             self.counters.retried += 1
             self._heartbeat()
         else:
@@ -461,7 +593,7 @@ class Crawler:
 
     def _give_up(self, item: UrlItem, error: str) -> None:
         self._failing_since.pop(item.id, None)
-        self.manifest.give_up(self.run_id, item, error)
+        self.manifest.give_up(self.run_id, item, error, lease=self._lease(item))
         self.counters.failed += 1
 
     def _host_failed(self, site: str, exc: FetchError, *, first: bool = False) -> bool:
@@ -544,9 +676,16 @@ class Crawler:
             log.error("%s; stopping (the run resumes with the next `mirror run`)", message)
             self.stop()
 
+    def _unlease(self, item: UrlItem) -> None:
+        self.manifest.unlease([item.id], lease=self._lease(item))
+
     def _heartbeat(self, force: bool = False) -> None:
-        if self._session is not None:
-            self._session.beat(force)
+        if self._session is None:
+            return
+        beat = self._session.beat(force)
+        if beat and self.shared is not None and not self.manifest.heartbeat(self.shared.owner):
+            self._fail_run(f"worker {self.shared.owner} was forgotten by another worker "
+                           "(--forget-worker): its files are lost")
 
 
 

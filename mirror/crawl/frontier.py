@@ -96,7 +96,7 @@ class Frontier:
         self.in_flight -= 1
         self._notify()
 
-    async def turn(self, site: str) -> None:
+    async def turn(self, site: str) -> bool:
         """Wait until a request to `site` may start, and count it as started then: every
         request (robots.txt too) starts `delay` after the one before to its host, measured
         from the actual starts, whichever worker sends it. The slot is reserved before the
@@ -106,6 +106,7 @@ class Frontier:
         self._next_start[site] = start + self._delays.get(site, self.delay)
         if start > now:
             await asyncio.sleep(start - now)
+        return True
 
     def set_delay(self, site: str, seconds: float) -> None:
         """Seconds between request starts to `site` from now on (at least the configured)."""

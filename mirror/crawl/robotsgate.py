@@ -21,7 +21,7 @@ from mirror.crawl.robots import (
     robots_url,
     rules_from_response,
 )
-from mirror.model import NOTHING, Discovered, Via
+from mirror.model import NOTHING, Discovered, HostLease, Via
 from mirror.web.http import REDIRECT_STATUSES, header_map
 from mirror.web.urls import InvalidURL, join, normalize, site_key
 
@@ -131,28 +131,39 @@ class RunRobots:
     def __init__(self, manifest: Manifest, run_id: Callable[[], int],
                  warc_path: Callable[[str], Path],
                  store: Callable[[UrlItem, Exchange, Discovered], None],
-                 discover: Callable[[UrlItem, Page], Discovered] | None = None) -> None:
+                 discover: Callable[[UrlItem, Page], Discovered] | None = None,
+                 lease_for: Callable[[str], HostLease | None] | None = None) -> None:
         self.manifest = manifest
+        self.lease_for = lease_for  # a shared crawl: the host lease robots.txt is under
         self.run_id = run_id
         self.warc_path = warc_path
         self.store = store
         self.discover = discover
-        self._leased: dict[str, UrlItem] = {}
+        self._leased: dict[str, UrlItem | None] = {}
 
     def lookup(self, url: str) -> RawRecord | str | None:
-        item = self.manifest.ensure_url(self.run_id(), url, site_key(url), Via.ROBOTS)
+        site = site_key(url)
+        lease = self.lease_for(site) if self.lease_for is not None else None
+        item = self.manifest.ensure_url(self.run_id(), url, site, Via.ROBOTS, lease=lease)
         if item is not None:
             self._leased[url] = item
             return None
         stored = self.manifest.capture_in_run(self.run_id(), url)
         if stored is None:
             return "robots.txt is being fetched by another worker"
-        return read_raw(self.warc_path(stored.filename), stored.offset)
+        path = self.warc_path(stored.filename)
+        if self.lease_for is not None and not path.exists():
+            self._leased[url] = None  # another worker archived it: fetched, not stored
+            return None
+        return read_raw(path, stored.offset)
 
     def keep(self, url: str, answer: Exchange | str) -> None:
         item = self._leased.pop(url)
+        if item is None:
+            return
         if isinstance(answer, str):
-            self.manifest.give_up(self.run_id(), item, answer)
+            lease = self.lease_for(item.site) if self.lease_for is not None else None
+            self.manifest.give_up(self.run_id(), item, answer, lease=lease)
         else:
             self.store(item, answer, self._links(item, answer))
 

@@ -41,11 +41,14 @@ class RunSession:
         self.id = manifest.begin_session(run_id, time.time())
         self._alive = time.monotonic()
 
-    def beat(self, force: bool = False) -> None:
+    def beat(self, force: bool = False) -> bool:
+        """Whether it refreshed the session now (about once a second)."""
         now = time.monotonic()
         if force or now - self._alive >= 1.0:
             self._alive = now
             self.manifest.touch_session(self.id, time.time())
+            return True
+        return False
 
 
 def now_iso() -> str:

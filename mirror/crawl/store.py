@@ -30,7 +30,7 @@ from mirror.archive.warcwriter import (
 )
 from mirror.crawl import history
 from mirror.crawl.parsepool import Page
-from mirror.model import Discovered
+from mirror.model import Discovered, HostLease
 from mirror.web.http import header_map, mime_of
 
 log = logging.getLogger(__name__)
@@ -101,11 +101,20 @@ class CaptureStore:
         self._timer: asyncio.TimerHandle | None = None
         #: told the name of each WARC file the writer closed ([archive] store uploads it)
         self.closed_file: Callable[[str], None] | None = None
+        #: told the name of each WARC file the writer began (a shared crawl records it)
+        self.opened_file: Callable[[str], object] | None = None
+        #: a shared crawl: the host lease a URL was taken under, which fences its commit
+        #: (one capture per group then: a record fenced off is the file's tail, cut off)
+        self.lease_of: Callable[[UrlItem], HostLease | None] | None = None
         self._file = ""  # the file the last capture went to
 
     def previous(self, run_id: int, item: UrlItem) -> Previous | None:
-        """The URL's latest capture from an earlier run (no query when there is none)."""
-        return self.manifest.previous_capture(item.id, run_id) if self.history else None
+        """The URL's latest capture from an earlier run (no query when there is none); in
+        a shared crawl only one in this worker's own files (a 304 is read back from it)."""
+        prev = self.manifest.previous_capture(item.id, run_id) if self.history else None
+        if prev is not None and not self._own(prev.original.filename):
+            return None
+        return prev
 
     def store(self, run_id: int, item: UrlItem, ex: Exchange, error: str | None,
               prev: Previous | None, links: Discovered) -> None:
@@ -118,6 +127,8 @@ class CaptureStore:
             self.commit_group()  # the lookup sees committed captures only
         same = (self.manifest.original_by_digest(ex.payload_digest, ex.status)
                 if dedupable else None)
+        if same is not None and not self._own(same.filename):
+            same = None  # another worker's file may yet be declared lost
         revisit, original = history.choose_revisit(ex, prev, same)
         kind = ""
         if crashpoints.hook is not None:
@@ -162,19 +173,30 @@ class CaptureStore:
             self._timer = None
         if not group:
             return False
+        fenced: list[_Pending] = []
         try:
             with self.manifest.group():
                 for p in group:
                     if crashpoints.hook is not None:
                         crashpoints.label = p.kind
-                    self.manifest.commit_capture(
-                        p.run_id, p.item, p.row, p.links.links, failed_reason=p.error,
-                        note=p.links.note, text=p.links.text)
+                    lease = self.lease_of(p.item) if self.lease_of is not None else None
+                    if not self.manifest.commit_capture(
+                            p.run_id, p.item, p.row, p.links.links, failed_reason=p.error,
+                            note=p.links.note, text=p.links.text, lease=lease):
+                        fenced.append(p)
                 if len(group) > 1:
                     crashpoints.reached("group:inside", "group")
         except ManifestWriteError as exc:
             self._undo(group)
             raise StorageError(f"cannot update the manifest: {exc}") from exc
+        if fenced:  # a shared crawl's lease lost: one capture per group, the file's tail
+            assert self.writer is not None and len(group) == 1
+            self.writer.undo(group[0].loc)
+            crashpoints.reached("fenced:after-undo", "group")
+            log.warning("not stored: %s (this worker lost the lease on %s; it is fetched "
+                        "again by the worker that holds the host now)", group[0].item.url,
+                        group[0].item.site)
+            return True
         for p in group:
             crashpoints.reached("commit:after", p.kind)
             if self.committed is not None:
@@ -220,6 +242,13 @@ class CaptureStore:
                                      note=links.note, text=links.text)
         crashpoints.reached("commit:after")
 
+    def _own(self, filename: str) -> bool:
+        """Whether a capture's file is one this process may read and refer to: any in a
+        folder of its own; in a shared crawl, only those in this worker's folder."""
+        if self.lease_of is None:
+            return True
+        return self.warc_path(filename).exists()
+
     def warc_path(self, filename: str) -> Path:
         """A WARC file by its final name, or still .open (while recovery adopts its tail)."""
         path = self.warc_dir / filename
@@ -254,6 +283,8 @@ class CaptureStore:
             if self._file and self.closed_file is not None:
                 self.closed_file(self._file)
             self._file = filename
+            if filename and self.opened_file is not None:
+                self.opened_file(filename)
 
     def close(self) -> None:
         """Commit the group, then close the open WARC file (rename it to its final name)."""

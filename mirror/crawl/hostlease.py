@@ -1,0 +1,363 @@
+"""The frontier of a crawl shared by several workers: hosts are leased, not URLs.
+
+A worker leases host slots from the manifest (FleetVerbs.lease_hosts: SKIP LOCKED on
+PostgreSQL, database time), then URLs of each host under its lease, fetches them one at a
+time per slot with the host's delay between request starts, and releases the slot with
+`next_fetch_at = now + delay` (database time), so that the next request to the host, by
+whichever worker, starts at least `delay` after this one's. A 429/503 blocks the host for
+every worker (block_host). Before each request the lease must outlast the fetch's timeout
+by MARGIN seconds, else it is renewed; a lease found lost (another worker took the host
+over after it expired) is dropped at once: its URLs were sent back to pending by the
+taker, and whatever this worker still stores under it fails its fenced commit
+(CaptureStore cuts the record off again). After SLICE URLs a slot is released and leased
+anew, so that the hosts go round the workers. The run is over when no URL of it is pending
+or leased, by anyone (a killed worker's lease expires and its URLs are taken over).
+
+The lease log (INFO, this module's logger) is what tests check the "one worker per host
+slot" promise against: `lease`, `renew` and `release` lines with database times in ms.
+It offers Frontier's interface (take, fetched, release, turn, hold, ...), plus lease_of.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from mirror.archive.manifest import Manifest, UrlItem
+from mirror.crawl.scope import PAGE
+from mirror.model import HostLease
+
+log = logging.getLogger(__name__)
+
+#: seconds a lease must outlast a request's timeout for the request to start under it
+MARGIN = 2.0
+#: URLs fetched from a slot under one lease before it is released (and leased anew)
+SLICE = 64
+#: URLs leased under a host lease at a time
+URL_BATCH = 16
+#: seconds between two looks at the manifest for hosts to lease while there are none
+POLL_EVERY = 0.2
+#: longest sleep while waiting for something to change
+MAX_WAIT = 1.0
+
+
+def min_ttl(fetch_timeout: float) -> float:
+    """The shortest lease a request of `fetch_timeout` seconds can start under."""
+    return fetch_timeout + MARGIN + 1.0
+
+
+def default_ttl(fetch_timeout: float) -> float:
+    """A lease's length: a request may start under it for 30 s before it is renewed."""
+    return fetch_timeout + MARGIN + 30.0
+
+
+@dataclass
+class _Held:
+    """A host slot this worker holds."""
+
+    lease: HostLease
+    until: float  # clock() when the lease ends, as reckoned here (early rather than late)
+    queue: deque[UrlItem] = field(default_factory=deque)
+    busy: bool = False  # a request to the slot is under way
+    in_flight: int = 0  # URLs taken and not released yet (fetching, or being stored)
+    taken: int = 0  # URLs taken under this lease
+    dry: bool = False  # no more URLs under this lease: release it once nothing is in flight
+    lost: bool = False  # another worker has the host now
+
+    def line(self) -> str:
+        lease = self.lease
+        return f"site={lease.site} slot={lease.slot} epoch={lease.epoch} owner={lease.owner}"
+
+
+class SharedFrontier:
+    """Hands URLs to this worker's fetchers from the host slots it leases."""
+
+    def __init__(
+        self,
+        manifest: Manifest,
+        run_id: int,
+        owner: str,
+        *,
+        max_hosts: int,
+        delay: float,
+        ttl: float,
+        fetch_timeout: float,
+        max_pages: int = 0,
+        pages_done: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+        on_dry: Callable[[], bool] = lambda: False,
+    ) -> None:
+        if ttl < min_ttl(fetch_timeout):
+            raise ValueError(f"a lease of {ttl:g} s is too short for a request timeout of "
+                             f"{fetch_timeout:g} s (at least {min_ttl(fetch_timeout):g})")
+        self.manifest = manifest
+        self.run_id = run_id
+        self.owner = owner
+        self.max_hosts = max_hosts
+        self.delay = delay
+        self.ttl = ttl
+        self.fetch_timeout = fetch_timeout
+        self.max_pages = max_pages
+        self.pages_taken = pages_done
+        self.clock = clock
+        self.on_dry = on_dry
+        self._held: dict[int, _Held] = {}  # host row id -> the slot
+        self._by_item: dict[int, _Held] = {}  # url id -> the slot it was taken from
+        self._next_start: dict[str, float] = {}
+        self._delays: dict[str, float] = {}  # robots.txt Crawl-delay
+        self._holds: dict[str, float] = {}  # site -> clock() its 429/503 hold ends
+        self._last_poll = -POLL_EVERY
+        self.in_flight = 0
+        self._stopping = False
+        self._finished = False
+        self._changed: asyncio.Future[None] | None = None
+
+    # -- Frontier's interface --------------------------------------------------------------
+    @property
+    def limit_reached(self) -> bool:
+        return self.max_pages > 0 and self.pages_taken >= self.max_pages
+
+    @property
+    def queued(self) -> int:
+        return sum(len(h.queue) for h in self._held.values())
+
+    async def take(self) -> UrlItem | None:
+        """The next URL of a held slot that is free and due; None when the run is over
+        (or this worker stops)."""
+        while not self._stopping and not self._finished:
+            self._tidy()
+            item = self._pick()
+            if item is not None:
+                return item
+            polled = self._poll_due()
+            if polled and self._lease_more():
+                continue
+            if self.on_dry():
+                continue
+            if polled and not self._held and self.in_flight == 0 \
+                    and self.manifest.unfinished(self.run_id) == 0:
+                self._finished = True
+                self._notify()
+                break
+            await self._wait(self._next_wakeup())
+        return None
+
+    def fetched(self, item: UrlItem) -> None:
+        """The response to `item` is in: its slot is free for the next request."""
+        self._by_item[item.id].busy = False
+        self._notify()
+
+    def release(self, item: UrlItem, *, slot_held: bool = True) -> None:
+        """This worker is done with `item` (stored, failed, retried or given back)."""
+        held = self._by_item.pop(item.id)
+        if slot_held:
+            held.busy = False
+        held.in_flight -= 1
+        self.in_flight -= 1
+        self._notify()
+
+    async def turn(self, site: str) -> bool:
+        """Wait until a request to `site` may start (its delay after the last start); then
+        whether it may: False when this worker's lease on the host is lost meanwhile (or
+        cannot be renewed to outlast the request)."""
+        now = self.clock()
+        start = max(now, self._next_start.get(site, 0.0))
+        self._next_start[site] = start + self._delays.get(site, self.delay)
+        if start > now:
+            await asyncio.sleep(start - now)
+        held = [h for h in self._held.values() if h.lease.site == site and h.busy]
+        return all(self._lasts(h) for h in held) and bool(held)
+
+    def set_delay(self, site: str, seconds: float) -> None:
+        self._delays[site] = max(seconds, self.delay)
+
+    def hold(self, site: str, seconds: float) -> None:
+        """No request to `site` for `seconds`, by any worker (429/503, Retry-After): the
+        host is blocked in the manifest and this worker gives its slots up."""
+        until = self.clock() + seconds
+        self._holds[site] = max(self._holds.get(site, 0.0), until)
+        self._next_start[site] = max(self._next_start.get(site, 0.0), until)
+        self.manifest.block_host(site, seconds)
+        for held in self._held.values():
+            if held.lease.site == site:
+                self._give_back(held)
+        self._notify()
+
+    def held_back(self) -> int:
+        now = self.clock()
+        for site in [s for s, until in self._holds.items() if until <= now]:
+            del self._holds[site]
+        slowed = {h.lease.site for h in self._held.values()
+                  if self._delays.get(h.lease.site, self.delay) > self.delay}
+        return len(slowed | self._holds.keys())
+
+    def notify(self) -> None:
+        self._notify()
+
+    def stop(self) -> None:
+        """Stop handing out URLs: the buffered ones go back to pending, and each slot is
+        released once nothing taken from it is in flight."""
+        self._stopping = True
+        for held in self._held.values():
+            self._give_back(held)
+        self._tidy()
+        self._notify()
+
+    def close(self) -> None:
+        """Release every slot still held (the run's end, or its stop)."""
+        for held in self._held.values():
+            self._give_back(held)
+            held.in_flight = 0
+        self._tidy()
+
+    def lease_of(self, item: UrlItem) -> HostLease | None:
+        """The lease `item` was taken under (what its outcome is fenced by)."""
+        held = self._by_item.get(item.id)
+        return held.lease if held is not None else None
+
+    def lease_for(self, site: str) -> HostLease | None:
+        """A lease this worker holds on `site` (robots.txt is fetched under it)."""
+        for held in self._held.values():
+            if held.lease.site == site and not held.lost:
+                return held.lease
+        return None
+
+    # -- internals -------------------------------------------------------------------------
+    def _pick(self) -> UrlItem | None:
+        now = self.clock()
+        for held in list(self._held.values()):
+            site = held.lease.site
+            if held.busy or held.lost or self._next_start.get(site, 0.0) > now:
+                continue
+            if not held.queue and not held.dry:
+                self._more_urls(held)
+            if not held.queue or not self._lasts(held):
+                continue
+            item = self._pop_allowed(held)
+            if item is None:
+                continue
+            held.busy = True
+            held.in_flight += 1
+            held.taken += 1
+            self._by_item[item.id] = held
+            self.in_flight += 1
+            if item.mode == PAGE:
+                self.pages_taken += 1
+            return item
+        return None
+
+    def _pop_allowed(self, held: _Held) -> UrlItem | None:
+        """The first URL of the slot allowed under the page budget (pages over it go back
+        to pending)."""
+        while held.queue:
+            item = held.queue.popleft()
+            if item.mode != PAGE or not self.limit_reached:
+                return item
+            self.manifest.unlease([item.id], lease=held.lease)
+        return None
+
+    def _more_urls(self, held: _Held) -> None:
+        if held.taken >= SLICE or self._stopping:
+            held.dry = True
+            return
+        items = self.manifest.lease_urls(held.lease, URL_BATCH)
+        held.queue.extend(items)
+        if not items:
+            held.dry = True
+
+    def _lasts(self, held: _Held) -> bool:
+        """Whether a request may start under the slot's lease now: it outlasts the
+        request's timeout, or was renewed to. A lease found lost is given up."""
+        if held.lost:
+            return False
+        now = self.clock()
+        if held.until - now >= self.fetch_timeout + MARGIN:
+            return True
+        renewed = self.manifest.renew_host(held.lease, self.ttl)
+        if renewed is None:
+            log.warning("lost site=%s slot=%d epoch=%d owner=%s: another worker has the "
+                        "host now", held.lease.site, held.lease.slot, held.lease.epoch,
+                        held.lease.owner)
+            held.lost = True
+            held.queue.clear()  # the worker that took the host over re-queued them
+            held.dry = True
+            return False
+        held.lease = renewed
+        held.until = now + self.ttl
+        log.info("renew %s until=%d", held.line(), renewed.until)
+        return True
+
+    def _give_back(self, held: _Held) -> None:
+        """No more URLs under this lease: those buffered go back to pending."""
+        if held.queue and not held.lost:
+            self.manifest.unlease([item.id for item in held.queue], lease=held.lease)
+        held.queue.clear()
+        held.dry = True
+
+    def _tidy(self) -> None:
+        """Release the slots with nothing more to do and nothing in flight."""
+        for host_id, held in list(self._held.items()):
+            if not (held.dry and not held.queue and held.in_flight <= 0):
+                continue
+            del self._held[host_id]
+            if held.lost:
+                continue
+            site = held.lease.site
+            delay = max(self._delays.get(site, self.delay),
+                        self._next_start.get(site, 0.0) - self.clock())
+            at = self.manifest.release_host(held.lease, max(delay, 0.0))
+            # a look for hosts again once this one is due (another worker may take it)
+            self._last_poll = min(self._last_poll, self.clock() - POLL_EVERY + delay)
+            if at is None:
+                log.warning("lost site=%s slot=%d epoch=%d owner=%s: expired before its "
+                            "release", site, held.lease.slot, held.lease.epoch,
+                            held.lease.owner)
+            else:
+                log.info("release %s at=%d", held.line(), at)
+
+    def _poll_due(self) -> bool:
+        """At most every POLL_EVERY seconds, a look at the manifest for more to do."""
+        now = self.clock()
+        if now - self._last_poll >= POLL_EVERY:
+            self._last_poll = now
+            return True
+        return False
+
+    def _lease_more(self) -> bool:
+        """Lease more host slots while this worker holds fewer than max_hosts."""
+        if self._stopping:
+            return False
+        share = self.manifest.fair_share(self.run_id, self.ttl)
+        want = min(self.max_hosts, share) - len(self._held)
+        if want <= 0:
+            return False
+        before = self.clock()
+        leases = self.manifest.lease_hosts(self.owner, want, self.ttl)
+        for lease in leases:
+            held = _Held(lease, before + (lease.until - lease.acquired) / 1000)
+            self._held[lease.host_id] = held
+            log.info("lease %s taken=%d until=%d", held.line(), lease.acquired, lease.until)
+        return bool(leases)
+
+    def _next_wakeup(self) -> float:
+        now = self.clock()
+        waits = [self._next_start.get(h.lease.site, 0.0) - now for h in self._held.values()
+                 if h.queue and not h.busy]
+        waits.append(self._last_poll + POLL_EVERY - now)
+        return min([MAX_WAIT, *[max(w, 0.001) for w in waits]])
+
+    async def _wait(self, timeout: float) -> None:
+        if self._changed is None or self._changed.done():
+            self._changed = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._changed), timeout)
+        except TimeoutError:
+            pass
+
+    def _notify(self) -> None:
+        if self._changed is not None and not self._changed.done():
+            self._changed.set_result(None)
