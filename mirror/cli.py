@@ -175,6 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
     verify = cmd("verify", "check every WARC file, the manifest and the index; exit 65 on any "
                  "problem", config_help=address)
     verify.add_argument("--from-store", action="store_true", help=from_store)
+    verify.add_argument("--db", metavar="DSN",
+                        help="verify a run shared by several workers (`mirror run --db`): "
+                             "its manifest in this database (postgresql://...), its WARC "
+                             "files and index in the site file's [archive] store")
     push = cmd("push", "upload to the [archive] store what it lacks: closed WARC files, the "
                        "index, a manifest snapshot")
     push.add_argument("--force", action="store_true",
@@ -379,12 +383,12 @@ def _shared_run(cfg: SiteConfig, args: argparse.Namespace) -> SharedRun | None:
         if lone:
             raise UsageError(f"{lone[0]} works only with --db postgresql://...")
         return None
-    from mirror.archive.sqldb import is_database_url
+    from mirror.archive.sqldb import is_database_url, shown
     from mirror.crawl.hostlease import min_ttl
     from mirror.crawl.sharedrun import SharedRun, check_worker_id, default_worker_id
 
     if not is_database_url(args.db):
-        raise UsageError(f"--db {args.db!r}: expected a PostgreSQL URL such as "
+        raise UsageError(f"--db {shown(args.db)!r}: expected a PostgreSQL URL such as "
                          "postgresql://user@host/dbname")
     for option, given in (("--scheduled", args.scheduled), ("--new-run", args.new_run)):
         if given:
@@ -599,6 +603,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from mirror.storecmds import reading
     from mirror.verify import check_archive, format_problems
 
+    if args.db:
+        return _verify_shared(args)
     source = reading(args)
     if source.in_store:  # its files streamed, its manifest the store's snapshot
         return _verify_store(source)
@@ -617,6 +623,29 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(format_problems(list(verdict.problems)))
     print(verdict.summary())
     return ExitCode.DAMAGED if verdict.problems else ExitCode.OK
+
+
+def _verify_shared(args: argparse.Namespace) -> int:
+    """`verify --db DSN`: a run shared by several workers is checked in its store, the one
+    place where all its files are (each worker's folder holds only its own)."""
+    from mirror.storecmds import is_address
+    from mirror.verify import format_problems
+    from mirror.verify.shared import verify_db
+
+    store = str(args.config)
+    if not is_address(store):
+        cfg = load_config(args.config)
+        if not cfg.archive.store:
+            raise UsageError(
+                f"{cfg.path}: --db verifies a run shared by several workers, whose WARC "
+                "files are all in one place only in its store, and this site file sets no "
+                '[archive] store (e.g. store = "s3://bucket/prefix")')
+        store = cfg.archive.store
+    result = verify_db(args.db, store)
+    if result.verdict.problems:
+        print(format_problems(result.verdict.problems))
+    print(result.summary())
+    return result.exit_code
 
 
 def _verify_store(source: Any) -> int:
