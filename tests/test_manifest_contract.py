@@ -338,11 +338,14 @@ def test_recover_ends_the_own_leases_at_once_and_the_expired_ones_of_others(
     time.sleep(0.2)
     restarted = open_manifest(manifest.path)  # w1 again, after a crash
     try:
-        assert restarted.recover("w1") == 4  # its own two, and w2's two (expired)
+        # its own two, and w2's two (expired); its own host waits the delay: it may have
+        # sent a request just before it died
+        assert restarted.recover("w1", delay=30) == 4
     finally:
         restarted.close()
     owners = {h.site: h.lease_owner for h in manifest.hosts()}
     assert owners == {"a.test": None, "b.test": None, "c.test": "w3"}
+    assert [h.site for h in other.lease_hosts("w4", 3, 30)] == ["b.test"]
     assert Counter(states(manifest).values()) == {"pending": 7, "leased": 2}
     assert other.release_host(c, 0) and not other.release_host(b, 0)
 

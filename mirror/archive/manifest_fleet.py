@@ -234,16 +234,20 @@ class FleetVerbs:
                 (int(seconds * 1000), int(seconds * 1000), site))
 
     @retried
-    def recover(self, owner: str) -> int:
+    def recover(self, owner: str, delay: float = 0.0) -> int:
         """A worker (re)starting: its own leases end at once, and every expired lease of
         another worker (crashed, or stalled past its ttl); their URLs go back to pending.
-        Returns how many URLs did."""
+        Its own hosts wait `delay` seconds from now (the politeness delay: it may have
+        sent a request to them just before it died). Returns how many URLs went back."""
+        now = self.sql.now_ms
         with self._tx():
             urls = self.sql.execute(
                 "UPDATE urls SET state='pending', lease_owner=NULL, lease_epoch=NULL "
                 "WHERE state='leased' AND lease_owner=?", (owner,)).rowcount
-            self.sql.execute("UPDATE hosts SET lease_owner=NULL, lease_until=0 "
-                             "WHERE lease_owner=?", (owner,))
+            self.sql.execute(
+                f"UPDATE hosts SET lease_owner=NULL, lease_until=0, next_fetch_at = CASE "
+                f"WHEN next_fetch_at > {now} + ? THEN next_fetch_at ELSE {now} + ? END "
+                "WHERE lease_owner=?", (int(delay * 1000), int(delay * 1000), owner))
             expired = self.sql.execute(
                 f"SELECT id, site, lease_owner, lease_epoch FROM hosts WHERE lease_owner IS "
                 f"NOT NULL AND lease_until <= {self.sql.now_ms}{self.sql.skip_locked}"

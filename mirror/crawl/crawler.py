@@ -302,7 +302,7 @@ class Crawler:
         last = m.last_run()
         self.run_id = joined.run_id if joined else (last.id if last else 0)
         m.register_worker(shared.owner, self.run_id)
-        back = m.recover(shared.owner)
+        back = m.recover(shared.owner, cfg.crawl.delay)
         recovery.remove_temporaries(cfg.site.output_dir)
         todo = repair_files(m, self.warc_dir, self.run_id)
         self.files = SharedFiles(shared.dsn, shared.owner, self.warc_dir,
