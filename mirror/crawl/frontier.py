@@ -17,7 +17,36 @@ MAX_WAIT = 1.0
 REFILL_EVERY = 0.1
 
 
-class Frontier:
+class Waits:
+    """What both frontiers share: the page budget, and waiting (bounded in time) until
+    something changes: a slot freed, new URLs."""
+
+    max_pages: int
+    pages_taken: int
+    _changed: asyncio.Future[None] | None = None
+
+    @property
+    def limit_reached(self) -> bool:
+        return self.max_pages > 0 and self.pages_taken >= self.max_pages
+
+    def notify(self) -> None:
+        """New URLs may be pending in the manifest."""
+        self._notify()
+
+    async def _wait(self, timeout: float) -> None:
+        if self._changed is None or self._changed.done():
+            self._changed = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._changed), timeout)
+        except TimeoutError:
+            pass
+
+    def _notify(self) -> None:
+        if self._changed is not None and not self._changed.done():
+            self._changed.set_result(None)
+
+
+class Frontier(Waits):
     """Hands URLs to workers, one host slot at a time.
 
     Memory is bounded: URLs live in the manifest and only a small window per host is
@@ -57,13 +86,8 @@ class Frontier:
         self.in_flight = 0
         self._stopping = False
         self._finished = False
-        self._changed: asyncio.Future[None] | None = None
 
     # -- public ----------------------------------------------------------------------------
-    @property
-    def limit_reached(self) -> bool:
-        return self.max_pages > 0 and self.pages_taken >= self.max_pages
-
     @property
     def queued(self) -> int:
         return self._buffered
@@ -128,10 +152,6 @@ class Frontier:
         slowed = {s for s, d in self._delays.items()
                   if d > self.delay and (self._queues.get(s) or self._active.get(s))}
         return len(slowed | self._held.keys())
-
-    def notify(self) -> None:
-        """New URLs may be pending in the manifest."""
-        self._notify()
 
     def stop(self) -> None:
         """Stop handing out URLs; buffered ones go back to pending."""
@@ -207,18 +227,6 @@ class Frontier:
             if due is not None:
                 waits.append(due - time.time())
         return min([MAX_WAIT, *[max(w, 0.001) for w in waits]])
-
-    async def _wait(self, timeout: float) -> None:
-        if self._changed is None or self._changed.done():
-            self._changed = asyncio.get_running_loop().create_future()
-        try:
-            await asyncio.wait_for(asyncio.shield(self._changed), timeout)
-        except TimeoutError:
-            pass
-
-    def _notify(self) -> None:
-        if self._changed is not None and not self._changed.done():
-            self._changed.set_result(None)
 
     def _return_buffered(self) -> None:
         ids = [item.id for q in self._queues.values() for item in q]

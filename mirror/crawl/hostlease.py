@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mirror.archive.manifest import Manifest, UrlItem
+from mirror.crawl.frontier import Waits
 from mirror.crawl.scope import PAGE
 from mirror.model import HostLease
 
@@ -73,7 +74,7 @@ class _Held:
         return f"site={lease.site} slot={lease.slot} epoch={lease.epoch} owner={lease.owner}"
 
 
-class SharedFrontier:
+class SharedFrontier(Waits):
     """Hands URLs to this worker's fetchers from the host slots it leases."""
 
     def __init__(
@@ -114,13 +115,8 @@ class SharedFrontier:
         self.in_flight = 0
         self._stopping = False
         self._finished = False
-        self._changed: asyncio.Future[None] | None = None
 
     # -- Frontier's interface --------------------------------------------------------------
-    @property
-    def limit_reached(self) -> bool:
-        return self.max_pages > 0 and self.pages_taken >= self.max_pages
-
     @property
     def queued(self) -> int:
         return sum(len(h.queue) for h in self._held.values())
@@ -194,9 +190,6 @@ class SharedFrontier:
         slowed = {h.lease.site for h in self._held.values()
                   if self._delays.get(h.lease.site, self.delay) > self.delay}
         return len(slowed | self._holds.keys())
-
-    def notify(self) -> None:
-        self._notify()
 
     def stop(self) -> None:
         """Stop handing out URLs: the buffered ones go back to pending, and each slot is
@@ -349,15 +342,3 @@ class SharedFrontier:
                  if h.queue and not h.busy]
         waits.append(self._last_poll + POLL_EVERY - now)
         return min([MAX_WAIT, *[max(w, 0.001) for w in waits]])
-
-    async def _wait(self, timeout: float) -> None:
-        if self._changed is None or self._changed.done():
-            self._changed = asyncio.get_running_loop().create_future()
-        try:
-            await asyncio.wait_for(asyncio.shield(self._changed), timeout)
-        except TimeoutError:
-            pass
-
-    def _notify(self) -> None:
-        if self._changed is not None and not self._changed.done():
-            self._changed.set_result(None)
