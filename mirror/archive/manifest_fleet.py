@@ -289,6 +289,17 @@ class FleetVerbs:
         row = self.sql.execute("SELECT state FROM files WHERE name=?", (name,)).fetchone()
         return None if row is None else str(row[0])
 
+    def unsettled_files(self, but: str) -> dict[str, list[str]]:
+        """Other workers' WARC files with committed captures that are not uploaded (the
+        worker died, or has not finished its uploads): worker -> file names."""
+        out: dict[str, list[str]] = {}
+        for worker, name in self.sql.execute(
+                "SELECT worker, name FROM files f WHERE state IN ('open', 'closed') "
+                "AND worker != ? AND EXISTS (SELECT 1 FROM captures c "
+                "WHERE c.filename = f.name) ORDER BY worker, name", (but,)).fetchall():
+            out.setdefault(str(worker), []).append(str(name))
+        return out
+
     def committed_end(self, name: str) -> int:
         """The offset just past the last record of WARC file `name` the manifest knows
         (0: none): where a worker restarting cuts its file back to."""

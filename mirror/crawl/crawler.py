@@ -141,6 +141,7 @@ class Crawler:
         self.frontier: Frontier | SharedFrontier | None = None
         self.files: SharedFiles | None = None  # a shared crawl's WARC files and uploads
         self.completed = False  # a shared crawl: this worker found the run over
+        self.unsettled: dict[str, list[str]] = {}  # ... and others' files not uploaded
         self.run_id = 0
         self._interrupted = False
         self._fatal: str | None = None
@@ -200,7 +201,8 @@ class Crawler:
         try:
             await self.parsers.start()
             async with open_session(
-                self.cfg.crawl.user_agent, self.cfg.crawl.workers, self._cookie_jar()
+                self.cfg.crawl.user_agent, self.cfg.crawl.workers, self._cookie_jar(),
+                self._sent,
             ) as session:
                 await self._log_in(session)
                 self._workers = [
@@ -347,10 +349,17 @@ class Crawler:
         """A shared crawl's worker is done: when the run is over (no URL pending or leased,
         by anyone) it finishes the run and writes the index of every worker's captures
         (returned, to upload); else the run goes on with the others."""
+        assert self.shared is not None
         if self._fatal or self._interrupted or self.manifest.unfinished(self.run_id):
             return None
         self.manifest.finish_run(self.run_id, now_iso(), state, code)
         self.completed = True
+        self.unsettled = self.manifest.unsettled_files(self.shared.owner)
+        for worker, names in self.unsettled.items():
+            log.warning("worker %s has %d WARC files with captures of this run not "
+                        "uploaded (%s): start it again with --join, or if it is gone for "
+                        "good, --forget-worker %s to fetch them again", worker, len(names),
+                        ", ".join(names[:3]), worker)
         lines = (index.capture_line(row) for row in self.manifest.captures())
         n = index.write_index(self.index_path, lines)
         log.info("run %d is complete; wrote %s (%d lines)", self.run_id, self.index_path, n)
@@ -385,6 +394,11 @@ class Crawler:
     def _site_lease(self, site: str) -> HostLease | None:
         frontier = self.frontier
         return frontier.lease_for(site) if isinstance(frontier, SharedFrontier) else None
+
+    def _sent(self, url: str) -> None:
+        """A request just went out: its host's delay counts from now."""
+        if self.frontier is not None:
+            self.frontier.sent(site_key(url))
 
     def _cookie_jar(self) -> SiteCookieJar | None:
         """The run's cookie jar; a cookies_file that cannot be read stops the run."""

@@ -104,12 +104,25 @@ def site_cookie_jar(crawl: CrawlSection, on_site: Callable[[str], bool]) -> Site
 
 
 def open_session(user_agent: str, connections: int,
-                 cookie_jar: AbstractCookieJar | None = None) -> aiohttp.ClientSession:
+                 cookie_jar: AbstractCookieJar | None = None,
+                 sent: Callable[[str], None] | None = None) -> aiohttp.ClientSession:
     """A session that never follows redirects and never decompresses; it keeps cookies in
     `cookie_jar` (site_cookie_jar), none without one. Headers of the site file go with each
-    request (secret ones only to the site's hosts)."""
+    request (secret ones only to the site's hosts). `sent` is told the URL of each request
+    the moment its headers are written (politeness counts from then: a new connection,
+    or a busy event loop, can hold a request back after its turn came)."""
     base = {"User-Agent": user_agent, "Accept": ACCEPT, "Accept-Encoding": ACCEPT_ENCODING}
+    traces = []
+    if sent is not None:
+        async def headers_sent(_session: object, _ctx: object,
+                               params: aiohttp.TraceRequestHeadersSentParams) -> None:
+            sent(str(params.url))
+
+        trace = aiohttp.TraceConfig()
+        trace.on_request_headers_sent.append(headers_sent)
+        traces.append(trace)
     return aiohttp.ClientSession(
+        trace_configs=traces,
         connector=aiohttp.TCPConnector(limit=connections, limit_per_host=0),
         headers=base,
         auto_decompress=False,

@@ -23,6 +23,10 @@ class Waits:
 
     max_pages: int
     pages_taken: int
+    delay: float
+    clock: Callable[[], float]
+    _next_start: dict[str, float]  # site -> clock() the next request to it may start
+    _delays: dict[str, float]  # per-host delay (robots.txt Crawl-delay)
     _changed: asyncio.Future[None] | None = None
 
     @property
@@ -32,6 +36,31 @@ class Waits:
     def notify(self) -> None:
         """New URLs may be pending in the manifest."""
         self._notify()
+
+    async def _turn(self, site: str, ready: Callable[[], bool] = lambda: True) -> bool:
+        """Wait until a request to `site` may start, `delay` after the last one to it
+        started, then count this one as started now: from when a request is let go, not
+        from when it was due, so a task the event loop wakes late never brings the next
+        one closer (and `sent` counts it again when its headers are actually sent: a new
+        connection takes a while). `ready()` (no await in it) says whether it may start
+        after all. No await between the last look and the count: tasks waiting for one
+        host take their turns one at a time."""
+        while True:
+            now = self.clock()
+            due = self._next_start.get(site, 0.0)
+            if due > now:
+                await asyncio.sleep(due - now)
+                continue
+            if not ready():
+                return False
+            self._next_start[site] = self.clock() + self._delays.get(site, self.delay)
+            return True
+
+    def sent(self, site: str) -> None:
+        """A request to `site` has just been sent (its headers written): the next one waits
+        `delay` from now."""
+        self._next_start[site] = max(self._next_start.get(site, 0.0),
+                                     self.clock() + self._delays.get(site, self.delay))
 
     async def _wait(self, timeout: float) -> None:
         if self._changed is None or self._changed.done():
@@ -121,16 +150,10 @@ class Frontier(Waits):
         self._notify()
 
     async def turn(self, site: str) -> bool:
-        """Wait until a request to `site` may start, and count it as started then: every
-        request (robots.txt too) starts `delay` after the one before to its host, measured
-        from the actual starts, whichever worker sends it. The slot is reserved before the
-        wait, with no await between the look and the reservation."""
-        now = self.clock()
-        start = max(now, self._next_start.get(site, 0.0))
-        self._next_start[site] = start + self._delays.get(site, self.delay)
-        if start > now:
-            await asyncio.sleep(start - now)
-        return True
+        """Wait until a request to `site` may start (every request, robots.txt too,
+        starts `delay` after the one before to its host, whichever worker sends it);
+        True."""
+        return await self._turn(site)
 
     def set_delay(self, site: str, seconds: float) -> None:
         """Seconds between request starts to `site` from now on (at least the configured)."""

@@ -9,9 +9,11 @@ every worker (block_host). Before each request the lease must outlast the fetch'
 by MARGIN seconds, else it is renewed; a lease found lost (another worker took the host
 over after it expired) is dropped at once: its URLs were sent back to pending by the
 taker, and whatever this worker still stores under it fails its fenced commit
-(CaptureStore cuts the record off again). After SLICE URLs a slot is released and leased
-anew, so that the hosts go round the workers. The run is over when no URL of it is pending
-or leased, by anyone (a killed worker's lease expires and its URLs are taken over).
+(CaptureStore cuts the record off again). A worker leases at most its fair share of the
+hosts (hosts with work / live workers), and every SLICE URLs it gives a slot up if it holds
+more than that share now (a worker joined), so that the hosts spread over the workers.
+The run is over when no URL of it is pending or leased, by anyone (a killed worker's lease
+expires and its URLs are taken over).
 
 The lease log (INFO, this module's logger) is what tests check the "one worker per host
 slot" promise against: `lease`, `renew` and `release` lines with database times in ms.
@@ -20,7 +22,6 @@ It offers Frontier's interface (take, fetched, release, turn, hold, ...), plus l
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections import deque
@@ -36,7 +37,8 @@ log = logging.getLogger(__name__)
 
 #: seconds a lease must outlast a request's timeout for the request to start under it
 MARGIN = 2.0
-#: URLs fetched from a slot under one lease before it is released (and leased anew)
+#: URLs fetched from a slot under one lease before this worker looks whether it holds
+#: more than its fair share of the hosts (then it releases the slot for another worker)
 SLICE = 64
 #: URLs leased under a host lease at a time
 URL_BATCH = 16
@@ -160,13 +162,10 @@ class SharedFrontier(Waits):
         """Wait until a request to `site` may start (its delay after the last start); then
         whether it may: False when this worker's lease on the host is lost meanwhile (or
         cannot be renewed to outlast the request)."""
-        now = self.clock()
-        start = max(now, self._next_start.get(site, 0.0))
-        self._next_start[site] = start + self._delays.get(site, self.delay)
-        if start > now:
-            await asyncio.sleep(start - now)
-        held = [h for h in self._held.values() if h.lease.site == site and h.busy]
-        return all(self._lasts(h) for h in held) and bool(held)
+        def lasts() -> bool:
+            held = [h for h in self._held.values() if h.lease.site == site and h.busy]
+            return bool(held) and all(self._lasts(h) for h in held)
+        return await self._turn(site, lasts)
 
     def set_delay(self, site: str, seconds: float) -> None:
         self._delays[site] = max(seconds, self.delay)
@@ -254,9 +253,14 @@ class SharedFrontier(Waits):
         return None
 
     def _more_urls(self, held: _Held) -> None:
-        if held.taken >= SLICE or self._stopping:
+        if self._stopping:
             held.dry = True
             return
+        if held.taken >= SLICE:  # given up for another worker only beyond a fair share
+            if len(self._held) > self.manifest.fair_share(self.run_id, self.ttl):
+                held.dry = True
+                return
+            held.taken = 0
         items = self.manifest.lease_urls(held.lease, URL_BATCH)
         held.queue.extend(items)
         if not items:
