@@ -200,8 +200,8 @@ def test_a_dead_workers_hosts_are_taken_over_and_its_files_uploaded_when_it_retu
     finish = run_worker(two, shared.dsn, "w2", "--join")
     assert finish.returncode == 0, finish.stderr
     assert "the run is complete" in finish.stdout
-    assert re.search(r"worker w1 has \d+ WARC files with captures of this run not "
-                     r"uploaded .*--forget-worker w1", finish.stderr), finish.stderr
+    assert re.search(r"worker w1 is silent and has \d+ WARC files with captures of this "
+                     r"run not uploaded .*--forget-worker w1", finish.stderr), finish.stderr
     back = run_worker(one, shared.dsn, "w1", "--join")
     assert back.returncode == 0 and "no unfinished run to join" in back.stdout, back
     assert time.monotonic() - started < TIMEOUT

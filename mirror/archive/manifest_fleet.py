@@ -289,14 +289,17 @@ class FleetVerbs:
         row = self.sql.execute("SELECT state FROM files WHERE name=?", (name,)).fetchone()
         return None if row is None else str(row[0])
 
-    def unsettled_files(self, but: str) -> dict[str, list[str]]:
-        """Other workers' WARC files with committed captures that are not uploaded (the
-        worker died, or has not finished its uploads): worker -> file names."""
+    def unsettled_files(self, but: str, silent_for: float) -> dict[str, list[str]]:
+        """WARC files with committed captures that are not uploaded, of other workers
+        silent for `silent_for` seconds (dead: one alive uploads its own): worker -> file
+        names."""
         out: dict[str, list[str]] = {}
         for worker, name in self.sql.execute(
                 "SELECT worker, name FROM files f WHERE state IN ('open', 'closed') "
                 "AND worker != ? AND EXISTS (SELECT 1 FROM captures c "
-                "WHERE c.filename = f.name) ORDER BY worker, name", (but,)).fetchall():
+                "WHERE c.filename = f.name) AND NOT EXISTS (SELECT 1 FROM workers w WHERE "
+                f"w.id = f.worker AND w.alive > {self.sql.now_ms} - ?) ORDER BY worker, name",
+                (but, int(silent_for * 1000))).fetchall():
             out.setdefault(str(worker), []).append(str(name))
         return out
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,11 +127,12 @@ class ManifestReader(TextQueries):
         return [Run(*r) for r in self.sql.execute(f"SELECT {_RUN} FROM runs ORDER BY id")]
 
     def run_time(self, run_id: int) -> tuple[float, int]:
-        """(seconds the run's processes worked on it, how many processes there were)."""
-        seconds, n = self.sql.execute(
-            "SELECT COALESCE(SUM(alive - started), 0), COUNT(*) FROM sessions WHERE run_id=?",
-            (run_id,)).fetchone()
-        return float(seconds), int(n)
+        """(seconds some process worked on the run, how many processes there were): the
+        sessions of a resumed run follow each other, those of a run shared by several
+        workers overlap, so their union is counted, not their sum."""
+        spans = self.sql.execute("SELECT started, alive FROM sessions WHERE run_id=? "
+                                 "ORDER BY started", (run_id,)).fetchall()
+        return union_length((float(a), float(b)) for a, b in spans), len(spans)
 
     def run_contents(self, run_id: int) -> dict[str, tuple[int, str]]:
         """url -> (status, payload digest) of every capture in a run."""
@@ -437,3 +438,14 @@ class ManifestReader(TextQueries):
         return [FileRow(*r) for r in self.sql.execute(
             f"SELECT name, worker, state, size, sha256 FROM files {mine}ORDER BY name",
             () if worker is None else (worker,))]
+
+
+def union_length(spans: Iterable[tuple[float, float]]) -> float:
+    """The length of the union of intervals (start, end), given in order of start."""
+    total, end = 0.0, float("-inf")
+    for start, stop in spans:
+        if stop <= end:
+            continue
+        total += stop - max(start, end)
+        end = stop
+    return total

@@ -354,12 +354,13 @@ class Crawler:
             return None
         self.manifest.finish_run(self.run_id, now_iso(), state, code)
         self.completed = True
-        self.unsettled = self.manifest.unsettled_files(self.shared.owner)
+        assert isinstance(self.frontier, SharedFrontier)
+        self.unsettled = self.manifest.unsettled_files(self.shared.owner, self.frontier.ttl)
         for worker, names in self.unsettled.items():
-            log.warning("worker %s has %d WARC files with captures of this run not "
-                        "uploaded (%s): start it again with --join, or if it is gone for "
-                        "good, --forget-worker %s to fetch them again", worker, len(names),
-                        ", ".join(names[:3]), worker)
+            log.warning("worker %s is silent and has %d WARC files with captures of "
+                        "this run not uploaded (%s): start it again with --join, or if it "
+                        "is gone for good, --forget-worker %s to fetch them again", worker,
+                        len(names), ", ".join(names[:3]), worker)
         lines = (index.capture_line(row) for row in self.manifest.captures())
         n = index.write_index(self.index_path, lines)
         log.info("run %d is complete; wrote %s (%d lines)", self.run_id, self.index_path, n)
