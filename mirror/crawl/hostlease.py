@@ -212,9 +212,10 @@ class SharedFrontier(Waits):
         return held.lease if held is not None else None
 
     def lease_for(self, site: str) -> HostLease | None:
-        """A lease this worker holds on `site` (robots.txt is fetched under it)."""
+        """The lease this worker holds on `site`, which robots.txt is fetched and fenced
+        under (also one found lost since: what is written under it is then refused)."""
         for held in self._held.values():
-            if held.lease.site == site and not held.lost:
+            if held.lease.site == site:
                 return held.lease
         return None
 
