@@ -74,6 +74,14 @@ def cut_torn_tail(path: Path) -> int:
     return keep
 
 
+def file_size(path: Path) -> int:
+    """The file's size; 0 when it does not exist."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
 def truncate(path: Path, size: int) -> None:
     with open(path, "r+b") as f:
         f.truncate(size)

@@ -361,9 +361,8 @@ class Crawler:
                         "this run not uploaded (%s): start it again with --join, or if it "
                         "is gone for good, --forget-worker %s to fetch them again", worker,
                         len(names), ", ".join(names[:3]), worker)
-        lines = (index.capture_line(row) for row in self.manifest.captures())
-        n = index.write_index(self.index_path, lines)
-        log.info("run %d is complete; wrote %s (%d lines)", self.run_id, self.index_path, n)
+        log.info("run %d is complete", self.run_id)
+        self._write_index()
         return self.index_path
 
     async def _files_done(self, index_path: Path | None) -> None:
@@ -423,10 +422,14 @@ class Crawler:
         self.store.close()  # the last group is committed first; a failure stops the run
         if self.shared is not None:  # the worker that completes the run writes it
             return
+        self._write_index()
+        crashpoints.reached("run:before-finish", "run")
+
+    def _write_index(self) -> None:
+        """index.cdxj from every capture of the manifest."""
         lines = (index.capture_line(row) for row in self.manifest.captures())
         n = index.write_index(self.index_path, lines)
         log.info("wrote %s (%d lines)", self.index_path, n)
-        crashpoints.reached("run:before-finish", "run")
 
     def _outcome(self) -> tuple[int, str]:
         assert self.frontier is not None

@@ -27,8 +27,17 @@ from pathlib import Path
 from mirror import crashpoints
 from mirror.archive import recovery
 from mirror.archive.manifest import Manifest
-from mirror.archive.objstore import WARC_PREFIX, ObjectStore, StoreError, file_digest, open_store
+from mirror.archive.objstore import (
+    INDEX_KEY,
+    WARC_PREFIX,
+    ObjectStore,
+    StoreError,
+    file_digest,
+    open_store,
+)
+from mirror.archive.recovery import file_size
 from mirror.archive.warcwriter import FILE_RE, OPEN_SUFFIX
+from mirror.crawl.startup import roll_back_short
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +82,12 @@ def repair_files(manifest: Manifest, warc_dir: Path, run_id: int) -> list[str]:
     the closed files still to record or upload, in name order."""
     for path in recovery.open_files(warc_dir):
         name = path.name[: -len(OPEN_SUFFIX)]
-        if _lost(manifest, path, name):
+        if _deleted_if_lost(manifest.file_state(name), path):
             continue
         end = _committed_end(manifest, run_id, path, name)
-        if end < _size(path):
+        if end < file_size(path):
             log.warning("cut %s back to its last committed record (%d -> %d bytes)",
-                        name, _size(path), end)
+                        name, file_size(path), end)
             recovery.truncate(path, end)
         if end == 0:
             path.unlink()
@@ -89,42 +98,31 @@ def repair_files(manifest: Manifest, warc_dir: Path, run_id: int) -> list[str]:
     for name in sorted(os.listdir(warc_dir)) if warc_dir.is_dir() else ():
         if not FILE_RE.match(name) or name.endswith(OPEN_SUFFIX):
             continue
-        path = warc_dir / name
-        if _lost(manifest, path, name):
+        state = manifest.file_state(name)
+        if _deleted_if_lost(state, warc_dir / name):
             continue
-        _committed_end(manifest, run_id, path, name)
-        if manifest.file_state(name) in ("open", "closed"):
+        _committed_end(manifest, run_id, warc_dir / name, name)
+        if state in ("open", "closed"):
             todo.append(name)
     return todo
 
 
-def _lost(manifest: Manifest, path: Path, name: str) -> bool:
-    if manifest.file_state(name) != "lost":
+def _deleted_if_lost(state: str | None, path: Path) -> bool:
+    if state != "lost":
         return False
     log.warning("deleting %s: the manifest declared it lost (its captures were fetched "
-                "again)", name)
+                "again)", path.name)
     path.unlink()
     return True
 
 
 def _committed_end(manifest: Manifest, run_id: int, path: Path, name: str) -> int:
-    """Where the file's committed records end; captures past its actual end (a file cut
-    short by a power loss) are forgotten first, their URLs fetched again."""
+    """Where the file's committed records end, after forgetting the captures past its
+    actual end (a file cut short by a power loss: startup.roll_back_short)."""
     end = manifest.committed_end(name)
-    size = _size(path)
-    if size < end:
-        lost = manifest.rollback_past(run_id, name, size)
-        log.warning("%s is shorter than the manifest says (%d < %d): %d captures will be "
-                    "fetched again", name, size, end, len(lost))
+    if roll_back_short(manifest, run_id, name, file_size(path), end):
         end = manifest.committed_end(name)
     return end
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
 
 
 @dataclass
@@ -252,8 +250,6 @@ class SharedFiles:
         log.warning("deleted %s: the manifest declared it lost", name)
 
     def _upload_index(self, index: Path) -> None:
-        from mirror.archive.objstore import INDEX_KEY
-
         try:
             if self._store is None:
                 self._store = open_store(self.store_url or "")

@@ -13,6 +13,7 @@ from pathlib import Path
 from mirror import crashpoints
 from mirror.archive import recovery
 from mirror.archive.manifest import Manifest, ManifestError, NewUrl, UrlItem
+from mirror.archive.recovery import file_size
 from mirror.archive.warcwriter import NOT_MODIFIED, OPEN_SUFFIX, Exchange
 from mirror.config import SiteConfig
 from mirror.crawl import history
@@ -119,11 +120,8 @@ class Startup:
             recovery.cut_torn_tail(path)
         ends = self.manifest.committed_ends()
         for name, end in ends.items():
-            size = _size(warc_dir / name) or _size(warc_dir / (name + OPEN_SUFFIX))
-            if size < end:
-                lost = self.manifest.rollback_past(run_id, name, size)
-                log.warning("%s is shorter than the manifest says (%d < %d): %d captures "
-                            "will be fetched again", name, size, end, len(lost))
+            size = file_size(warc_dir / name) or file_size(warc_dir / (name + OPEN_SUFFIX))
+            roll_back_short(self.manifest, run_id, name, size, end)
         for path in open_paths:
             self._adopt_tail(path, ends.get(path.name[: -len(OPEN_SUFFIX)], 0))
 
@@ -131,7 +129,7 @@ class Startup:
         """Commit the complete capture groups past the last commit, each exactly as the
         normal path would have; cut the file after the last one adopted, then close it."""
         final = path.name[: -len(OPEN_SUFFIX)]
-        size = _size(path)
+        size = file_size(path)
         found, good_end = recovery.scan_groups(path, min(committed_end, size), final)
         adopted = 0
         try:
@@ -181,8 +179,13 @@ class Startup:
         return True
 
 
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
+def roll_back_short(manifest: Manifest, run_id: int, name: str, size: int,
+                    end: int) -> bool:
+    """A WARC file cut short (a power loss) below the end of its committed records:
+    the captures past `size` are forgotten, their URLs fetched again. Whether it was."""
+    if size >= end:
+        return False
+    lost = manifest.rollback_past(run_id, name, size)
+    log.warning("%s is shorter than the manifest says (%d < %d): %d captures will be "
+                "fetched again", name, size, end, len(lost))
+    return True
