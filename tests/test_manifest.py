@@ -192,31 +192,47 @@ def test_a_search_that_matches_more_than_it_ranks_ranks_the_newest(
         m.close()
 
 
-def test_a_version_4_manifest_gets_its_prefix_index_and_keeps_every_text(
-        tmp_path: Path) -> None:
-    """Schema 5 makes the full-text index again with prefix = '3', from page_texts: a
-    reader reads a version 4 file as it is, the writer upgrades it; both find the same."""
-    path, _ = _texts(tmp_path, 5)
-    with closing(sqlite3.connect(path)) as db, db:  # back to schema 4's index
+@pytest.mark.parametrize("made_with", ["schema 4", "a prefix index"])
+def test_an_older_full_text_index_is_kept_as_it_is_and_searched_alike(
+        tmp_path: Path, made_with: str) -> None:
+    """A new manifest's full-text index has no prefix index (SCHEMA says why). One made by
+    schema 4, or with the prefix index schema 5 had, is neither rebuilt nor dropped: a reader
+    and the writer find the same in it, and the writer adds new texts to it as it is."""
+    from mirror.model import PageText
+
+    path, urls = _texts(tmp_path, 5)
+    with closing(sqlite3.connect(path)) as db:
+        ddl = db.execute("SELECT sql FROM sqlite_master WHERE name='texts'").fetchone()[0]
+    assert "prefix" not in ddl
+    options = ", prefix = '3'" if made_with == "a prefix index" else ""
+    with closing(sqlite3.connect(path)) as db, db:
         db.execute("DROP TABLE texts")
         db.execute("CREATE VIRTUAL TABLE texts USING fts5(title, body, content = "
                    "'page_texts', content_rowid = 'id', tokenize = 'unicode61 "
-                   "remove_diacritics 2')")
+                   f"remove_diacritics 2'{options})")
         db.execute("INSERT INTO texts (texts) VALUES ('rebuild')")
-        db.execute("UPDATE meta SET value='4' WHERE key='schema_version'")
+        if made_with == "schema 4":
+            db.execute("UPDATE meta SET value='4' WHERE key='schema_version'")
+        old = db.execute("SELECT sql FROM sqlite_master WHERE name='texts'").fetchone()[0]
     reader = ManifestReader(path)
     try:
-        assert len(reader.search("bri*")) == 5
+        assert len(reader.search("bri*")) == 5 and len(reader.search('"bridges3 common"')) == 1
     finally:
         reader.close()
     m = Manifest(path)
     try:
-        ddl = m.db.execute("SELECT sql FROM sqlite_master WHERE name='texts'").fetchone()[0]
-        assert "prefix = '3'" in ddl
+        assert m.db.execute("SELECT sql FROM sqlite_master WHERE name='texts'"
+                            ).fetchone()[0] == old
         assert m.db.execute("SELECT value FROM meta WHERE key='schema_version'"
                             ).fetchone() == ("5",)
         assert len(m.search("bri*")) == 5 and len(m.search("common")) == 5
+        run = m.start_run("2026-01-02T00:00:00Z", "cfg")
+        m.add_urls(run, None, [new(urls[0])])
+        m.commit_capture(run, item(m, run, urls[0]), capture(9), [],
+                         text=PageText("Page 1 again", "bridgework common"))
+        m.finish_run(run, "2026-01-02T01:00:00Z", "complete", 0)
         assert m.unindexed_pages() == 0
+        assert {h.title for h in m.search("bridgew*")} == {"Page 1 again"}
         m.db.execute("INSERT INTO texts (texts, rank) VALUES ('integrity-check', 1)")
     finally:
         m.close()

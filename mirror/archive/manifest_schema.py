@@ -204,11 +204,12 @@ CREATE TABLE IF NOT EXISTS page_texts (
 );
 -- Their full-text index (FTS5, over page_texts): derived, like index.cdxj. Rows up to
 -- meta 'texts_indexed' are in it; the writer adds the rest in batches (Manifest.index_texts).
--- prefix = '3': a 3-letter prefix query ("arc*") reads one list instead of merging the
--- lists of every word it expands to (p95 at 100,000 pages: 104 -> 82 ms; +18% index size)
+-- No prefix index (prefix = '3' made 3-letter prefix queries 3x quicker, but indexing a text
+-- 70% dearer and the index 24% larger; without it such a query's p95 at 100,000 pages is
+-- 51-70 ms, bench/text_cost.py). Manifests made with one keep it: the queries are the same.
 CREATE VIRTUAL TABLE IF NOT EXISTS texts USING fts5(
     title, body, content = 'page_texts', content_rowid = 'id',
-    tokenize = 'unicode61 remove_diacritics 2', prefix = '3'
+    tokenize = 'unicode61 remove_diacritics 2'
 );
 -- The newest capture of each URL that has a text: what a search looks in by default.
 CREATE TABLE IF NOT EXISTS latest_texts (
@@ -266,21 +267,8 @@ ALTER TABLE captures ADD COLUMN text_id INTEGER;
 ALTER TABLE urls ADD COLUMN lease_owner TEXT;
 ALTER TABLE urls ADD COLUMN lease_epoch INTEGER;
 """,
-    4: "",  # SQLite's full-text index gets its prefix index: FTS_V5, SQLite's alone
+    4: "",  # (schema 5 gave SQLite's full-text index a prefix index; no longer: see SCHEMA)
 }
-
-#: schema 4 -> 5 on SQLite: the full-text index made again with prefix = '3' (SCHEMA's),
-#: from page_texts (its content table), every text in it
-FTS_V5 = """
-DROP TABLE IF EXISTS texts;
-CREATE VIRTUAL TABLE texts USING fts5(
-    title, body, content = 'page_texts', content_rowid = 'id',
-    tokenize = 'unicode61 remove_diacritics 2', prefix = '3'
-);
-INSERT INTO texts (texts) VALUES ('rebuild');
-INSERT OR REPLACE INTO meta (key, value)
-    SELECT 'texts_indexed', CAST(MAX(id) AS TEXT) FROM page_texts HAVING COUNT(*) > 0;
-"""
 
 #: for a reader, which never upgrades: temporary views (in its connection only) that show
 #: a manifest of each older schema version as the current schema, with the very values the
@@ -373,7 +361,7 @@ def _upgrade(db: sqlite3.Connection, version: int) -> None:
     db.execute("BEGIN IMMEDIATE")
     try:
         for old in range(version, SCHEMA_VERSION):
-            for statement in _statements(MIGRATIONS[old] + (FTS_V5 if old == 4 else "")):
+            for statement in _statements(MIGRATIONS[old]):
                 db.execute(statement)
         db.execute(_SET_VERSION, (str(SCHEMA_VERSION),))
         db.execute("COMMIT")
