@@ -57,3 +57,16 @@ def test_the_import_scan_sees_heavy_modules() -> None:
     seen = loaded("-c", "import mirror.crawl.crawler, mirror.progress")
     assert {"asyncio", "aiohttp", "rich", "warcio", "mirror.crawl.crawler",
             "mirror.archive.warcwriter"} <= seen
+
+
+def test_index_keys_are_made_without_importing_requests() -> None:
+    """surt imports tldextract (and it requests) at its top but never calls it for a key:
+    a stand-in takes its place until an attribute is asked for, which imports it."""
+    key = ("from mirror.archive.index import url_key; "
+           "assert url_key('http://www.Example.com/a?b=2&a=1') == 'com,example)/a?a=1&b=2'")
+    seen = loaded("-c", key)
+    assert "surt" in seen and not {"requests", "tldextract.tldextract"} & seen
+    later = loaded("-c", key + "; import sys; "
+                   "assert sys.modules['surt.handyurl'].tldextract.TLDExtract.__name__ == "
+                   "'TLDExtract'; assert 'requests' in sys.modules")
+    assert {"requests", "tldextract.tldextract"} <= later

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import heapq
+import importlib
 import json
 import os
+import sys
 import tempfile
+import types
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -20,12 +23,31 @@ from mirror.web.http import mime_of
 INDEXED_TYPES = ("response", "revisit", "resource")
 REVISIT_MIME = "warc/revisit"
 def url_key(url: str) -> str:
-    import surt  # here, not at the top: it pulls in requests and tldextract (~150 ms)
-
     try:
-        return str(surt.surt(url))
+        return str(_surt().surt(url))
     except Exception:  # noqa: BLE001 - surt raises assorted errors on odd URLs; pywb falls back too
         return url
+
+
+def _surt() -> Any:
+    """The surt module, imported on first use. surt imports tldextract at its top but calls
+    it only for public suffixes, which surt.surt() never asks for, and importing tldextract
+    pulls in requests (about 50 ms of every run): until then a stand-in takes its place."""
+    if "surt" not in sys.modules and "tldextract" not in sys.modules:
+        sys.modules["tldextract"] = _Deferred("tldextract")
+    import surt
+
+    return surt
+
+
+class _Deferred(types.ModuleType):
+    """Stands in for a module in sys.modules until one of its attributes is asked for; then
+    the module is imported and answers (an `import` statement reads none of them)."""
+
+    def __getattr__(self, name: str) -> Any:
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
+        return getattr(importlib.import_module(self.__name__), name)
 
 
 def cdxj_line(
