@@ -24,6 +24,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -48,6 +49,8 @@ from run_mirror import (  # noqa: E402
     write_site_toml,
 )
 
+#: seconds of quiet before each run, after sync()
+SETTLE = 1.0
 TOOLS = ("mirror", "fetch-only", "wget-warc", "wget", "scrapy")
 URLS = "mirror-urls.txt"  # in the work folder: what mirror fetched in the latest round
 MARK = "/_bench/mark-"
@@ -244,6 +247,16 @@ def scrapy_version(python: str) -> str:
     return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
+def settle() -> None:
+    """Before each run: the file system's pending work (the last run's writeback) done and
+    out of the way, so that none of it is charged to the next tool. The runs' folders are
+    removed only at the end, with the work folder: wget's CPU is mostly system time, and
+    removing the 3,000 files of a wget run in between (with ext4's `discard`) more than
+    doubled the system time of the wget runs after it, round after round."""
+    os.sync()
+    time.sleep(SETTLE)
+
+
 def compare(args: argparse.Namespace, work: Path) -> list[Run]:
     site = args.site.resolve() if args.site else work / "site"
     stats = prepare_site(site, args.pages, args.seed)
@@ -255,14 +268,13 @@ def compare(args: argparse.Namespace, work: Path) -> list[Run]:
         print(f"{server.kind} serving {site} at {server.base_url}", file=sys.stderr)
         for rep in range(1, args.repeat + 1):
             for tool in tools:
+                settle()
                 run = run_tool(tool, args, server, work / f"{tool}-{rep}")
                 mark(server, len(runs))
                 runs.append(run)
                 m = run.measured
                 print(f"{tool} run {rep}: {m.wall:.2f} s wall, {m.cpu:.2f} s CPU,"
                       f" {m.max_rss_kb / 1024:.0f} MB, {run.pages} pages", file=sys.stderr)
-                if not args.keep:
-                    shutil.rmtree(work / f"{tool}-{rep}", ignore_errors=True)
     finally:
         stop_server(server)
     for run, timed in zip(runs, requests_per_run(server.log, len(runs)), strict=True):
