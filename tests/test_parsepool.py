@@ -210,6 +210,49 @@ async def test_a_page_that_kills_its_helper_twice_loses_only_its_links(tmp_path,
         await pool.close()
 
 
+SLOW_CRASHING_HELPER = CRASHING_HELPER.replace(
+    "os._exit(3)", "import time; time.sleep(0.5); os._exit(3)")
+
+
+async def test_only_the_page_being_parsed_is_blamed_for_a_death(tmp_path, caplog):
+    """A helper dies parsing one page while others wait behind it: only that page counts
+    the death. The pages queued behind it are sent again and keep their links; the page
+    itself is sent once more, and loses its links when it kills that helper too."""
+    cfg = load_config(write_config(tmp_path, ["http://h.test/"]))
+    from mirror.crawl.scope import Scope
+
+    pool = parsepool.ParserPool(cfg, Discovery(cfg, Scope.from_config(cfg)), 1,
+                                command=(sys.executable, "-c", SLOW_CRASHING_HELPER))
+    await pool.start()
+    try:
+        helper = await pool._ready_soon()
+        assert helper is not None
+        pages = [UrlItem(k, f"http://h.test/{k}", "h.test", 0, 10, "page", 0, "start")
+                 for k in range(3)]
+        sent = [asyncio.ensure_future(helper.discover(pages[0], html_page(links("/boom"))))]
+        await asyncio.sleep(0.1)  # the helper is parsing "boom" now; two wait behind it
+        sent += [asyncio.ensure_future(helper.discover(p, html_page(links(f"/q{p.id}"))))
+                 for p in pages[1:]]
+        died = await asyncio.gather(*sent, return_exceptions=True)
+        assert [type(e) for e in died] == [parsepool.HelperDied] * 3
+        assert [e.parsing for e in died] == [True, False, False]  # type: ignore[union-attr]
+
+        assert await pool._replacement() is not None  # a new one, ready
+        with caplog.at_level(logging.WARNING, logger="mirror.crawl.parsepool"):
+            first = asyncio.ensure_future(pool.discover(pages[0], html_page(links("/boom"))))
+            await asyncio.sleep(0.1)
+            found = [*await asyncio.gather(
+                *(pool.discover(p, html_page(links(f"/q{p.id}"))) for p in pages[1:])),
+                await first]
+        assert found.pop() == NOTHING
+        assert [[u.url for u in f.links] for f in found] == [
+            ["http://h.test/q1"], ["http://h.test/q2"]]
+        assert caplog.text.count("links of http://h.test/0 not extracted") == 1
+        assert "h.test/1 not" not in caplog.text and "h.test/2 not" not in caplog.text
+    finally:
+        await pool.close()
+
+
 async def test_a_mirror_folder_where_the_crawl_starts_is_not_what_helpers_import(
         tmp_path, monkeypatch, caplog):
     """`mirror run` started in a folder that holds another `mirror` package (a checkout of

@@ -7,10 +7,13 @@ with length-prefixed pickles (both ends are this module, so pickle is safe here)
 are event-loop streams: no threads, so nothing waits on the GIL to hand a result over.
 
 Failures never lose a page: until a helper says it is ready, and for good once helpers
-have died `MAX_RESTARTS` times, pages are parsed in the crawler's own process. A request
-in flight when its helper dies is sent once more, to a new helper (never parsed in the
-crawler's process: it may be what killed the helper); if that one dies too, the page is
-stored without its links and a warning says so.
+have died `MAX_RESTARTS` times, pages are parsed in the crawler's own process. A helper
+answers its requests in order, so when it dies the oldest unanswered one is the page it was
+parsing: that page is sent once more, to a new helper (never parsed in the crawler's
+process: it may be what killed the helper), and if it is again the one being parsed when
+that helper dies too, it is stored without its links and a warning says so. The pages queued
+behind it did nothing: they are sent again as often as a helper dies under them (and parsed
+here once no helper may be started any more).
 """
 
 from __future__ import annotations
@@ -58,7 +61,13 @@ class Page:
 
 
 class HelperDied(Exception):
-    """The helper process exited or broke the protocol with requests still unanswered."""
+    """The helper process exited or broke the protocol with requests still unanswered.
+    `parsing`: the request it is raised for is the one the helper was parsing (its oldest
+    unanswered), which may be what killed it; False for the requests queued behind it."""
+
+    def __init__(self, reason: str, parsing: bool = True) -> None:
+        super().__init__(reason)
+        self.parsing = parsing
 
 
 class ParserPool:
@@ -90,10 +99,10 @@ class ParserPool:
     async def discover(self, item: UrlItem, page: Page) -> Discovered:
         """The page's redirect target and links, from a helper when one is ready.
 
-        A page whose helper died is never parsed here (it may be what killed it): it goes
-        to the replacement once that is ready, and loses its links if that dies too. A page
-        without a body to parse (a redirect) is answered here: a helper would add only the
-        round trip."""
+        A page whose helper died while parsing it is never parsed here (it may be what
+        killed it): it goes to the replacement once that is ready, and loses its links if
+        that one dies parsing it too. A page without a body to parse (a redirect) is
+        answered here: a helper would add only the round trip."""
         if page.body is None:
             return self.discover_in_process(item, page)
         for dead in [h for h in self._helpers if h.died is not None]:
@@ -101,19 +110,38 @@ class ParserPool:
         helper = self._ready()
         if helper is None:
             return self.discover_in_process(item, page)
-        try:
-            return await helper.discover(item, page)
-        except HelperDied as exc:
-            await self._replace(helper, exc)
-        helper = await self._ready_soon()
-        if helper is not None:
+        deaths = 0  # of helpers that died while parsing this page
+        while True:
             try:
                 return await helper.discover(item, page)
             except HelperDied as exc:
                 await self._replace(helper, exc)
+                deaths += exc.parsing
+            if deaths >= 2:
+                break
+            found = await self._replacement()
+            if found is None:
+                if deaths == 0:  # only queued when helpers died: it killed none
+                    return self.discover_in_process(item, page)
+                break
+            helper = found
         log.warning("links of %s not extracted: the link-extraction process died while "
                     "parsing it", item.url)
         return NOTHING
+
+    async def _replacement(self) -> _Helper | None:
+        """A ready helper for a page whose helper died: dead ones are replaced while
+        MAX_RESTARTS allows. None when none may be started any more, or none came up
+        within READY_TIMEOUT. Bounded: each turn of the loop follows a death."""
+        while True:
+            helper = await self._ready_soon()
+            if helper is not None:
+                return helper
+            dead = [h for h in self._helpers if h.died is not None]
+            if not dead or len(dead) < len(self._helpers):
+                return None  # none started, or one still starting after READY_TIMEOUT
+            for h in dead:
+                await self._replace(h, h.died)
 
     def _ready(self) -> _Helper | None:
         ready = [h for h in self._helpers if h.ready.is_set() and h.died is None]
@@ -237,9 +265,11 @@ class _Helper:
         if self.died is None:
             self.died = exc
         self.ready.set()  # nobody waits for a dead helper to come up
-        for future in self.pending.values():
+        parsing = min(self.pending, default=None)  # answered in order: the oldest
+        for request_id, future in self.pending.items():
             if not future.done():
-                future.set_exception(exc)
+                future.set_exception(exc if request_id == parsing
+                                     else HelperDied(str(exc), parsing=False))
 
     async def stop(self) -> None:
         """Close its stdin (it exits at end of input); kill it if it does not."""
