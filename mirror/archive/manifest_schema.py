@@ -206,7 +206,8 @@ CREATE TABLE IF NOT EXISTS page_texts (
 -- meta 'texts_indexed' are in it; the writer adds the rest in batches (Manifest.index_texts).
 -- No prefix index (prefix = '3' made 3-letter prefix queries 3x quicker, but indexing a text
 -- 70% dearer and the index 24% larger; without it such a query's p95 at 100,000 pages is
--- 51-70 ms, bench/text_cost.py). Manifests made with one keep it: the queries are the same.
+-- 57-70 ms: bench/fts_prefix.py, text_cost.py). Manifests made with one keep it: the
+-- queries are the same.
 CREATE VIRTUAL TABLE IF NOT EXISTS texts USING fts5(
     title, body, content = 'page_texts', content_rowid = 'id',
     tokenize = 'unicode61 remove_diacritics 2'
