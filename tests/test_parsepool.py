@@ -211,7 +211,7 @@ async def test_a_page_that_kills_its_helper_twice_loses_only_its_links(tmp_path,
 
 
 SLOW_CRASHING_HELPER = CRASHING_HELPER.replace(
-    "os._exit(3)", "import time; time.sleep(0.5); os._exit(3)")
+    "os._exit(3)", "import time; time.sleep(1.0); os._exit(3)")
 
 
 async def test_only_the_page_being_parsed_is_blamed_for_a_death(tmp_path, caplog):
@@ -233,7 +233,7 @@ async def test_only_the_page_being_parsed_is_blamed_for_a_death(tmp_path, caplog
         await asyncio.sleep(0.1)  # the helper is parsing "boom" now; two wait behind it
         sent += [asyncio.ensure_future(helper.discover(p, html_page(links(f"/q{p.id}"))))
                  for p in pages[1:]]
-        died = await asyncio.gather(*sent, return_exceptions=True)
+        died = await asyncio.wait_for(asyncio.gather(*sent, return_exceptions=True), 30)
         assert [type(e) for e in died] == [parsepool.HelperDied] * 3
         assert [e.parsing for e in died] == [True, False, False]  # type: ignore[union-attr]
 
