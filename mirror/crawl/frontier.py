@@ -18,16 +18,45 @@ REFILL_EVERY = 0.1
 
 
 class Waits:
-    """What both frontiers share: the page budget, and waiting (bounded in time) until
-    something changes: a slot freed, new URLs."""
+    """What both frontiers share: the page budget, per-host delays and holds, and waiting
+    (bounded in time) until something changes: a slot freed, new URLs."""
 
-    max_pages: int
-    pages_taken: int
-    delay: float
-    clock: Callable[[], float]
-    _next_start: dict[str, float]  # site -> clock() the next request to it may start
-    _delays: dict[str, float]  # per-host delay (robots.txt Crawl-delay)
     _changed: asyncio.Future[None] | None = None
+
+    def __init__(self, manifest: Manifest, delay: float, max_pages: int, pages_done: int,
+                 clock: Callable[[], float], on_dry: Callable[[], bool]) -> None:
+        self.manifest = manifest
+        self.delay = delay
+        self.max_pages = max_pages
+        self.pages_taken = pages_done
+        self.clock = clock
+        # commits the captures stored but not yet committed (their new URLs are not in
+        # the manifest until then); True when there were any
+        self.on_dry = on_dry
+        self._next_start: dict[str, float] = {}  # site -> clock() the next request may start
+        self._delays: dict[str, float] = {}  # per-host delay (robots.txt Crawl-delay)
+        self._holds: dict[str, float] = {}  # site -> clock() its 429/503 hold ends
+        self.in_flight = 0
+        self._stopping = False
+        self._finished = False
+
+    def set_delay(self, site: str, seconds: float) -> None:
+        """Seconds between request starts to `site` from now on (at least the configured)."""
+        self._delays[site] = max(seconds, self.delay)
+
+    def _hold(self, site: str, seconds: float) -> None:
+        """No request starts to `site` for `seconds` in this process."""
+        until = self.clock() + seconds
+        self._holds[site] = max(self._holds.get(site, 0.0), until)
+        self._next_start[site] = max(self._next_start.get(site, 0.0), until)
+
+    def _held_back(self, slowed: set[str]) -> int:
+        """How many hosts are held back now: `slowed` (by a long Crawl-delay) and those
+        whose 429/503 hold is not over (the ones that are over are forgotten)."""
+        now = self.clock()
+        for site in [s for s, until in self._holds.items() if until <= now]:
+            del self._holds[site]
+        return len(slowed | self._holds.keys())
 
     @property
     def limit_reached(self) -> bool:
@@ -95,26 +124,13 @@ class Frontier(Waits):
         clock: Callable[[], float] = time.monotonic,
         on_dry: Callable[[], bool] = lambda: False,
     ) -> None:
-        self.manifest = manifest
+        super().__init__(manifest, delay, max_pages, pages_done, clock, on_dry)
         self.per_host = per_host
-        self.delay = delay
-        self.max_pages = max_pages
-        self.pages_taken = pages_done
         self.batch = batch
-        self.clock = clock
-        # commits the captures stored but not yet committed (their new URLs are not in
-        # the manifest until then); True when there were any
-        self.on_dry = on_dry
         self._queues: dict[str, deque[UrlItem]] = {}
         self._active: dict[str, int] = {}
-        self._next_start: dict[str, float] = {}
-        self._delays: dict[str, float] = {}  # per-host delay (robots.txt Crawl-delay)
-        self._held: dict[str, float] = {}  # host -> clock() its 429/503 hold ends
         self._buffered = 0
         self._last_refill = -REFILL_EVERY
-        self.in_flight = 0
-        self._stopping = False
-        self._finished = False
 
     # -- public ----------------------------------------------------------------------------
     @property
@@ -155,26 +171,16 @@ class Frontier(Waits):
         True."""
         return await self._turn(site)
 
-    def set_delay(self, site: str, seconds: float) -> None:
-        """Seconds between request starts to `site` from now on (at least the configured)."""
-        self._delays[site] = max(seconds, self.delay)
-
     def hold(self, site: str, seconds: float) -> None:
         """No request starts to `site` for `seconds` (429/503 backoff, Retry-After)."""
-        until = self.clock() + seconds
-        self._held[site] = max(self._held.get(site, 0.0), until)
-        self._next_start[site] = max(self._next_start.get(site, 0.0), until)
+        self._hold(site, seconds)
         self._notify()
 
     def held_back(self) -> int:
         """Hosts held back now: by a 429/503 hold not yet over, or by a robots.txt
         Crawl-delay longer than the configured delay while they have URLs to fetch."""
-        now = self.clock()
-        for site in [s for s, until in self._held.items() if until <= now]:
-            del self._held[site]
-        slowed = {s for s, d in self._delays.items()
-                  if d > self.delay and (self._queues.get(s) or self._active.get(s))}
-        return len(slowed | self._held.keys())
+        return self._held_back({s for s, d in self._delays.items()
+                                if d > self.delay and (self._queues.get(s) or self._active.get(s))})
 
     def stop(self) -> None:
         """Stop handing out URLs; buffered ones go back to pending."""

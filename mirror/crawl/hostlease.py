@@ -97,26 +97,15 @@ class SharedFrontier(Waits):
         if ttl < min_ttl(fetch_timeout):
             raise ValueError(f"a lease of {ttl:g} s is too short for a request timeout of "
                              f"{fetch_timeout:g} s (at least {min_ttl(fetch_timeout):g})")
-        self.manifest = manifest
+        super().__init__(manifest, delay, max_pages, pages_done, clock, on_dry)
         self.run_id = run_id
         self.owner = owner
         self.max_hosts = max_hosts
-        self.delay = delay
         self.ttl = ttl
         self.fetch_timeout = fetch_timeout
-        self.max_pages = max_pages
-        self.pages_taken = pages_done
-        self.clock = clock
-        self.on_dry = on_dry
         self._held: dict[int, _Held] = {}  # host row id -> the slot
         self._by_item: dict[int, _Held] = {}  # url id -> the slot it was taken from
-        self._next_start: dict[str, float] = {}
-        self._delays: dict[str, float] = {}  # robots.txt Crawl-delay
-        self._holds: dict[str, float] = {}  # site -> clock() its 429/503 hold ends
         self._last_poll = -POLL_EVERY
-        self.in_flight = 0
-        self._stopping = False
-        self._finished = False
 
     # -- Frontier's interface --------------------------------------------------------------
     @property
@@ -167,15 +156,10 @@ class SharedFrontier(Waits):
             return bool(held) and all(self._lasts(h) for h in held)
         return await self._turn(site, lasts)
 
-    def set_delay(self, site: str, seconds: float) -> None:
-        self._delays[site] = max(seconds, self.delay)
-
     def hold(self, site: str, seconds: float) -> None:
         """No request to `site` for `seconds`, by any worker (429/503, Retry-After): the
         host is blocked in the manifest and this worker gives its slots up."""
-        until = self.clock() + seconds
-        self._holds[site] = max(self._holds.get(site, 0.0), until)
-        self._next_start[site] = max(self._next_start.get(site, 0.0), until)
+        self._hold(site, seconds)
         self.manifest.block_host(site, seconds)
         for held in self._held.values():
             if held.lease.site == site:
@@ -183,12 +167,8 @@ class SharedFrontier(Waits):
         self._notify()
 
     def held_back(self) -> int:
-        now = self.clock()
-        for site in [s for s, until in self._holds.items() if until <= now]:
-            del self._holds[site]
-        slowed = {h.lease.site for h in self._held.values()
-                  if self._delays.get(h.lease.site, self.delay) > self.delay}
-        return len(slowed | self._holds.keys())
+        return self._held_back({h.lease.site for h in self._held.values()
+                                if self._delays.get(h.lease.site, self.delay) > self.delay})
 
     def stop(self) -> None:
         """Stop handing out URLs: the buffered ones go back to pending, and each slot is
