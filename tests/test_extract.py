@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from lxml import etree
 
 from mirror.web.charset import sniff_charset
 from mirror.web.css import css_references
-from mirror.web.extract import SOURCES, Extracted, Link, extract, extract_css, extract_html
+from mirror.web.extract import (
+    SOURCES,
+    Extracted,
+    Link,
+    _marked_text,
+    extract,
+    extract_css,
+    extract_html,
+)
 from mirror.web.html import refresh_url, srcset_urls
 from mirror.web.urls import _Resolver, resolve
 
@@ -504,9 +513,26 @@ def test_malformed_html_never_raises(body: bytes) -> None:
         extract_css(body, PAGE, content_type)
 
 
+def test_what_follows_the_end_of_the_page_is_read() -> None:
+    # libxml2 puts it in a second <html> element after the first
+    html = b"<html><body><a href=a.html>A</a></body></html><img src=i.png><p>after</p><!--c-->"
+    result = extract_html(html, PAGE)
+    assert [link.url for link in result.links] == [D + "a.html", D + "i.png"]
+    assert result.text == "A\nafter"
+
+
 def test_deep_nesting_still_finds_links() -> None:
     body = b"<div>" * 3000 + b"<a href=deep.html>" + b"</div>" * 3000 + b"<img src=after.png>"
     assert [url for url, _, _ in found(body)] == [D + "deep.html", D + "after.png"]
+
+
+def test_deep_nesting_keeps_the_text() -> None:
+    # 1,500 levels: libxml2's tree and the XSLT transform; 3,000 and 20,000: past libxml2's
+    # depth limit, a tree lxml builds and walked for its text
+    for depth in (1500, 3000, 20_000):
+        body = (b"<div>" * depth + b"<p>deep <a href=x>link</a>, words</p>" + b"</div>" * depth
+                + b"<p>after</p>")
+        assert extract_html(body, PAGE).text == "deep link, words\nafter", depth
 
 
 def test_deep_nesting_keeps_base_and_title() -> None:
@@ -545,7 +571,7 @@ def test_extractors_never_raise(body: bytes, content_type: str | None) -> None:
 
 
 def test_one_page_leaves_nothing_behind_for_the_next() -> None:
-    # the parser and its target are reused page after page (per thread)
+    # the parser and the text transform are reused page after page (per thread)
     extract_html(b"<title>first<style>a { background: url(one.png) }<svg>", D)
     page = extract_html(b"<title>second</title><a href=two.html>", D)
     assert page.title == "second"
@@ -553,6 +579,12 @@ def test_one_page_leaves_nothing_behind_for_the_next() -> None:
 
 
 # --- visible text (search and diffs) ------------------------------------------------------
+
+TEXT_FRAGMENTS = ["<p>", "</p>", "<div>", "</div>", "<a href=x>", "</a>", "<br>", "<li>", "<b>",
+                  "</b>", "<script>", "</script>", "<noscript>", "</noscript>", "<title>",
+                  "</title>", "<svg>", "<style>", "</style>", "<template>", "<input>", "<head>",
+                  "<td>", "<!--", "-->", " ", "\n", ",", ")", "x", "&nbsp;", "&amp;", "\xa0",
+                  "</body>", "</html>", "<html>"]
 
 
 def test_visible_text_leaves_out_what_a_page_does_not_show() -> None:
@@ -570,6 +602,17 @@ def test_links_do_not_glue_words_and_punctuation_stays_put() -> None:
     assert extract_html(html, "http://x/").text == "About Blog\nSee here, or x y."
 
 
+@settings(max_examples=300, deadline=None)
+@given(html=st.lists(st.sampled_from(TEXT_FRAGMENTS) | st.text(max_size=4), max_size=50)
+       .map("".join))
+def test_both_ways_of_marking_text_agree(html: str) -> None:
+    # the XSLT transform (every tree libxml2 builds) and the walk (trees deeper than XSLT
+    # goes) give the same marks around the same text
+    root = etree.fromstring(html, etree.HTMLParser()) if html else None
+    assume(root is not None)
+    assert _marked_text(root, deep=False) == _marked_text(root, deep=True)
+
+
 def test_visible_text_is_capped_at_a_word_and_has_no_control_characters() -> None:
     from mirror.web.extract import MAX_TEXT
 
@@ -579,3 +622,13 @@ def test_visible_text_is_capped_at_a_word_and_has_no_control_characters() -> Non
     assert text.endswith("word")
     assert extract_html(b"<p>a\x02b\x03c\x7f</p>", "http://x/").text == "abc"
     assert extract_html(b"<p> </p><script>x</script>", "http://x/").text is None
+
+
+def test_the_cap_counts_the_text_kept_not_the_markup() -> None:
+    from mirror.web.extract import MAX_TEXT
+
+    # 10 characters of text in 40 of markup: the text is cut at MAX_TEXT of its own
+    para = b"<p>\n      word  word\n   </p>\n"
+    text = extract_html(para * (MAX_TEXT // 5), "http://x/").text
+    assert text is not None and MAX_TEXT - 10 < len(text) <= MAX_TEXT
+    assert text.startswith("word word\nword word\n") and text.endswith("word")

@@ -6,6 +6,7 @@ import re
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import chain
 
 from lxml import etree
 
@@ -127,58 +128,9 @@ BLOCKS = frozenset({
 })
 #: inline elements that end a word: menus of links often have no space between them
 SPACED = frozenset({"a", "input"})
-
-
-class ShellSigns:
-    """Signs, gathered during the parse, that a page is an empty shell that scripts fill:
-    its visible text, its scripts, an app root left empty, a <noscript> asking for
-    JavaScript (see browser_hint)."""
-
-    def __init__(self) -> None:
-        self.text = 0  # visible characters, whitespace left out
-        self.scripts = 0
-        self.empty_root: str | None = None
-        self.noscript: list[str] = []
-        self.hidden = 0  # depth inside elements whose text is not shown
-        self._noscript = 0
-        self._depth = 0
-        self._root: tuple[str, int] | None = None  # an app root, while nothing is in it
-
-    def start(self, tag: str, attrib: Mapping[str, str]) -> None:
-        self._depth += 1
-        self._root = None  # an element inside it: the app root is not empty
-        if tag == "script":
-            self.scripts += 1
-        if tag in _HIDDEN:
-            self.hidden += 1
-            self._noscript += tag == "noscript"
-        elif self.empty_root is None and tag in ("div", "main", "section", "app-root"):
-            name = attrib.get("id", "")
-            if name in APP_ROOT_IDS or tag == "app-root" or any(
-                    a in attrib for a in APP_ROOT_ATTRIBUTES):
-                self._root = (name or tag, self._depth)
-
-    def end(self, tag: str) -> None:
-        if self._root and self._root[1] == self._depth:
-            self.empty_root, self._root = self._root[0], None
-        self._depth -= 1
-        if tag in _HIDDEN and self.hidden:
-            self.hidden -= 1
-            self._noscript -= tag == "noscript" and self._noscript > 0
-
-    def data(self, text: str) -> None:
-        if self._noscript:
-            self.noscript.append(text)
-        if self.hidden or (self.text >= TINY_TEXT and self._root is None):
-            return  # past TINY_TEXT the count no longer matters: no work on the hot path
-        if not text.strip():
-            return
-        self._root = None
-        self.text += len("".join(text.split()))
-
-    def hint(self) -> str | None:
-        return browser_hint(self.text, self.scripts, self.empty_root,
-                            " ".join(self.noscript))
+# ... and <html>: libxml2 puts what follows a closed </html> in a second <html>, and drops
+# the whitespace between the two
+_SPACED_TOO = SPACED | {"html"}
 
 
 def browser_hint(text: int, scripts: int, empty_root: str | None,
@@ -194,130 +146,144 @@ def browser_hint(text: int, scripts: int, empty_root: str | None,
     return None
 
 
-# Elements kept until the parse ends (with any element that has a style attribute): those
-# that can hold a reference, and <base>, whose href applies to the references before it too.
+# Elements extraction reads (with any element that has a style attribute): those that can
+# hold a reference, and <base>, whose href applies to the references before it too.
 _KEPT = frozenset(ATTRIBUTE_RULES) | {"link", "input", "meta", "body", "style", "base"}
+#: elements an app root may be; and, with them, the other elements a page's shell signs read
+_ROOT_TAGS = frozenset({"div", "main", "section", "app-root"})
+_SIGNS = _ROOT_TAGS | {"title", "script", "noscript"}
 
-# (tag, attributes, text): text is the list of text runs of a <style>, None for the others.
-_Element = tuple[str, Mapping[str, str], list[str] | None]
-
-
-class _PageEvents:
-    """An lxml parser target: keeps the elements extraction reads, in document order.
-
-    libxml2's HTML parser calls it for every start tag, end tag and text run, and no tree
-    is built: building one is most of the cost of a parse, and libxml2's tree builder gives
-    up past 256 levels of nesting, which unclosed tags in broken markup reach.
-    """
-
-    def __init__(self) -> None:
-        self._reset()
-
-    def _reset(self) -> None:
-        self.elements: list[_Element] = []
-        self.title: list[str] | None = None  # text runs of the first <title> outside SVG
-        self._svg_depth = 0
-        self._text: list[str] | None = None  # where the current <style> or <title> text goes
-        self._text_tag = ""
-        self.shell = ShellSigns()
-        self.visible: list[str] = []  # text runs shown, with _BLOCK at block edges
-        self._visible_size = 0
-
-    def _break(self, tag: str) -> None:
-        visible = self.visible
-        if tag in BLOCKS:
-            if visible and visible[-1] == _SOFT_SPACE:
-                visible[-1] = _BLOCK
-            elif visible and visible[-1] != _BLOCK:
-                visible.append(_BLOCK)
-        elif tag in SPACED and visible and visible[-1] not in (_SOFT_SPACE, _BLOCK):
-            visible.append(_SOFT_SPACE)  # a space if text follows, unless punctuation
-
-    def start(self, tag: str, attrib: Mapping[str, str]) -> None:
-        self.shell.start(tag, attrib)
-        self._break(tag)
-        if tag in _KEPT or "style" in attrib:
-            text: list[str] | None = None
-            if tag == "style":
-                text = self._collect(tag, [])
-            self.elements.append((tag, attrib, text))
-        if tag == "svg":
-            self._svg_depth += 1
-        elif tag == "title" and self.title is None and not self._svg_depth:
-            self.title = self._collect(tag, [])
-
-    def _collect(self, tag: str, text: list[str]) -> list[str]:
-        if self._text is None:  # <title> and <style> hold only text: never each other
-            self._text, self._text_tag = text, tag
-        return text
-
-    def end(self, tag: str) -> None:
-        self.shell.end(tag)
-        self._break(tag)
-        if tag == "svg":
-            self._svg_depth -= 1
-        elif tag == self._text_tag:
-            self._text, self._text_tag = None, ""
-
-    def data(self, text: str) -> None:
-        self.shell.data(text)
-        if self._text is not None:
-            self._text.append(text)
-        elif not self.shell.hidden and self._visible_size < MAX_TEXT:
-            visible = self.visible
-            if visible and visible[-1] == _SOFT_SPACE:
-                visible[-1] = "" if text[:1] in _PUNCTUATION else " "
-            visible.append(text)
-            self._visible_size += len(text)
-
-    def close(self) -> _Page:
-        """What the parse found; the target is then ready for the next document."""
-        page = _Page(self.elements, self.title, self.shell.hint(), visible_text(self.visible))
-        self._reset()
-        return page
+# (tag, attributes, text): text is a <style>'s text, None for the other elements.
+_Element = tuple[str, Mapping[str, str], str | None]
 
 
 @dataclass(frozen=True)
 class _Page:
     elements: list[_Element]
-    title: list[str] | None
+    title: str | None  # the text of the first <title> outside SVG
     needs_browser: str | None = None
     text: str | None = None
 
 
 #: control characters (other than whitespace) are not text; search marks use two of them
 _CONTROLS = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f]")
-#: at the edges of a link: a space, unless punctuation follows ("<a>here</a>, and")
-_SOFT_SPACE = "\x1f"
+# The text transform marks block edges and link edges with two noncharacters, which Unicode
+# keeps for a program's own use and a page has no reason to hold (one that does gets a line
+# break or a space where it had them).
 #: between two blocks: a line break in the text (a newline in the markup is only a space)
-_BLOCK = "\x1e"
+_BLOCK = "\ufdd0"
+#: at the edges of a link: a space, unless punctuation follows ("<a>here</a>, and")
+_SOFT_SPACE = "\ufdd1"
 _PUNCTUATION = frozenset(",.;:!?)]")
 
 
-def visible_text(runs: list[str]) -> str | None:
-    """The text runs a page shows, as lines: one per block (paragraph, list item, cell),
-    whitespace inside a line collapsed, empty lines dropped, cut to MAX_TEXT characters at
-    a word's end. None when the page shows no text."""
-    lines = (" ".join(line.split()) for line in "".join(runs).split(_BLOCK))
-    text = _CONTROLS.sub("", "\n".join(line for line in lines if line))
+def visible_text(marked: str) -> str | None:
+    """The text a page shows, from the text transform's output (marks at block and link
+    edges), as lines: one per block (paragraph, list item, cell), whitespace inside a line
+    collapsed, empty lines dropped, cut to MAX_TEXT characters at a word's end. None when
+    the page shows no text."""
+    lines = []
+    size = 0
+    for line in marked.split(_BLOCK):
+        if size > MAX_TEXT:
+            break  # the lines so far are more than is kept
+        if _SOFT_SPACE in line:
+            line = _soft_spaces(line)
+        if line.isprintable() and "  " not in line:
+            line = line.strip(" ")  # no whitespace but single spaces, no control character
+        else:
+            line = " ".join(line.split())
+            if not line.isprintable():
+                line = _CONTROLS.sub("", line)
+        if line:
+            lines.append(line)
+            size += len(line) + 1
+    text = "\n".join(lines)
     if len(text) > MAX_TEXT:
         cut = text.rfind(" ", 0, MAX_TEXT + 1)
         text = text[:cut if cut > MAX_TEXT // 2 else MAX_TEXT]
     return text or None
 
 
+def _soft_spaces(line: str) -> str:
+    """A line with each run of soft spaces made a space, or nothing before punctuation or
+    next to a space already there."""
+    first, *rest = line.split(_SOFT_SPACE)
+    out = [first]
+    for part in rest:
+        if part:
+            if part[0] not in _PUNCTUATION and part[0] != " " and out[-1][-1:] not in " ":
+                out.append(" ")
+            out.append(part)
+    return "".join(out)
+
+
+def _text_transform() -> etree.XSLT:
+    """An XSLT program that gives a tree's shown text, with _BLOCK at the start and end of
+    each block and _SOFT_SPACE at each edge of a link, in one pass in C."""
+    def match(tags: Iterable[str]) -> str:
+        return "|".join(sorted(tags))
+    return etree.XSLT(etree.XML(
+        '<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform">'
+        '<xsl:output method="text" encoding="utf-8"/>'
+        f'<xsl:template match="{match(_HIDDEN)}"/>'
+        f'<xsl:template match="{match(BLOCKS)}"><xsl:text>{_BLOCK}</xsl:text>'
+        f'<xsl:apply-templates/><xsl:text>{_BLOCK}</xsl:text></xsl:template>'
+        f'<xsl:template match="{match(_SPACED_TOO)}"><xsl:text>{_SOFT_SPACE}</xsl:text>'
+        f'<xsl:apply-templates/><xsl:text>{_SOFT_SPACE}</xsl:text></xsl:template>'
+        "</xsl:stylesheet>"))
+
+
+def _marked_text(root: etree._Element, deep: bool) -> str:
+    """The shown text of a tree with its block and link edges marked (_text_transform).
+
+    A tree deeper than XSLT's template depth (only a tree built past libxml2's own depth
+    limit, see _parse) is walked instead: the same marks, a slower way.
+    """
+    if not deep:
+        try:
+            return str(_parsers.transform(root))
+        except etree.XSLTApplyError:
+            pass
+    out: list[str] = []
+    for top in _tops(root):
+        walk = etree.iterwalk(top, events=("start", "end", "comment", "pi"))
+        for event, el in walk:
+            if event == "start":
+                if el.tag in _HIDDEN:
+                    walk.skip_subtree()
+                    continue
+                out += (_MARKS.get(el.tag, ""), el.text or "")
+            elif event == "end":
+                if el.tag not in _HIDDEN:
+                    out.append(_MARKS.get(el.tag, ""))
+                if el is not top:
+                    out.append(el.tail or "")
+            else:  # a comment or processing instruction: only the text after it is shown
+                out.append(el.tail or "")
+    return "".join(out)
+
+
+def _tops(root: etree._Element) -> list[etree._Element]:
+    """The document's top elements (see _SPACED_TOO)."""
+    return [root, *root.itersiblings(etree.Element)]
+
+
+_MARKS = {**dict.fromkeys(BLOCKS, _BLOCK), **dict.fromkeys(_SPACED_TOO, _SOFT_SPACE)}
+
+
 class _Parsers(threading.local):
-    """One libxml2 HTML parser and its target per thread, used for page after page: making
-    a target parser costs more than parsing a small page (lxml inspects the target's
-    methods each time)."""
+    """One libxml2 HTML parser and one text transform per thread, used for page after page:
+    lxml lets only one thread use either at a time."""
 
     def __init__(self) -> None:
-        self.parser: etree.HTMLParser | None = None
+        self.parser = self.new_parser()
+        self.transform = _text_transform()
 
-    def get(self) -> etree.HTMLParser:
-        if self.parser is None:
-            self.parser = etree.HTMLParser(target=_PageEvents(), recover=True)
-        return self.parser
+    @staticmethod
+    def new_parser() -> etree.HTMLParser:
+        # huge_tree: libxml2 builds trees up to 2,048 levels deep instead of 256
+        return etree.HTMLParser(recover=True, huge_tree=True)
 
 
 _parsers = _Parsers()
@@ -332,28 +298,90 @@ def extract_html(body: bytes, url: str, content_type: str | None = None) -> Extr
     out = _Collector(_base_url(page.elements, url))
     for tag, attrib, text in page.elements:
         _add_element(out, tag, attrib, text)
-    title = None if page.title is None else title_text("".join(page.title))
+    title = None if page.title is None else title_text(page.title)
     return Extracted(out.links(), title, charset, out.base, page.needs_browser, page.text)
 
 
 def _parse(text: str) -> _Page | None:
-    """The elements of text, read by libxml2's HTML parser; None if it has no markup.
+    """What extraction reads of a page, from the tree libxml2's HTML parser builds of it;
+    None if it has no markup.
 
     text goes in as str: lxml gives it to libxml2 as UTF-8 and says so, so a <meta charset>
     in the page cannot make libxml2 decode it again; the charset sniffed here stays the
-    authority.
+    authority. libxml2 stops building a tree 2,048 levels deep, which unclosed tags in
+    broken markup reach: such a page is parsed again into a tree lxml builds from the
+    parser's events, which has no depth limit (and takes three times as long).
     """
     if "<" not in text:
         return None
-    parser = _parsers.get()
+    text = text.removeprefix("\ufeff")  # a second BOM goes too (libxml2 skips a third)
+    parser = _parsers.parser
+    deep = False
     try:
-        # A second BOM goes too, as it did with BeautifulSoup (libxml2 skips a third).
-        parser.feed(text.removeprefix("\ufeff"))
-        page: _Page = parser.close()
+        parser.feed(text)
+        root = parser.close()
+        error = parser.feed_error_log.last_error
+        if error is not None and error.type == etree.ErrorTypes.ERR_RESOURCE_LIMIT:
+            deep = True
+            events = etree.HTMLParser(recover=True, target=etree.TreeBuilder())
+            events.feed(text)
+            root = events.close()
     except (etree.LxmlError, UnicodeError, LookupError):
-        _parsers.parser = None  # its state is unknown: the next page gets a new one
+        _parsers.parser = _parsers.new_parser()  # its state is unknown
         return None
-    return page
+    return None if root is None else _read(root, deep)
+
+
+def _read(root: etree._Element, deep: bool) -> _Page:
+    """The elements, title, shell signs and shown text of a parsed page."""
+    elements: list[_Element] = []
+    title: str | None = None
+    scripts = 0
+    noscripts: list[etree._Element] = []
+    roots: list[tuple[str, etree._Element]] = []
+    for el in chain.from_iterable(top.iter(etree.Element) for top in _tops(root)):
+        tag, attrib = el.tag, el.attrib
+        if tag in _KEPT or "style" in attrib:
+            elements.append((tag, attrib, (el.text or "") if tag == "style" else None))
+        if tag not in _SIGNS:
+            continue
+        if tag == "script":
+            scripts += 1
+        elif tag == "noscript":
+            noscripts.append(el)
+        elif tag == "title":
+            if title is None and next(el.iterancestors("svg"), None) is None:
+                title = el.text or ""
+        else:
+            name = attrib.get("id", "")
+            if name in APP_ROOT_IDS or tag == "app-root" or any(
+                    a in attrib for a in APP_ROOT_ATTRIBUTES):
+                roots.append((name or tag, el))
+    empty_root = next((name for name, el in roots if _empty(el)), None)
+    noscript = " ".join(t for el in noscripts for t in el.itertext())
+    text = visible_text(_marked_text(root, deep))
+    return _Page(elements, title, browser_hint(_shown(text), scripts, empty_root, noscript),
+                 text)
+
+
+def _shown(text: str | None) -> int:
+    """The characters of a visible text but its spaces and line breaks: exact up to
+    TINY_TEXT, all browser_hint tells apart. Past 2 * TINY_TEXT characters, at least half
+    are neither (visible_text never puts two together), and len(text) is enough."""
+    if text is None:
+        return 0
+    if len(text) > 2 * TINY_TEXT:
+        return len(text)
+    return len(text) - text.count(" ") - text.count("\n")
+
+
+def _empty(root: etree._Element) -> bool:
+    """Whether an app root shows nothing: no element in it, and no text, or only text
+    inside an element whose text is not shown."""
+    if next(root.iterchildren(etree.Element), None) is not None:
+        return False
+    return (next(root.iterancestors(*_HIDDEN), None) is not None
+            or not "".join(root.xpath("text()")).strip())
 
 
 def _base_url(elements: list[_Element], url: str) -> str:
@@ -363,7 +391,7 @@ def _base_url(elements: list[_Element], url: str) -> str:
 
 
 def _add_element(
-    out: _Collector, tag: str, attrib: Mapping[str, str], text: list[str] | None
+    out: _Collector, tag: str, attrib: Mapping[str, str], text: str | None
 ) -> None:
     for attr, kind, source in ATTRIBUTE_RULES.get(tag, ()):
         value = attrib.get(attr)
@@ -373,7 +401,7 @@ def _add_element(
     if special is not None:
         special(out, attrib)
     if text is not None:
-        _add_css(out, "".join(text), "style-block", "style-import")
+        _add_css(out, text, "style-block", "style-import")
     style = attrib.get("style")
     if style:
         _add_css(out, style, "style-attr", "style-attr")

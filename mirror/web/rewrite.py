@@ -88,7 +88,7 @@ def rewrite_css_bytes(body: bytes, url: str, content_type: str | None, mapper: M
 # --- HTML ---------------------------------------------------------------------------------
 #
 # Rewriting changes a tree and serializes it: lxml.html builds it with libxml2's HTML parser,
-# the parser link extraction drives event by event (extract.py) without building one.
+# the parser link extraction reads its own tree with (extract.py).
 
 _PARSER = lxml_html.HTMLParser(encoding="utf-8", huge_tree=True)
 _DOCTYPE = re.compile(r"\s*(?:<!--.*?-->\s*)*<!doctype", re.I | re.S)
