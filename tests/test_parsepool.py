@@ -17,9 +17,9 @@ import pytest
 from aiohttp import web
 
 from mirror.config import load_config
-from mirror.crawl import parsepool
+from mirror.crawl import parsehelper, parsepool
 from mirror.crawl.discover import Discovery
-from mirror.crawl.parsepool import Page
+from mirror.crawl.parsehelper import Page
 from mirror.model import NOTHING, UrlItem
 from tests.conftest import write_config
 
@@ -53,7 +53,7 @@ def test_helper_answers_each_request_in_order_with_its_log_records(tmp_path: Pat
     stdin = io.BytesIO(frame(cfg) + frame((7, item, html_page(links("/a", "/b", "/c"))))
                        + frame((8, item, Page(301, {"location": "/moved"}, None, None))))
     stdout = io.BytesIO()
-    assert parsepool.run_helper(stdin, stdout) == 0
+    assert parsehelper.run_helper(stdin, stdout) == 0
     ready, first, second = frames(stdout.getvalue())
     assert ready == "ready"
     request_id, ok, (location, found, _, text), records = first
@@ -86,7 +86,7 @@ def test_helper_reports_a_failing_page_and_goes_on(tmp_path: Path) -> None:
     stdin = io.BytesIO(frame(cfg) + frame((1, item, html_page("boom")))
                        + frame((2, item, html_page(links("/a")))))
     stdout = io.BytesIO()
-    parsepool.run_helper(stdin, stdout, make)
+    parsehelper.run_helper(stdin, stdout, make)
     _, failed, fine = frames(stdout.getvalue())
     assert failed[:3] == (1, False, "ValueError: parser bug")
     assert failed[3][0][0] == logging.ERROR  # the traceback goes to the crawler's log
@@ -126,7 +126,7 @@ def _helpers_of(pid: int) -> list[int]:
     for task in Path(f"/proc/{pid}/task").iterdir():
         for child in (task / "children").read_text().split():
             cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
-            if b"mirror.crawl.parsepool" in cmdline:
+            if b"mirror.crawl.parsehelper" in cmdline:
                 found.append(int(child))
     return found
 
@@ -170,7 +170,7 @@ async def test_a_helper_killed_mid_crawl_loses_no_page_and_no_link(make_site, cr
 
 CRASHING_HELPER = """
 import os, sys
-from mirror.crawl.parsepool import _discovery, run_helper
+from mirror.crawl.parsehelper import _discovery, run_helper
 
 def make(cfg):
     discovery = _discovery(cfg)

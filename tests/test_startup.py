@@ -70,3 +70,13 @@ def test_index_keys_are_made_without_importing_requests() -> None:
                    "assert sys.modules['surt.handyurl'].tldextract.TLDExtract.__name__ == "
                    "'TLDExtract'; assert 'requests' in sys.modules")
     assert {"requests", "tldextract.tldextract"} <= later
+
+
+def test_a_parse_helper_loads_no_event_loop_and_no_http_stack() -> None:
+    """A helper (python -m mirror.crawl.parsehelper) starts once per crawl and after each
+    death: it parses and answers on a pipe, with lxml and none of the crawler's stack. It
+    runs here to its end of input (no config: it exits at once)."""
+    seen = loaded("-c", "import runpy, sys; sys.stdin = open('/dev/null'); "
+                        "runpy.run_module('mirror.crawl.parsehelper', run_name='__main__')")
+    assert "lxml" in seen and "mirror.crawl.discover" in seen
+    assert not {"asyncio", "ssl", "aiohttp", "warcio", "mirror.crawl.parsepool"} & seen

@@ -2,8 +2,8 @@
 
 Finding a page's links (decode, lxml parse, normalise, scope) is pure and costs about as much
 CPU as the rest of a fetch together; in one process it caps the crawl at one core. Each
-helper is `python -m mirror.crawl.parsepool`, fed through its stdin and answering on its stdout
-with length-prefixed pickles (both ends are this module, so pickle is safe here). The pipes
+helper is `python -m mirror.crawl.parsehelper`, fed through its stdin and answering on its
+stdout with length-prefixed pickles (both ends are this package, so pickle is safe here). The pipes
 are event-loop streams: no threads, so nothing waits on the GIL to hand a result over.
 
 Failures never lose a page: until a helper says it is ready, and for good once helpers
@@ -24,40 +24,28 @@ import logging
 import os
 import pickle
 import signal
-import struct
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from mirror.config import SiteConfig
 from mirror.crawl.discover import Discovery
+from mirror.crawl.parsehelper import LENGTH, Page, frame
 from mirror.model import NOTHING, Discovered, UrlItem
 
 log = logging.getLogger(__name__)
 
-_LENGTH = struct.Struct("!Q")
 #: helper deaths tolerated in one run before parsing stays in the crawler's process
 MAX_RESTARTS = 5
 STOP_TIMEOUT = 5.0
 #: the helper's command line; -P: not the current folder first on sys.path, so that a
 #: `mirror` folder where the crawl was started (a checkout of another version) is not
 #: what the helper imports
-HELPER = (sys.executable, "-P", "-m", "mirror.crawl.parsepool")
+HELPER = (sys.executable, "-P", "-m", "mirror.crawl.parsehelper")
 #: longest wait for a new helper to come up, for a page whose helper died
 READY_TIMEOUT = 30.0
 
-
-
-@dataclass(frozen=True)
-class Page:
-    """A response as link discovery sees it: what a helper process is sent."""
-
-    status: int
-    headers: dict[str, str]
-    body: bytes | None  # None when Discovery.wants_body says the links are not in it
-    truncated: str | None
 
 
 class HelperDied(Exception):
@@ -216,7 +204,7 @@ class _Helper:
 
     def _send(self, message: object) -> None:
         assert self.proc.stdin is not None
-        self.proc.stdin.write(_frame(message))
+        self.proc.stdin.write(frame(message))
 
     async def discover(self, item: UrlItem, page: Page) -> Discovered:
         request_id = next(self.ids)
@@ -293,84 +281,6 @@ def _exit_reason(code: int | None, exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _frame(message: object) -> bytes:
-    """One message on a pipe: its length, then its pickle."""
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    return _LENGTH.pack(len(data)) + data
-
-
 async def _read_message(stream: asyncio.StreamReader) -> Any:
-    head = await stream.readexactly(_LENGTH.size)
-    return pickle.loads(await stream.readexactly(_LENGTH.unpack(head)[0]))
-
-
-# -- the helper process ---------------------------------------------------------------------
-
-
-class _Collect(logging.Handler):
-    """Keeps log records for the crawler, which writes them where its own go."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.records: list[tuple[int, str, str]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append((record.levelno, record.name, record.getMessage()))
-
-    def take(self) -> list[tuple[int, str, str]]:
-        records, self.records = self.records, []
-        return records
-
-
-def run_helper(stdin: IO[bytes], stdout: IO[bytes],
-          make: Callable[[SiteConfig], Discovery] | None = None) -> int:
-    """The helper's loop: a config, then (id, item, page) requests until end of input."""
-    def read() -> Any:
-        head = stdin.read(_LENGTH.size)
-        if len(head) < _LENGTH.size:
-            return None
-        return pickle.loads(stdin.read(_LENGTH.unpack(head)[0]))
-
-    def write(message: object) -> None:
-        stdout.write(_frame(message))
-        stdout.flush()
-
-    cfg = read()
-    if cfg is None:
-        return 0
-    collect = _Collect()
-    root = logging.getLogger()
-    root.addHandler(collect)
-    root.setLevel(logging.INFO)
-    discovery = (make or _discovery)(cfg)
-    write("ready")
-    while (request := read()) is not None:
-        request_id, item, page = request
-        try:
-            result: object = discovery.discover(item, page.status, page.body, page.truncated,
-                                                page.headers)
-            ok = True
-        except Exception as exc:  # report it: the crawler keeps the page, without links
-            logging.getLogger(__name__).exception("link extraction failed on %s", item.url)
-            result, ok = f"{type(exc).__name__}: {exc}", False
-        write((request_id, ok, result, collect.take()))
-    return 0
-
-
-def _discovery(cfg: SiteConfig) -> Discovery:
-    from mirror.crawl.scope import Scope
-
-    return Discovery(cfg, Scope.from_config(cfg))
-
-
-def main() -> int:
-    # Ctrl-C reaches the whole process group, and systemd's stop the whole cgroup: the
-    # crawler stops gracefully and still needs its helpers for the pages in flight. They
-    # exit when the crawler closes their input, or dies (end of input too).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    return run_helper(sys.stdin.buffer, sys.stdout.buffer)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    head = await stream.readexactly(LENGTH.size)
+    return pickle.loads(await stream.readexactly(LENGTH.unpack(head)[0]))

@@ -12,7 +12,7 @@ from mirror.archive.manifest import Manifest, UrlItem
 from mirror.archive.warcread import RawRecord, read_raw
 from mirror.archive.warcwriter import Exchange
 from mirror.crawl.fetch import FetchError
-from mirror.crawl.parsepool import Page
+from mirror.crawl.parsehelper import Page
 from mirror.crawl.robots import (
     ROBOTS_MAX_BYTES,
     ROBOTS_MAX_REDIRECTS,

@@ -17,7 +17,7 @@ from mirror.archive.recovery import file_size
 from mirror.archive.warcwriter import NOT_MODIFIED, OPEN_SUFFIX, Exchange
 from mirror.config import SiteConfig
 from mirror.crawl import history
-from mirror.crawl.parsepool import Page
+from mirror.crawl.parsehelper import Page
 from mirror.crawl.politeness import http_error
 from mirror.crawl.scope import PAGE
 from mirror.crawl.store import CaptureStore

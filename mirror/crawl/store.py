@@ -29,7 +29,7 @@ from mirror.archive.warcwriter import (
     WarcWriter,
 )
 from mirror.crawl import history
-from mirror.crawl.parsepool import Page
+from mirror.crawl.parsehelper import Page
 from mirror.model import Discovered, HostLease
 from mirror.web.http import header_map, mime_of
 

@@ -1,0 +1,105 @@
+"""A link-extraction helper process (`python -m mirror.crawl.parsehelper`), started by
+mirror.crawl.parsepool: a config, then (id, item, page) requests on its stdin, answered in
+order on its stdout, each a length-prefixed pickle. It has no event loop, and imports none:
+a helper starts in the time its imports take, once per crawl and after every death."""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import signal
+import struct
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO, Any
+
+from mirror.config import SiteConfig
+from mirror.crawl.discover import Discovery
+
+LENGTH = struct.Struct("!Q")
+
+
+@dataclass(frozen=True)
+class Page:
+    """A response as link discovery sees it: what a helper process is sent."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes | None  # None when Discovery.wants_body says the links are not in it
+    truncated: str | None
+
+
+def frame(message: object) -> bytes:
+    """One message on a pipe: its length, then its pickle."""
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return LENGTH.pack(len(data)) + data
+
+
+class _Collect(logging.Handler):
+    """Keeps log records for the crawler, which writes them where its own go."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[tuple[int, str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append((record.levelno, record.name, record.getMessage()))
+
+    def take(self) -> list[tuple[int, str, str]]:
+        records, self.records = self.records, []
+        return records
+
+
+def run_helper(stdin: IO[bytes], stdout: IO[bytes],
+          make: Callable[[SiteConfig], Discovery] | None = None) -> int:
+    """The helper's loop: a config, then (id, item, page) requests until end of input."""
+    def read() -> Any:
+        head = stdin.read(LENGTH.size)
+        if len(head) < LENGTH.size:
+            return None
+        return pickle.loads(stdin.read(LENGTH.unpack(head)[0]))
+
+    def write(message: object) -> None:
+        stdout.write(frame(message))
+        stdout.flush()
+
+    cfg = read()
+    if cfg is None:
+        return 0
+    collect = _Collect()
+    root = logging.getLogger()
+    root.addHandler(collect)
+    root.setLevel(logging.INFO)
+    discovery = (make or _discovery)(cfg)
+    write("ready")
+    while (request := read()) is not None:
+        request_id, item, page = request
+        try:
+            result: object = discovery.discover(item, page.status, page.body, page.truncated,
+                                                page.headers)
+            ok = True
+        except Exception as exc:  # report it: the crawler keeps the page, without links
+            logging.getLogger(__name__).exception("link extraction failed on %s", item.url)
+            result, ok = f"{type(exc).__name__}: {exc}", False
+        write((request_id, ok, result, collect.take()))
+    return 0
+
+
+def _discovery(cfg: SiteConfig) -> Discovery:
+    from mirror.crawl.scope import Scope
+
+    return Discovery(cfg, Scope.from_config(cfg))
+
+
+def main() -> int:
+    # Ctrl-C reaches the whole process group, and systemd's stop the whole cgroup: the
+    # crawler stops gracefully and still needs its helpers for the pages in flight. They
+    # exit when the crawler closes their input, or dies (end of input too).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    return run_helper(sys.stdin.buffer, sys.stdout.buffer)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
