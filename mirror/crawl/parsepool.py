@@ -3,8 +3,9 @@
 Finding a page's links (decode, lxml parse, normalise, scope) is pure and costs about as much
 CPU as the rest of a fetch together; in one process it caps the crawl at one core. Each
 helper is `python -m mirror.crawl.parsehelper`, fed through its stdin and answering on its
-stdout with length-prefixed pickles (both ends are this package, so pickle is safe here). The pipes
-are event-loop streams: no threads, so nothing waits on the GIL to hand a result over.
+stdout with length-prefixed pickles (both ends are this package, so pickle is safe here).
+The pipes are event-loop streams: no threads, so nothing waits on the GIL to hand a result
+over.
 
 Failures never lose a page: until a helper says it is ready, and for good once helpers
 have died `MAX_RESTARTS` times, pages are parsed in the crawler's own process. A helper
@@ -45,7 +46,6 @@ STOP_TIMEOUT = 5.0
 HELPER = (sys.executable, "-P", "-m", "mirror.crawl.parsehelper")
 #: longest wait for a new helper to come up, for a page whose helper died
 READY_TIMEOUT = 30.0
-
 
 
 class HelperDied(Exception):
