@@ -81,9 +81,10 @@ class UrlItem:
     via: str = Via.LINK  # how it was found (Via)
 
 
-@dataclass(frozen=True)
-class NewUrl:
-    """A discovered URL after normalisation and the scope decision."""
+class NewUrl(NamedTuple):
+    """A discovered URL after normalisation and the scope decision. A named tuple, not a
+    dataclass: a page's links cross the helper pipe as plain tuples (parsehelper), and a
+    tuple is rebuilt five times quicker than a frozen dataclass."""
 
     url: str
     site: str

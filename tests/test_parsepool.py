@@ -20,7 +20,7 @@ from mirror.config import load_config
 from mirror.crawl import parsehelper, parsepool
 from mirror.crawl.discover import Discovery
 from mirror.crawl.parsehelper import Page
-from mirror.model import NOTHING, UrlItem
+from mirror.model import NOTHING, Discovered, LinkKind, NewUrl, PageText, UrlItem, Via
 from tests.conftest import write_config
 
 LENGTH = struct.Struct("!Q")
@@ -56,7 +56,8 @@ def test_helper_answers_each_request_in_order_with_its_log_records(tmp_path: Pat
     assert parsehelper.run_helper(stdin, stdout) == 0
     ready, first, second = frames(stdout.getvalue())
     assert ready == "ready"
-    request_id, ok, (location, found, _, text), records = first
+    request_id, ok, wire, records = first
+    location, found, _, text = parsehelper.from_wire(wire)
     assert (request_id, ok, location) == (7, True, None)
     assert text is not None and text.body == "/a /b /c"  # the page's text comes back too
     assert [(f.url, f.skip_reason) for f in found] == [
@@ -67,6 +68,22 @@ def test_helper_answers_each_request_in_order_with_its_log_records(tmp_path: Pat
                           "(max_outlinks)")]
     assert second[:2] == (8, True)
     assert second[2][0] == "http://h.test/moved"
+
+
+def test_an_answer_crosses_the_pipe_as_plain_tuples_and_comes_back_whole() -> None:
+    found = Discovered("http://h.test/to", [
+        NewUrl("http://h.test/a", "h.test", 1, 5, "page", Via.LINK, LinkKind.LINK),
+        NewUrl("http://x.test/b", "x.test", 2, 0, "", Via.REQUISITE, LinkKind.REQUISITE,
+               "off_site", "2026-01-02")], "needs a browser", PageText("Title", "text"))
+    wire = parsehelper.to_wire(found)
+    # nothing but builtins on the wire: pickle handles them without a Python call
+    assert all(type(x) is tuple for x in wire[1]) and type(wire[3]) is tuple
+    back = parsehelper.from_wire(pickle.loads(pickle.dumps(wire)))
+    assert back == found
+    assert all(type(x) is NewUrl for x in back.links) and type(back.text) is PageText
+    assert back.links[1].via is Via.REQUISITE  # the enums come back as themselves
+    empty = parsehelper.from_wire(parsehelper.to_wire(NOTHING))
+    assert empty == NOTHING and empty.text is None
 
 
 def test_helper_reports_a_failing_page_and_goes_on(tmp_path: Path) -> None:
@@ -90,7 +107,8 @@ def test_helper_reports_a_failing_page_and_goes_on(tmp_path: Path) -> None:
     _, failed, fine = frames(stdout.getvalue())
     assert failed[:3] == (1, False, "ValueError: parser bug")
     assert failed[3][0][0] == logging.ERROR  # the traceback goes to the crawler's log
-    assert fine[1] is True and [f.url for f in fine[2][1]] == ["http://h.test/a"]
+    assert fine[1] is True
+    assert [f.url for f in parsehelper.from_wire(fine[2]).links] == ["http://h.test/a"]
 
 
 def _site_graph(c) -> tuple[dict[str, str], set[tuple[str, str, str]]]:  # type: ignore[no-untyped-def]

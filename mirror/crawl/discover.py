@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from functools import lru_cache
 
 from mirror.config import SiteConfig
@@ -81,8 +80,8 @@ class Discovery:
             log.warning("%s has %d links; the last %d were not followed (max_outlinks)",
                         item.url, len(links), dropped)
             kept_set = set(kept)
-            urls += [replace(self.decide(x.url, item.depth + 1, 0, False, x.kind),
-                             mode="", skip_reason="max_outlinks")
+            urls += [self.decide(x.url, item.depth + 1, 0, False, x.kind)._replace(
+                         mode="", skip_reason="max_outlinks")
                      for x in links if x not in kept_set]
         return urls
 
@@ -93,7 +92,7 @@ class Discovery:
                           requisite, LinkKind.REDIRECT)
         if item.redirects_left <= 0 and not new.skip_reason:
             log.warning("redirect limit reached at %s -> %s", item.url, new.url)
-            new = replace(new, mode="", skip_reason="max_redirects")
+            new = new._replace(mode="", skip_reason="max_redirects")
         return Discovered(new.url, [new])
 
     def robots_links(self, item: UrlItem, status: int, body: bytes | None,
@@ -116,7 +115,7 @@ class Discovery:
                                 LinkKind.REDIRECT)
             if item.redirects_left <= 0 and not new.skip_reason:
                 log.warning("redirect limit reached at %s -> %s", item.url, new.url)
-                new = replace(new, mode="", skip_reason="max_redirects")
+                new = new._replace(mode="", skip_reason="max_redirects")
             return Discovered(new.url, [new])
         if body is None or not self._reads_sitemaps(item):
             return NOTHING
@@ -160,7 +159,7 @@ class Discovery:
             return NewUrl(entry.loc[:MAX_SKIPPED_URL], "", 1, 0, "", Via.SITEMAP, LinkKind.LINK,
                           skip_reason=exc.reason)
         new = self.decide(raw, 1, self.cfg.crawl.max_redirects, False, LinkKind.LINK)
-        return replace(new, via=Via.SITEMAP, lastmod=None if new.skip_reason else entry.lastmod)
+        return new._replace(via=Via.SITEMAP, lastmod=None if new.skip_reason else entry.lastmod)
 
     def _decide(
         self, raw: str, depth: int, redirects_left: int, requisite: bool, kind: str

@@ -16,6 +16,7 @@ from typing import IO, Any
 
 from mirror.config import SiteConfig
 from mirror.crawl.discover import Discovery
+from mirror.model import Discovered, NewUrl, PageText
 
 LENGTH = struct.Struct("!Q")
 
@@ -34,6 +35,24 @@ def frame(message: object) -> bytes:
     """One message on a pipe: its length, then its pickle."""
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     return LENGTH.pack(len(data)) + data
+
+
+#: a Discovered as it crosses the pipe: its links and text as plain tuples
+Wire = tuple[str | None, list[tuple[Any, ...]], str | None, tuple[Any, ...] | None]
+
+
+def to_wire(found: Discovered) -> Wire:
+    """What a helper answers for a page: pickle writes and reads a plain tuple of strings
+    and ints in C, where a named tuple or a dataclass costs a Python call per link (half
+    the time of a page's answer, both ways, with about 30 links)."""
+    target, links, note, text = found
+    return target, [tuple(x) for x in links], note, None if text is None else tuple(text)
+
+
+def from_wire(wire: Wire) -> Discovered:
+    target, links, note, text = wire
+    return Discovered(target, [NewUrl._make(x) for x in links], note,
+                      None if text is None else PageText._make(text))
 
 
 class _Collect(logging.Handler):
@@ -76,8 +95,8 @@ def run_helper(stdin: IO[bytes], stdout: IO[bytes],
     while (request := read()) is not None:
         request_id, item, page = request
         try:
-            result: object = discovery.discover(item, page.status, page.body, page.truncated,
-                                                page.headers)
+            result: object = to_wire(discovery.discover(
+                item, page.status, page.body, page.truncated, page.headers))
             ok = True
         except Exception as exc:  # report it: the crawler keeps the page, without links
             logging.getLogger(__name__).exception("link extraction failed on %s", item.url)

@@ -32,7 +32,7 @@ from typing import Any
 
 from mirror.config import SiteConfig
 from mirror.crawl.discover import Discovery
-from mirror.crawl.parsehelper import LENGTH, Page, frame
+from mirror.crawl.parsehelper import LENGTH, Page, frame, from_wire
 from mirror.model import NOTHING, Discovered, UrlItem
 
 log = logging.getLogger(__name__)
@@ -236,7 +236,7 @@ class _Helper:
                 if future is None or future.done():
                     continue
                 if ok:
-                    future.set_result(Discovered(*result))
+                    future.set_result(from_wire(result))
                 else:  # a bug in discovery: the page is kept, without links
                     log.error("link extraction failed on request %d: %s", request_id, result)
                     future.set_result(NOTHING)
