@@ -274,7 +274,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.INTERNAL
 
 
+#: whether this process is the `mirror` command (not a test calling main): see procgc
+_OWN_PROCESS = False
+
+
 def main_entry() -> None:
+    global _OWN_PROCESS
+    _OWN_PROCESS = True
     sys.exit(main())
 
 
@@ -1065,11 +1071,17 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
     """Crawl under the archive's lock: `lock` when the caller holds it already (a scheduled
     run that waited for it), else taken here (ArchiveLocked when another process has it)."""
     from mirror.crawl.crawler import Crawler  # here: it loads aiohttp, which `check` needs not
-    from mirror.progress import ProgressDisplay, print_summary  # rich
     from mirror.runreport import write_missing_report, write_report
 
+    if _OWN_PROCESS:
+        from mirror.crawl import procgc
+        procgc.settle()  # the imports a crawl runs on are done
     terminal = sys.stdout.isatty()
-    display = ProgressDisplay(cfg.site.name) if terminal and not quiet else None
+    display = None
+    if terminal and not quiet:
+        from mirror.progress import ProgressDisplay  # rich: only for a display
+
+        display = ProgressDisplay(cfg.site.name)
     layout = ArchiveLayout(cfg.site.output_dir)
     held = nullcontext() if lock is not None else ArchiveLock(layout.root)
     with held, _logging(layout.log, verbose=verbose, display=display):
@@ -1095,6 +1107,8 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
     if quiet:
         print(summary_line(data))
     elif terminal:
+        from mirror.progress import print_summary
+
         print_summary(data, report_path)
     else:
         print(render_summary(data))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import json
 import os
 import re
@@ -108,8 +109,11 @@ def test_run_quiet_prints_one_line_and_writes_report(cli: Cli, site_in_thread,
     site.page("/", links("/a", "/missing"))
     site.page("/a", "a")
     write_config(tmp_path, [site.base])
+    collector = gc.get_freeze_count(), gc.get_threshold()
     code, out, err = cli("run", "site.toml", "--quiet")
     assert (code, err) == (0, "")
+    # only the `mirror` process itself settles its collector (procgc): not a test's
+    assert (gc.get_freeze_count(), gc.get_threshold()) == collector
     assert out.count("\n") == 1
     assert out.startswith("test: run 1 complete (exit 0): 3 captures, 0 failed")
     assert sorted(site.log) == ["/", "/a", "/missing"]

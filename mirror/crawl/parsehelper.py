@@ -117,6 +117,8 @@ def main() -> int:
     # exit when the crawler closes their input, or dies (end of input too).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    from mirror.crawl import procgc
+    procgc.settle()
     return run_helper(sys.stdin.buffer, sys.stdout.buffer)
 
 
