@@ -51,6 +51,8 @@ from run_mirror import (  # noqa: E402
 
 #: seconds of quiet before each run, after sync()
 SETTLE = 1.0
+#: rounds of one tool whose CPU differs by more than this are flagged (spread_notes)
+SPREAD = 1.15
 TOOLS = ("mirror", "fetch-only", "wget-warc", "wget", "scrapy")
 URLS = "mirror-urls.txt"  # in the work folder: what mirror fetched in the latest round
 MARK = "/_bench/mark-"
@@ -331,8 +333,27 @@ def report(args: argparse.Namespace, stats: dict[str, int], server: Server, tool
     for n, run in enumerate(runs):
         for verdict in run.verdicts:
             print(f"  {run.tool} run {n // max(len(tools), 1) + 1}: {verdict}")
-    for line in targets(args, rows) + notes:
+    for line in targets(args, rows) + spread_notes(runs, tools) + notes:
         print(f"  {line}")
+
+
+def spread_notes(runs: list[Run], tools: list[str]) -> list[str]:
+    """Each tool's CPU seconds round by round, and a warning where they spread by more
+    than SPREAD: on this machine's ext4 (with `discard`), a large removal shortly before a
+    comparison (a test suite, bigsite.py's clean-up) made the file-writing tools (wget
+    most) pay up to twice the system time for minutes, and a median of such rounds says
+    more about the disk than about the tool."""
+    lines = []
+    for tool in tools:
+        cpu = [r.measured.cpu for r in runs if r.tool == tool]
+        if len(cpu) < 2:
+            continue
+        spread = max(cpu) / max(min(cpu), 1e-9)
+        lines.append(f"CPU s per round, {tool}: {', '.join(f'{c:.2f}' for c in cpu)}")
+        if spread > SPREAD:
+            lines.append(f"warning: {tool}'s rounds are {spread:.2f}x apart: the machine was "
+                         "disturbed (a large removal just before?); compare again once quiet")
+    return lines
 
 
 def targets(args: argparse.Namespace, rows: dict[str, dict[str, float]]) -> list[str]:
