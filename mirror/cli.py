@@ -1120,11 +1120,19 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
         print("\n".join(result.files.lines()),
               file=sys.stdout if result.files.complete else sys.stderr)
     if shared is not None and not result.error:
-        print(f"worker {shared.owner}: " + ("the run is complete" if crawler.completed
-                                             else "done; the other workers finish the run"))
+        print(f"worker {shared.owner}: " + _worker_end(crawler.completed, result.state))
     if result.error:
         print(f"mirror: {result.error}; `mirror run` again resumes the run", file=sys.stderr)
     return result.exit_code
+
+
+def _worker_end(completed: bool, state: str) -> str:
+    """What a worker of a shared crawl says when it stops."""
+    if not completed:
+        return "done; the other workers finish the run"
+    if state == RunState.LIMIT:
+        return "the run stopped at [scope] max_pages (its other pages wait for the next run)"
+    return "the run is complete"
 
 
 def _joined_nothing(result: RunResult) -> int:

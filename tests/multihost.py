@@ -329,17 +329,18 @@ def politeness(log: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]
 
 def site_file(path: Path, start: str, hosts: list[str], store: str, *, name: str = "multi",
               delay: float = 0.05, workers: int | None = None, warc_kb: int = 100,
-              timeout: float = 3) -> Path:
+              timeout: float = 3, max_pages: int = 0) -> Path:
     """One worker's copy of the site file: the workers' copies differ in output_dir only
     (the folder beside the file). `workers`: [crawl] workers, the host slots a worker
-    leases at most (None: the default); "" as `store`: none (a single-machine run)."""
+    leases at most (None: the default); "" as `store`: none (a single-machine run);
+    `max_pages`: [scope] max_pages, the run's page budget."""
     quoted = ", ".join(f'"{h}"' for h in hosts)
     path.parent.mkdir(parents=True, exist_ok=True)
     concurrency = f"workers = {workers}\n" if workers is not None else ""
     path.write_text(
         f'[site]\nname = "{name}"\nstart_urls = ["{start}"]\n'
         f'output_dir = "{path.parent / "archive"}"\n\n'
-        f"[scope]\nhosts = [{quoted}]\nsitemaps = false\n\n"
+        f"[scope]\nhosts = [{quoted}]\nsitemaps = false\nmax_pages = {max_pages}\n\n"
         f"[crawl]\ndelay = {delay}\nper_host = 1\n{concurrency}timeout = {timeout}\n\n"
         f'[archive]\nstore = "{store}"\nwarc_max_bytes = {warc_kb * 1024}\n', encoding="utf-8")
     return path

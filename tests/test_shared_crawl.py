@@ -300,3 +300,56 @@ def test_a_worker_killed_for_good_has_its_hosts_taken_over(tmp_path: Path, pg_ds
     print(f"\n{note}: takeover after the kill (s) {takeover}; the victim's files "
           f"{[(f['name'], f['state']) for f in files]} held {kept} committed captures "
           f"not in the store until --forget-worker; {report}")
+
+
+def test_four_workers_stop_at_the_runs_max_pages_through_a_kill(
+        tmp_path: Path, pg_dsn: str, s3: Any) -> None:
+    """[scope] max_pages is the run's budget, spent by all its workers together: four
+    workers on eight hosts take exactly that many pages, although one is killed while it
+    holds leased pages (they come back into the budget when its leases are taken over);
+    every worker stops by itself with exit 4, and the run ends in state limit with only
+    pages pending, each URL captured once."""
+    budget = 150
+    site = MultiHost(tmp_path / "site", 800)
+    store = f"{s3.url}/{NAME}"
+    workers = _workers(tmp_path, site, pg_dsn, store, WORKERS, workers=2, max_pages=budget)
+    note = f"max_pages = {budget}, one worker killed"
+    began = time.monotonic()
+    try:
+        for w in workers:
+            w.start()
+
+        def holder() -> SharedWorker | None:
+            for row in query(pg_dsn, "SELECT lease_owner FROM urls WHERE state = 'leased' "
+                                     "AND mode = 'page' AND lease_owner IS NOT NULL"):
+                victim = next((w for w in workers if w.id == row["lease_owner"]), None)
+                if victim is not None and victim.running():
+                    return victim
+            return None
+
+        _until(lambda: (_scalar(pg_dsn, "SELECT count(*) FROM captures") or 0) >= 30, 60,
+               "the crawl to be under way", workers, note)
+        victim = _until(holder, 30, "a worker that holds leased pages", workers, note)
+        victim.kill()
+        time.sleep(0.5)
+        victim.start(join=True)
+        _until(lambda: not any(w.running() for w in workers),
+               DEADLINE - (time.monotonic() - began), "every worker to exit", workers, note)
+    finally:
+        for w in workers:
+            w.stop()
+        site.stop()
+    said = "\n".join(f"--- {w.id}\n{w.output()}" for w in workers)
+    assert all(w.exits and set(w.exits) == {4} for w in workers), (
+        f"{note}: exit codes {[(w.id, w.exits) for w in workers]}\n{said}")
+    pages = {r["state"]: r["n"] for r in query(
+        pg_dsn, "SELECT state, count(*) AS n FROM urls WHERE mode = 'page' GROUP BY state")}
+    assert pages.get("done", 0) + pages.get("failed", 0) == budget, (note, pages)
+    assert "leased" not in pages and pages["pending"] > 0, (note, pages)
+    assert query(pg_dsn, "SELECT state, exit_code FROM runs") == [
+        {"state": "limit", "exit_code": 4}], note
+    twice = query(pg_dsn, "SELECT url, count(*) AS n FROM captures GROUP BY url "
+                          "HAVING count(*) > 1")
+    assert not twice, (note, twice)
+    print(f"\n{note} ({victim.id}): pages {pages}; "
+          f"wall {time.monotonic() - began:.1f} s")

@@ -58,10 +58,12 @@ def build_site(site: Any) -> None:
               content_type="text/plain")
 
 
-def worker_folder(tmp_path: Path, name: str, base: str, store: str) -> Path:
+def worker_folder(tmp_path: Path, name: str, base: str, store: str,
+                  max_pages: int = 0) -> Path:
     folder = tmp_path / name
     folder.mkdir()
-    write_config(folder, [base], scope={"robots": True, "sitemaps": False},
+    write_config(folder, [base],
+                 scope={"robots": True, "sitemaps": False, "max_pages": max_pages},
                  crawl={"timeout": 1, "delay": 0, "workers": 4},
                  archive={"store": store, "warc_max_bytes": 6000})
     return folder / "site.toml"
@@ -79,20 +81,22 @@ def run_worker(site_toml: Path, dsn: str, name: str, *extra: str,
         env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False)
 
 
-def check_exactly_once(dsn: str, store_url: str) -> set[str]:
-    """The shared run against the bucket: the run complete with nothing pending or leased;
-    each URL captured once; every capture's file uploaded; the bucket's WARC records
-    exactly the committed captures, each file valid (warcio's checker). Returns the URLs."""
+def check_exactly_once(dsn: str, store_url: str, state_is: str = "complete") -> set[str]:
+    """The shared run against the bucket: the run complete with nothing pending or leased
+    (`state_is` limit: stopped at max_pages, with nothing but pages pending); each URL
+    captured once; every capture's file uploaded; the bucket's WARC records exactly the
+    committed captures, each file valid (warcio's checker). Returns the URLs."""
     with psycopg.connect(dsn) as db:
         last = db.execute("SELECT id, state FROM runs ORDER BY id DESC LIMIT 1").fetchone()
         assert last is not None
         run, state = last
         left = db.execute("SELECT url, state FROM urls WHERE state IN ('pending', 'leased') "
-                          "AND via != 'robots'").fetchall()
+                          "AND via != 'robots'" + (" AND (mode != 'page' OR state = 'leased')"
+                                                   if state_is == "limit" else "")).fetchall()
         captures = db.execute('SELECT filename, "offset", url FROM captures WHERE run_id=%s',
                               (run,)).fetchall()
         files: dict[str, str] = dict(db.execute("SELECT name, state FROM files").fetchall())
-    assert state == "complete" and not left, (state, left)
+    assert state == state_is and not left, (state, left)
     per_url = collections.Counter(url for _, _, url in captures)
     assert not [u for u, n in per_url.items() if n > 1], per_url
     assert {files.get(f) for f, _, _ in captures} == {"uploaded"}, files
@@ -141,9 +145,9 @@ def uncrashed_urls(shared: Any) -> set[str]:
     return check_exactly_once(shared.dsn, shared.store)
 
 
-def test_two_workers_share_one_run_and_every_url_is_stored_once(shared: Any) -> None:
-    tomls = [worker_folder(shared.tmp, f"w{i}", shared.site.base, shared.store)
-             for i in (1, 2)]
+def run_workers_at_once(shared: Any, tomls: list[Path]) -> tuple[list[int], list[str]]:
+    """Workers w1, w2, ... of these site files started together: their exit codes and
+    what each printed (stdout and stderr)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = [subprocess.Popen(
         [sys.executable, "-m", "mirror", "run", str(t), "--db", shared.dsn, "--worker-id",
@@ -155,14 +159,21 @@ def test_two_workers_share_one_run_and_every_url_is_stored_once(shared: Any) -> 
         for p in procs:
             if p.poll() is None:
                 p.kill()
-    assert [p.returncode for p in procs] == [0, 0], outs
+    return [p.returncode for p in procs], [out + err for out, err in outs]
+
+
+def test_two_workers_share_one_run_and_every_url_is_stored_once(shared: Any) -> None:
+    tomls = [worker_folder(shared.tmp, f"w{i}", shared.site.base, shared.store)
+             for i in (1, 2)]
+    codes, outs = run_workers_at_once(shared, tomls)
+    assert codes == [0, 0], outs
     urls = check_exactly_once(shared.dsn, shared.store)
     assert f"{shared.site.base}p{PAGES - 1}" in urls and f"{shared.site.base}private" \
         not in urls
     for i, toml in enumerate(tomls, 1):  # one host: maybe only one worker fetched
         names = [p.name for p in (toml.parent / "archive" / "warc").glob("*")]
         assert all(n.startswith(f"test-w{i}-") for n in names), names
-    assert any("the run is complete" in out for out, _ in outs)
+    assert any("the run is complete" in out for out in outs)
     assert shared.site.count("/robots.txt") >= 1
 
 
@@ -258,6 +269,63 @@ def test_a_commit_whose_lease_was_taken_over_is_cut_off_the_warc_file(
     finally:
         mine.close()
         other.close()
+
+
+def test_a_page_budget_is_the_runs_and_a_takeover_gives_its_pages_back(pg_dsn: str) -> None:
+    """[scope] max_pages in a shared run: pages leased by one worker are taken from every
+    worker's budget; past it only requisites are leased, a host with nothing else is not
+    leased, and the run counts as over with only pages pending; a lease taken over gives
+    its pages back to the budget."""
+    def url(host: str, path: str, mode: str) -> NewUrl:
+        return NewUrl(f"http://{host}/{path}", host, 1, 5, mode, "link", "link")
+    seeds = [*(url("a.test", f"p{i}", "page") for i in range(4)),
+             url("a.test", "style.css", "requisite"),
+             *(url("b.test", f"p{i}", "page") for i in range(3)),
+             url("b.test", "logo.png", "requisite"),
+             url("c.test", "p0", "page")]
+    one, two = Manifest(pg_dsn), Manifest(pg_dsn)
+    try:
+        run = one.join_or_start_run("t", "d", seeds)
+        assert run is not None
+        budget = (run.run_id, 3)
+        [a] = one.lease_hosts("w1", 1, 0.3)
+        assert a.site == "a.test"
+        assert [i.url for i in one.lease_urls(a, 16, budget)] == [
+            f"http://a.test/p{i}" for i in range(3)]
+        assert one.pages_left(*budget) == 0
+        [b] = two.lease_hosts("w2", 1, 30, pages=False)  # c.test has only a page pending
+        assert b.site == "b.test"
+        assert [i.url for i in two.lease_urls(b, 16, budget)] == ["http://b.test/logo.png"]
+        assert two.lease_hosts("w2", 1, 30, pages=False) == []
+        # the pages left pending do not hold the run open once its budget is spent
+        assert two.unfinished(run.run_id) == 10 and two.unfinished(run.run_id, False) == 5
+        time.sleep(0.35)  # w1's lease expires: w2 takes a.test over, and its pages
+        [taken] = two.lease_hosts("w2", 1, 30, pages=False)
+        assert taken.site == "a.test" and two.pages_left(*budget) == 3
+        assert [i.url for i in two.lease_urls(taken, 2, budget)] == [
+            "http://a.test/p0", "http://a.test/p1"]
+        assert [i.url for i in two.lease_urls(taken, 16, budget)] == ["http://a.test/p2"]
+        assert [i.url for i in two.lease_urls(taken, 16, budget)] == [
+            "http://a.test/style.css"]
+        assert [i.url for i in two.lease_urls(taken, 16, None)] == ["http://a.test/p3"]
+    finally:
+        one.close()
+        two.close()
+
+
+def test_two_workers_stop_at_the_runs_max_pages_together(shared: Any) -> None:
+    tomls = [worker_folder(shared.tmp, f"w{i}", shared.site.base, shared.store,
+                           max_pages=7) for i in (1, 2)]
+    codes, outs = run_workers_at_once(shared, tomls)
+    assert codes == [4, 4], outs
+    with psycopg.connect(shared.dsn) as db:
+        pages = dict(db.execute("SELECT state, count(*) FROM urls WHERE mode='page' "
+                                "GROUP BY state").fetchall())
+        runs = db.execute("SELECT state, exit_code FROM runs").fetchall()
+    assert pages.get("done", 0) + pages.get("failed", 0) == 7 and "leased" not in pages
+    assert pages["pending"] > 0 and runs == [("limit", 4)]
+    assert any("the run stopped at [scope] max_pages" in out for out in outs), outs
+    assert len(check_exactly_once(shared.dsn, shared.store, "limit")) >= 7
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -37,6 +37,14 @@ RETRIES = 6
 BACKOFF = 0.005
 #: pg_advisory_xact_lock key held while a worker joins or starts a run
 _RUNS_LOCK = 0x6D6972726F73  # "mirros"
+#: ... and while a worker leases URLs under a page budget ([scope] max_pages)
+_BUDGET_LOCK = 0x6D6972726F62  # "mirrob"
+#: the URLs a shared run still has to fetch: pending or leased (robots.txt, fetched out of
+#: band by the robots gate, is not one of them)
+_TO_FETCH = "state IN ('pending', 'leased') AND via != 'robots'"
+#: ... once its page budget is spent: pending pages wait for the next run
+_TO_FETCH_NO_PAGES = ("(state = 'leased' OR state = 'pending' AND mode = 'requisite') "
+                      "AND via != 'robots'")
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -76,6 +84,9 @@ class FleetVerbs:
     _grouped: bool
     #: rows made for each new site in hosts (set_host_slots: what the site config grants)
     host_slots = 1
+
+    #: ManifestReader's (declared only: a method here would come first in Manifest's MRO)
+    count_done_pages: Callable[[int], int]
 
     def _tx(self) -> AbstractContextManager[None]:
         raise NotImplementedError
@@ -140,12 +151,15 @@ class FleetVerbs:
 
     # -- host leases ---------------------------------------------------------------------
     @retried
-    def lease_hosts(self, owner: str, max_hosts: int, ttl: float) -> list[HostLease]:
+    def lease_hosts(self, owner: str, max_hosts: int, ttl: float,
+                    pages: bool = True) -> list[HostLease]:
         """Lease up to `max_hosts` host slots for `ttl` seconds: due slots (next_fetch_at,
-        block_until) whose lease is free, with a due pending URL, or expired; the longest
-        waiting first. Taking an expired lease over sends its URLs back to pending (a
-        crashed worker's hosts are taken over even when all their URLs were leased)."""
+        block_until) whose lease is free, with a due pending URL (not `pages`: a due pending
+        requisite), or expired; the longest waiting first. Taking an expired lease over
+        sends its URLs back to pending (a crashed worker's hosts are taken over even when
+        all their URLs were leased)."""
         now, ttl_ms = self.sql.now_ms, int(ttl * 1000)
+        requisite = "" if pages else "AND u.mode = 'requisite'"
         with self._tx():
             rows = self.sql.execute(
                 f"""SELECT id, site, slot, lease_owner, lease_epoch FROM hosts h
@@ -153,7 +167,7 @@ class FleetVerbs:
                       AND (lease_owner IS NOT NULL AND lease_until <= {now}
                            OR lease_owner IS NULL AND EXISTS (
                              SELECT 1 FROM urls u WHERE u.site = h.site
-                             AND u.state = 'pending' AND u.via != 'robots'
+                             AND u.state = 'pending' AND u.via != 'robots' {requisite}
                              AND u.next_try * 1000 <= {now}))
                     ORDER BY next_fetch_at, id LIMIT ?{self.sql.skip_locked}""",
                 (max_hosts,)).fetchall()
@@ -171,9 +185,14 @@ class FleetVerbs:
         return leases
 
     @retried
-    def lease_urls(self, lease: HostLease, k: int) -> list[UrlItem]:
+    def lease_urls(self, lease: HostLease, k: int,
+                   budget: tuple[int, int] | None = None) -> list[UrlItem]:
         """Lease up to `k` due pending URLs of the lease's site under it, oldest first;
-        none once the lease has expired or is lost (renew it first)."""
+        none once the lease has expired or is lost (renew it first). With `budget`, (run
+        id, max_pages): the run's pages taken (done, failed or leased, by any worker) stay
+        within max_pages; past it, only requisites are leased. The budget is counted under
+        a lock that every worker leasing under one takes, so two never spend its last
+        pages twice."""
         now = self.sql.now_ms
         with self._tx():
             held = self.sql.execute(  # locked: no takeover until these URLs are leased
@@ -182,14 +201,26 @@ class FleetVerbs:
                 (lease.host_id, lease.owner, lease.epoch)).fetchone()
             if held is None:
                 return []
+            only = ""
+            if budget is not None:
+                self.sql.lock(_BUDGET_LOCK)
+                left = self.pages_left(*budget)
+                if left <= 0:
+                    only = "AND mode = 'requisite'"
+                k = min(k, max(left, 1))  # at most `left` pages among them
             rows = self.sql.execute(
                 f"""UPDATE urls SET state='leased', lease_owner=?, lease_epoch=?
                     WHERE id IN (SELECT id FROM urls WHERE site=? AND state='pending'
-                                 AND via != 'robots' AND next_try * 1000 <= {now}
+                                 AND via != 'robots' AND next_try * 1000 <= {now} {only}
                                  ORDER BY id LIMIT ?{self.sql.skip_locked})
                     RETURNING {URL_ITEM_COLUMNS}""",
                 (lease.owner, lease.epoch, lease.site, k)).fetchall()
         return sorted((UrlItem(*r) for r in rows), key=lambda item: item.id)
+
+    def pages_left(self, run_id: int, max_pages: int) -> int:
+        """Pages the run may still take under a budget of `max_pages` (at least 0): those
+        done, failed or leased, by any worker, are taken."""
+        return max(0, max_pages - self.count_done_pages(run_id))
 
     def renew_host(self, lease: HostLease, ttl: float) -> HostLease | None:
         """The lease for `ttl` seconds more from now; None when it is lost (taken over by
@@ -265,23 +296,25 @@ class FleetVerbs:
             "WHERE site=? AND state='leased' AND lease_owner=? AND lease_epoch=?",
             (site, owner, epoch)).rowcount)
 
-    def fair_share(self, run_id: int, alive_within: float) -> int:
+    def fair_share(self, run_id: int, alive_within: float, pages: bool = True) -> int:
         """Host slots per worker when they are shared out evenly: sites with URLs still to
-        fetch over the workers of the run seen alive within `alive_within` seconds (at
-        least 1)."""
+        fetch (not `pages`: the page budget is spent) over the workers of the run seen
+        alive within `alive_within` seconds (at least 1)."""
         since = f"{self.sql.now_ms} - {int(alive_within * 1000)}"
         sites, workers = self.sql.execute(
-            "SELECT (SELECT COUNT(DISTINCT site) FROM urls WHERE run_id=? AND state IN "
-            "('pending', 'leased') AND via != 'robots'), (SELECT COUNT(*) FROM workers "
+            "SELECT (SELECT COUNT(DISTINCT site) FROM urls WHERE run_id=? AND "
+            f"{_TO_FETCH if pages else _TO_FETCH_NO_PAGES}), (SELECT COUNT(*) FROM workers "
             f"WHERE run_id=? AND alive >= {since})", (run_id, run_id)).fetchone()
         return max(1, -(-int(sites) * self.host_slots // max(int(workers), 1)))
 
-    def unfinished(self, run_id: int) -> int:
+    def unfinished(self, run_id: int, pages: bool = True) -> int:
         """URLs of the run still to fetch, by any worker (pending or leased; robots.txt
-        is fetched out of band, not counted): 0 when the shared run is over."""
+        is fetched out of band, not counted): 0 when the shared run is over. Not `pages`
+        (the page budget is spent): pending pages are not counted, they wait for the next
+        run."""
         return int(self.sql.execute(
-            "SELECT COUNT(*) FROM urls WHERE run_id=? AND state IN ('pending', 'leased') "
-            "AND via != 'robots'", (run_id,)).fetchone()[0])
+            f"SELECT COUNT(*) FROM urls WHERE run_id=? AND "
+            f"{_TO_FETCH if pages else _TO_FETCH_NO_PAGES}", (run_id,)).fetchone()[0])
 
     # -- WARC files ------------------------------------------------------------------------
     def file_state(self, name: str) -> str | None:

@@ -59,8 +59,9 @@ milliseconds since the epoch (a worker's clock never decides a lease). A host sl
 (hosts: one row per site and slot, slot 0 made when the site's first URL is found):
 
     free    -> leased         lease_hosts: next_fetch_at <= now, block_until <= now, and the
-                              site has a due pending URL; lease_epoch becomes one more than
-                              any of the site's, lease_until = now + ttl
+                              site has a due pending URL (a requisite, once the run's page
+                              budget is spent); lease_epoch becomes one more than any of the
+                              site's, lease_until = now + ttl
     leased  -> leased         lease_hosts by anyone, once expired (lease_until <= now, due as
                               above): taken over; the URLs leased under the old lease go
                               back to pending first
@@ -75,7 +76,9 @@ milliseconds since the epoch (a worker's clock never decides a lease). A host sl
 A URL leased under a host lease carries its owner and epoch (urls.lease_owner, lease_epoch;
 NULL in every other state, and for the single machine's lease):
 
-    pending -> leased         lease_urls(host lease, k): the slot's lease is still held
+    pending -> leased         lease_urls(host lease, k): the slot's lease is still held; a
+                              page only while the run's pages done, failed or leased are
+                              fewer than its max_pages (counted under a lock)
     leased  -> done | failed | pending | skipped   commit_capture, retry_later, give_up, skip,
                               with `lease=`: only while owner and epoch still match (fenced);
                               otherwise nothing is written and they return False (the worker

@@ -350,11 +350,12 @@ class Crawler:
         by anyone) it finishes the run and writes the index of every worker's captures
         (returned, to upload); else the run goes on with the others."""
         assert self.shared is not None
-        if self._fatal or self._interrupted or self.manifest.unfinished(self.run_id):
+        assert isinstance(self.frontier, SharedFrontier)
+        if self._fatal or self._interrupted or self.manifest.unfinished(
+                self.run_id, not self.frontier.limit_reached):
             return None
         self.manifest.finish_run(self.run_id, now_iso(), state, code)
         self.completed = True
-        assert isinstance(self.frontier, SharedFrontier)
         self.unsettled = self.manifest.unsettled_files(self.shared.owner, self.frontier.ttl)
         for worker, names in self.unsettled.items():
             log.warning("worker %s is silent and has %d WARC files with captures of "

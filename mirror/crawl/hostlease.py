@@ -15,6 +15,12 @@ more than that share now (a worker joined), so that the hosts spread over the wo
 The run is over when no URL of it is pending or leased, by anyone (a killed worker's lease
 expires and its URLs are taken over).
 
+[scope] max_pages is the run's budget, not each worker's: a page is taken when any worker
+leases it (FleetVerbs.lease_urls counts the run's pages done, failed or leased, under a
+lock), and given back when its lease is. Once the budget is spent, only requisites are
+leased, and the run is over when nothing but pending pages is left (they wait for the next
+run: state limit, exit 4).
+
 The lease log (INFO, this module's logger) is what tests check the "one worker per host
 slot" promise against: `lease`, `renew` and `release` lines with database times in ms.
 It offers Frontier's interface (take, fetched, release, turn, hold, ...), plus lease_of.
@@ -30,7 +36,6 @@ from dataclasses import dataclass, field
 
 from mirror.archive.manifest import Manifest, UrlItem
 from mirror.crawl.frontier import Waits
-from mirror.crawl.scope import PAGE
 from mirror.model import HostLease
 
 log = logging.getLogger(__name__)
@@ -99,6 +104,8 @@ class SharedFrontier(Waits):
                              f"{fetch_timeout:g} s (at least {min_ttl(fetch_timeout):g})")
         super().__init__(manifest, delay, max_pages, pages_done, clock, on_dry)
         self.run_id = run_id
+        # the run's page budget is spent (as last looked: _poll_due)
+        self._spent = 0 < max_pages <= pages_done
         self.owner = owner
         self.max_hosts = max_hosts
         self.ttl = ttl
@@ -108,6 +115,11 @@ class SharedFrontier(Waits):
         self._last_poll = -POLL_EVERY
 
     # -- Frontier's interface --------------------------------------------------------------
+    @property
+    def limit_reached(self) -> bool:
+        """The run's page budget is spent, by all its workers together."""
+        return self._spent
+
     @property
     def queued(self) -> int:
         return sum(len(h.queue) for h in self._held.values())
@@ -126,7 +138,7 @@ class SharedFrontier(Waits):
             if self.on_dry():
                 continue
             if polled and not self._held and self.in_flight == 0 \
-                    and self.manifest.unfinished(self.run_id) == 0:
+                    and self.manifest.unfinished(self.run_id, not self._spent) == 0:
                 self._finished = True
                 self._notify()
                 break
@@ -210,27 +222,13 @@ class SharedFrontier(Waits):
                 self._more_urls(held)
             if not held.queue or not self._lasts(held):
                 continue
-            item = self._pop_allowed(held)
-            if item is None:
-                continue
+            item = held.queue.popleft()  # within the page budget: lease_urls saw to it
             held.busy = True
             held.in_flight += 1
             held.taken += 1
             self._by_item[item.id] = held
             self.in_flight += 1
-            if item.mode == PAGE:
-                self.pages_taken += 1
             return item
-        return None
-
-    def _pop_allowed(self, held: _Held) -> UrlItem | None:
-        """The first URL of the slot allowed under the page budget (pages over it go back
-        to pending)."""
-        while held.queue:
-            item = held.queue.popleft()
-            if item.mode != PAGE or not self.limit_reached:
-                return item
-            self.manifest.unlease([item.id], lease=held.lease)
         return None
 
     def _more_urls(self, held: _Held) -> None:
@@ -238,11 +236,12 @@ class SharedFrontier(Waits):
             held.dry = True
             return
         if held.taken >= SLICE:  # given up for another worker only beyond a fair share
-            if len(self._held) > self.manifest.fair_share(self.run_id, self.ttl):
+            if len(self._held) > self._fair_share():
                 held.dry = True
                 return
             held.taken = 0
-        items = self.manifest.lease_urls(held.lease, URL_BATCH)
+        items = self.manifest.lease_urls(
+            held.lease, URL_BATCH, (self.run_id, self.max_pages) if self.max_pages else None)
         held.queue.extend(items)
         if not items:
             held.dry = True
@@ -298,23 +297,28 @@ class SharedFrontier(Waits):
                 log.info("release %s at=%d", held.line(), at)
 
     def _poll_due(self) -> bool:
-        """At most every POLL_EVERY seconds, a look at the manifest for more to do."""
+        """At most every POLL_EVERY seconds, a look at the manifest for more to do (and
+        whether the run's page budget is spent)."""
         now = self.clock()
         if now - self._last_poll >= POLL_EVERY:
             self._last_poll = now
+            if self.max_pages:
+                self._spent = self.manifest.pages_left(self.run_id, self.max_pages) == 0
             return True
         return False
+
+    def _fair_share(self) -> int:
+        return self.manifest.fair_share(self.run_id, self.ttl, not self._spent)
 
     def _lease_more(self) -> bool:
         """Lease more host slots while this worker holds fewer than max_hosts."""
         if self._stopping:
             return False
-        share = self.manifest.fair_share(self.run_id, self.ttl)
-        want = min(self.max_hosts, share) - len(self._held)
+        want = min(self.max_hosts, self._fair_share()) - len(self._held)
         if want <= 0:
             return False
         before = self.clock()
-        leases = self.manifest.lease_hosts(self.owner, want, self.ttl)
+        leases = self.manifest.lease_hosts(self.owner, want, self.ttl, not self._spent)
         for lease in leases:
             held = _Held(lease, before + (lease.until - lease.acquired) / 1000)
             self._held[lease.host_id] = held
