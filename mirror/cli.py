@@ -21,6 +21,7 @@ from mirror import __version__
 from mirror.archive.lock import ArchiveLock, ArchiveLocked
 from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
 from mirror.archive.objstore import StoreError
+from mirror.archive.workerfolder import no_manifest, shared_worker_note
 from mirror.config import ConfigError, SiteConfig, load_config
 from mirror.crawl.history import compare
 from mirror.layout import ArchiveLayout
@@ -715,6 +716,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config)
     layout = ArchiveLayout(cfg.site.output_dir)
+    if note := shared_worker_note(layout.root):  # its WARC files are not the whole run's
+        raise UsageError(note)
     warc_dir = _existing_warc_dir(cfg, args)
     if args.search:
         return _index_texts(layout, warc_dir)
@@ -730,7 +733,7 @@ def _index_texts(layout: ArchiveLayout, warc_dir: Path) -> int:
     from mirror.archive.textindex import rebuild_texts
 
     if not layout.manifest.exists():
-        raise UsageError(f"{layout.manifest}: no manifest (has `mirror run` run yet?)")
+        raise UsageError(no_manifest(layout.manifest))
     started = time.monotonic()
     with ArchiveLock(layout.root):
         manifest = Manifest(layout.manifest)

@@ -9,7 +9,8 @@ from pathlib import Path
 @dataclass(frozen=True)
 class ArchiveLayout:
     """<root>/manifest.sqlite3, warc/, index.cdxj, reports/<run>.json, mirror.log, .lock,
-    progress.json (only while a `mirror run` holds the lock: its live numbers)"""
+    progress.json (only while a `mirror run` holds the lock: its live numbers), worker.json
+    (a worker's folder of a shared crawl: archive/workerfolder.py)"""
 
     root: Path
 
@@ -43,3 +44,7 @@ class ArchiveLayout:
     @property
     def progress(self) -> Path:
         return self.root / "progress.json"
+
+    @property
+    def worker_mark(self) -> Path:
+        return self.root / "worker.json"

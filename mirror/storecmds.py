@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mirror.archive.workerfolder import shared_worker_note
 from mirror.config import SiteConfig, load_config
 from mirror.layout import ArchiveLayout
 from mirror.model import ExitCode
@@ -70,6 +71,8 @@ def reading(args: argparse.Namespace) -> Reading:
             raise StoreUsageError(f"--from-store: {cfg.path} sets no [archive] store")
         files = _store_files(cfg.archive.store)
         return Reading(files, files.label, *site, cfg)
+    if note := shared_worker_note(cfg.site.output_dir):
+        raise StoreUsageError(note)
     return Reading(cfg.site.output_dir, str(cfg.site.output_dir), *site, cfg)
 
 

@@ -27,6 +27,7 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.checker import Checker
 
 from mirror import crashpoints
+from mirror.archive import workerfolder
 from mirror.archive.manifest import Manifest, NewUrl
 from mirror.archive.objstore import WARC_PREFIX, open_store
 from mirror.archive.warcwriter import WarcWriter, default_info, sha1_digest
@@ -326,6 +327,35 @@ def test_two_workers_stop_at_the_runs_max_pages_together(shared: Any) -> None:
     assert pages["pending"] > 0 and runs == [("limit", 4)]
     assert any("the run stopped at [scope] max_pages" in out for out in outs), outs
     assert len(check_exactly_once(shared.dsn, shared.store, "limit")) >= 7
+
+
+def test_a_workers_folder_is_not_read_as_the_runs_archive(shared: Any) -> None:
+    """A worker's folder holds its own WARC files and no manifest: the commands that read
+    a local archive say so and name what reads the run (its store, its database), and
+    `mirror index` does not rewrite the index from that part of the run."""
+    toml = worker_folder(shared.tmp, "w1", shared.site.base, shared.store)
+    assert run_worker(toml, shared.dsn, "w1").returncode == 0
+    archive = toml.parent / "archive"
+    index_before = (archive / "index.cdxj").read_bytes()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def mirror(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "mirror", args[0], str(toml), *args[1:]],
+                              capture_output=True, text=True, env=env, timeout=60, check=False)
+    for args in (["status"], ["runs"], ["search", "words"], ["verify"], ["index"],
+                 ["export", "--to", str(shared.tmp / "local")], ["prune", "--keep-last", "1"]):
+        out = mirror(*args)
+        assert out.returncode == 2, (args, out.stdout, out.stderr)
+        assert f"{archive} is the folder of worker w1 of a crawl shared through PostgreSQL" \
+            in out.stderr and "--from-store" in out.stderr, (args, out.stderr)
+    assert (archive / "index.cdxj").read_bytes() == index_before
+    assert not (shared.tmp / "local").exists()
+    out = mirror("export", "--from-store", "--to", str(shared.tmp / "whole"))
+    assert out.returncode == 0 and (shared.tmp / "whole" / "index.html").is_file(), out.stderr
+    # a later run of its own in that folder (no --db) makes it a local archive again
+    assert workerfolder.shared_worker_note(archive) is not None
+    Manifest(archive / "manifest.sqlite3").close()
+    assert workerfolder.shared_worker_note(archive) is None
 
 
 @pytest.mark.parametrize(("args", "message"), [

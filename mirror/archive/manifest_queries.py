@@ -18,6 +18,7 @@ from mirror.archive.manifest_schema import (
 )
 from mirror.archive.manifest_text import TextQueries
 from mirror.archive.sqldb import PostgresDb, Row, SqlDb, SqliteDb, is_database_url
+from mirror.archive.workerfolder import no_manifest
 from mirror.model import FileRow, HostRow, Original, Previous, Run, UrlItem, Worker
 
 __all__ = ["ManifestError", "ManifestReader", "Original", "Previous", "PruneTargets", "Run",
@@ -85,7 +86,7 @@ class ManifestReader(TextQueries):
                 raise
             return db
         if not self.path.exists():
-            raise ManifestError(f"{self.path}: no manifest (has `mirror run` run yet?)")
+            raise ManifestError(no_manifest(self.path))
         return self._open(f"{self.path.resolve().as_uri()}?mode=ro", read_as_current)
 
     def _open(self, target: str | Path,

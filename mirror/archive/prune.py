@@ -63,6 +63,7 @@ from mirror.archive.pruneplan import (
 )
 from mirror.archive.retention import RULES, Retention, runs_to_keep
 from mirror.archive.warcwriter import next_serial
+from mirror.archive.workerfolder import no_manifest
 from mirror.layout import ArchiveLayout
 from mirror.model import Run
 
@@ -181,7 +182,7 @@ def prune_site(cfg: SiteWithRetention, dry_run: bool = False, *,
             "(or give --keep-last N, --keep-daily N, ...)")
     folder = ArchiveLayout(cfg.site.output_dir)
     if not folder.manifest.exists():
-        raise PruneError(f"{folder.manifest}: no manifest (has `mirror run` run yet?)")
+        raise PruneError(no_manifest(folder.manifest))
     started = time.monotonic()
     with ArchiveLock(folder.root):
         if dry_run:

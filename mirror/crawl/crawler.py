@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from mirror import crashpoints
-from mirror.archive import index, recovery, warcwriter
+from mirror.archive import index, recovery, warcwriter, workerfolder
 from mirror.archive.manifest import (
     Manifest,
     NewUrl,
@@ -304,6 +304,7 @@ class Crawler:
         last = m.last_run()
         self.run_id = joined.run_id if joined else (last.id if last else 0)
         m.register_worker(shared.owner, self.run_id)
+        workerfolder.mark(cfg.site.output_dir, shared.owner)
         back = m.recover(shared.owner, cfg.crawl.delay)
         recovery.remove_temporaries(cfg.site.output_dir)
         todo = repair_files(m, self.warc_dir, self.run_id)
