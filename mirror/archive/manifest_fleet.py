@@ -207,7 +207,8 @@ class FleetVerbs:
                 left = self.pages_left(*budget)
                 if left <= 0:
                     only = "AND mode = 'requisite'"
-                k = min(k, max(left, 1))  # at most `left` pages among them
+                else:
+                    k = min(k, left)  # at most `left` pages among them
             rows = self.sql.execute(
                 f"""UPDATE urls SET state='leased', lease_owner=?, lease_epoch=?
                     WHERE id IN (SELECT id FROM urls WHERE site=? AND state='pending'
