@@ -32,7 +32,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,37 @@ TICK = 0.001
 ROBOTS = b"User-agent: *\nAllow: /\n"
 WORDS = ("archive", "harbour", "lantern", "meadow", "quartz", "river", "saddle", "timber",
          "violet", "walnut", "yonder", "zephyr")
+
+
+class _Accepted(asyncio.Protocol):
+    """A connection's protocol (aiohttp's, whose attributes are slots) that notes the tick
+    of its accept in `accepted` first."""
+
+    def __init__(self, inner: asyncio.Protocol, accepted: dict[int, float],
+                 tick: Callable[[], float]) -> None:
+        self.inner, self.accepted, self.tick = inner, accepted, tick
+        self.key = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.key = id(transport)
+        self.accepted[self.key] = self.tick()
+        self.inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.accepted.pop(self.key, None)  # no request came: no stale entry for its id
+        self.inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
 
 
 def page_path(i: int) -> str:
@@ -129,6 +160,9 @@ class Site:
         self.log: dict[str, list[list[Any]]] = {h: [] for h in hosts}
         #: time.monotonic() of the event loop's last tick (see ticker)
         self.tick = time.monotonic()
+        #: id(transport) -> the tick when its connection was accepted, until its first
+        #: request is handled (see accepting)
+        self.accepted: dict[int, float] = {}
 
     async def ticker(self) -> None:
         """Notes the time every TICK seconds: a request handled at `arrived` reached this
@@ -139,9 +173,17 @@ class Site:
             self.tick = time.monotonic()
             await asyncio.sleep(TICK)
 
+    def accepting(self, make: Callable[[], asyncio.Protocol]) -> Callable[[], asyncio.Protocol]:
+        """A connection's protocol factory that notes the tick when each connection is
+        accepted. A connection's first request reaches the handler some loop turns after
+        its bytes arrived (accept, then read, then the handler's task), so its earliest
+        arrival is the tick before the accept, not the one before the handler."""
+        return lambda: _Accepted(make(), self.accepted, lambda: self.tick)
+
     def app(self, host: str) -> web.Application:
         async def handle(request: web.Request) -> web.StreamResponse:
-            arrived, arrived_wall, earliest = time.monotonic(), time.time(), self.tick
+            arrived, arrived_wall = time.monotonic(), time.time()
+            earliest = self.accepted.pop(id(request.transport), self.tick)
             if self.latency:
                 await asyncio.sleep(self.latency)
             path = request.path_qs
@@ -180,13 +222,15 @@ async def serve(args: argparse.Namespace) -> None:
     port = socks[0].getsockname()[1]
     site = Site(args.pages, port, hosts, args.seed, args.latency)
     runners = []
+    servers = []
+    loop = asyncio.get_running_loop()
     for host, sock in zip(hosts, socks, strict=True):
         runner = web.AppRunner(site.app(host), access_log=None, handle_signals=False)
         await runner.setup()
-        await web.SockSite(runner, sock).start()
+        assert runner.server is not None
+        servers.append(await loop.create_server(site.accepting(runner.server), sock=sock))
         runners.append(runner)
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGUSR1, site.dump, args.log)
@@ -201,6 +245,8 @@ async def serve(args: argparse.Namespace) -> None:
     finally:
         ticking.cancel()
         site.dump(args.log)
+        for server in servers:
+            server.close()
         for runner in runners:
             await runner.cleanup()
 
