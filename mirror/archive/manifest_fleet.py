@@ -27,7 +27,7 @@ from contextlib import AbstractContextManager
 from typing import Concatenate, ParamSpec, TypeVar
 
 from mirror.archive.manifest_queries import END
-from mirror.archive.manifest_schema import URL_ITEM_COLUMNS
+from mirror.archive.manifest_schema import FRONTIER_URLS, URL_ITEM_COLUMNS
 from mirror.archive.sqldb import ManifestConflict, SqlDb
 from mirror.model import UNFINISHED, HostLease, Joined, NewUrl, UrlItem
 
@@ -41,10 +41,10 @@ _RUNS_LOCK = 0x6D6972726F73  # "mirros"
 _BUDGET_LOCK = 0x6D6972726F62  # "mirrob"
 #: the URLs a shared run still has to fetch: pending or leased (robots.txt, fetched out of
 #: band by the robots gate, is not one of them)
-_TO_FETCH = "state IN ('pending', 'leased') AND via != 'robots'"
+_TO_FETCH = f"state IN ('pending', 'leased') AND {FRONTIER_URLS}"
 #: ... once its page budget is spent: pending pages wait for the next run
 _TO_FETCH_NO_PAGES = ("(state = 'leased' OR state = 'pending' AND mode = 'requisite') "
-                      "AND via != 'robots'")
+                      f"AND {FRONTIER_URLS}")
 
 P = ParamSpec("P")
 T = TypeVar("T")

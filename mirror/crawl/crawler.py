@@ -353,7 +353,7 @@ class Crawler:
         assert self.shared is not None
         assert isinstance(self.frontier, SharedFrontier)
         if self._fatal or self._interrupted or self.manifest.unfinished(
-                self.run_id, not self.frontier.limit_reached):
+                self.run_id, pages=not self.frontier.limit_reached):
             return None
         self.manifest.finish_run(self.run_id, now_iso(), state, code)
         self.completed = True

@@ -138,7 +138,7 @@ class SharedFrontier(Waits):
             if self.on_dry():
                 continue
             if polled and not self._held and self.in_flight == 0 \
-                    and self.manifest.unfinished(self.run_id, not self._spent) == 0:
+                    and self.manifest.unfinished(self.run_id, pages=not self._spent) == 0:
                 self._finished = True
                 self._notify()
                 break
@@ -308,7 +308,7 @@ class SharedFrontier(Waits):
         return False
 
     def _fair_share(self) -> int:
-        return self.manifest.fair_share(self.run_id, self.ttl, not self._spent)
+        return self.manifest.fair_share(self.run_id, self.ttl, pages=not self._spent)
 
     def _lease_more(self) -> bool:
         """Lease more host slots while this worker holds fewer than max_hosts."""
@@ -318,7 +318,7 @@ class SharedFrontier(Waits):
         if want <= 0:
             return False
         before = self.clock()
-        leases = self.manifest.lease_hosts(self.owner, want, self.ttl, not self._spent)
+        leases = self.manifest.lease_hosts(self.owner, want, self.ttl, pages=not self._spent)
         for lease in leases:
             held = _Held(lease, before + (lease.until - lease.acquired) / 1000)
             self._held[lease.host_id] = held
