@@ -310,3 +310,39 @@ def test_systemd_user_timers_through_the_app(tmp_path: Path) -> None:
         change_timer(Site(site.file, name, None, ""), os.environ, install=False)
     assert timer_view(site, osview.read(os.environ), NOW).state == (  # type: ignore[union-attr]
         TimerState.MISSING)
+
+
+@pytest.mark.browser
+@pytest.mark.usefixtures("real_crontab")
+async def test_apply_in_a_browser(tmp_path: Path) -> None:
+    from replayers import chromium
+
+    library = tmp_path / "library"
+    library.mkdir()
+    write_site(library, "nightly", "weekly sun 04:00")
+    ui = UiProcess.start(library)
+    try:
+        async with chromium() as browser:
+            page = await browser.new_page(viewport={"width": 1280, "height": 800})
+            page.set_default_timeout(30_000)
+            page.on("dialog", lambda dialog: dialog.accept())
+            await page.goto(f"{ui.base}site/nightly?token={ui.token}")
+            section = page.locator("section#schedule")
+            assert "not installed — Apply to install" in await section.inner_text()
+            await section.locator("button:has-text('Apply')").click()
+            await page.wait_for_selector("section#schedule [data-timer='installed']")
+            assert "nightly: crontab line, weekly sun 04:00, next run Sun " in \
+                await page.locator(".message").inner_text()
+            (line,) = [t for t in crontab_lines(cron()) if "mirror-schedule" in t]
+            expected = cron_next(line, dt.datetime.now().astimezone())
+            assert expected is not None
+            text = await section.inner_text()
+            assert f"the OS runs it next {clock(expected)}" in text, text
+            assert await page.locator("#site-nightly td.schedule .next").inner_text() == \
+                f"next {clock(expected)}"
+            await page.screenshot(path=str(tmp_path / "schedule-applied.png"))
+            await section.locator("button:has-text('Remove')").click()
+            await page.wait_for_selector("section#schedule [data-timer='not installed']")
+        assert not [t for t in crontab_lines(cron()) if "mirror-schedule" in t]
+    finally:
+        ui.stop()
