@@ -10,10 +10,11 @@ import datetime as dt
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+import jinja2
 from aiohttp import web
 
 from mirror.app.jobs import ActionError
@@ -24,9 +25,6 @@ from mirror.schedule import lastrun, listing, osview, timers
 from mirror.schedule.lastrun import ScheduledStart
 from mirror.schedule.osview import OsTimers, TimerState, TimerView
 from mirror.schedule.spec import Schedule
-
-if TYPE_CHECKING:
-    from mirror.app.server import LibraryApp, Row
 
 #: seconds between two reads of the crontab and systemd's timers
 REFRESH = 5.0
@@ -133,16 +131,30 @@ def site_of(entry: SiteEntry, *, remove: bool = False) -> timers.Site:
                        "" if remove else "no [schedule] every")
 
 
+class Shown(Protocol):
+    """A row of the app (server.Row): the site and its status."""
+
+    @property
+    def entry(self) -> SiteEntry: ...
+    @property
+    def status(self) -> SiteStatus: ...
+
+
+#: the app's way to do an action on a site and come back to its page (LibraryApp._act)
+Act = Callable[..., Awaitable[web.Response]]
+
+
 class Schedules:
     """The app's part: the template's `site_schedule(row)` and the two actions."""
 
-    def __init__(self, app: LibraryApp, env: Mapping[str, str] = os.environ) -> None:
-        self.app, self.env = app, env
+    def __init__(self, pages: jinja2.Environment, act: Act,
+                 env: Mapping[str, str] = os.environ) -> None:
+        self.act, self.env = act, env
         self.cache = TimerCache(env)
-        app.env.globals["site_schedule"] = self.of
-        app.env.filters["timer_class"] = lambda s: STATE_CLASS.get(s, "none")
+        pages.globals["site_schedule"] = self.of
+        pages.filters["timer_class"] = lambda s: STATE_CLASS.get(s, "none")
 
-    def of(self, row: Row) -> SiteSchedule | None:
+    def of(self, row: Shown) -> SiteSchedule | None:
         entry = row.entry
         if entry.config is None:
             return None
@@ -151,10 +163,10 @@ class Schedules:
                              dt.datetime.now().astimezone())
 
     async def apply(self, request: web.Request) -> web.Response:
-        return await self.app._act(request, self._apply, to_site=True)
+        return await self.act(request, self._apply, to_site=True)
 
     async def remove(self, request: web.Request) -> web.Response:
-        return await self.app._act(request, self._remove, to_site=True)
+        return await self.act(request, self._remove, to_site=True)
 
     async def _apply(self, entry: SiteEntry) -> str:
         site = site_of(entry)

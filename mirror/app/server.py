@@ -87,7 +87,7 @@ class LibraryApp:
         self.replays = Replays(replay_host, keys, extra_hosts, exposed=exposed)
         self._rows: dict[str, tuple[Signature, Row]] = {}
         self._closing = asyncio.Event()  # set on shutdown: the event streams end
-        self.schedules = Schedules(self)  # each site's OS timer; Apply / Remove
+        self.schedules = Schedules(self.env, self._act)  # each site's OS timer; Apply, Remove
 
     # -- the application -------------------------------------------------------------------
     def make(self) -> web.Application:
