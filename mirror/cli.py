@@ -362,6 +362,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                             new_run=args.new_run, shared=shared)
     if not args.scheduled:
         return _then_hooks(cfg, run)
+    from mirror.schedule import lastrun
+    from mirror.schedule.listing import last_run
     from mirror.schedule.wait import AlreadyWaiting, scheduled_turn
 
     layout = ArchiveLayout(cfg.site.output_dir)
@@ -373,11 +375,19 @@ def cmd_run(args: argparse.Namespace) -> int:
             _retention(cfg)
         return code
 
+    before, start = last_run(layout.root), lastrun.begin(layout.root)
+    code: int = ExitCode.INTERNAL
+    skipped: str | None = None
     try:
-        return _then_hooks(cfg, turn)
+        code = _then_hooks(cfg, turn)
+        return code
     except AlreadyWaiting as exc:
         _say_in_log(layout.log)(str(exc))
-        return ExitCode.LOCKED
+        code, skipped = ExitCode.LOCKED, str(exc)
+        return code
+    finally:
+        after = None if skipped else last_run(layout.root)
+        lastrun.end(layout.root, start, code, lastrun.run_of(before, after, start), skipped)
 
 
 def _shared_run(cfg: SiteConfig, args: argparse.Namespace) -> SharedRun | None:

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from test_schedule import home, real_crontab  # noqa: F401 (fixtures)
 
 from mirror.app.guard import Secrets
 from mirror.app.server import LibraryApp
@@ -17,6 +18,7 @@ from mirror.archive.lock import ArchiveLock
 from mirror.archive.manifest import Manifest
 from mirror.crawl.progressfile import LiveProgress
 from mirror.schedule.spec import parse_schedule
+from mirror.schedule.timers import Site
 from mirror.schedule.wait import wait_folder
 
 UTC = dt.UTC
@@ -115,6 +117,7 @@ def cells(html: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", found[1])).strip()
 
 
+@pytest.mark.usefixtures("real_crontab")
 def test_the_rows_show_schedule_next_run_and_flags(tmp_path: Path) -> None:
     library = tmp_path / "library"
     library.mkdir()
@@ -127,9 +130,13 @@ def test_the_rows_show_schedule_next_run_and_flags(tmp_path: Path) -> None:
     app = LibraryApp(library, keys=Secrets(), hosts=lambda: frozenset())
     rows = {entry.id: app.row(entry) for entry in app.library.sites()}
     assert cells(app.render_row(rows["plain"])) == "not scheduled"
-    text = cells(app.render_row(rows["nightly"]))
-    assert re.fullmatch(r"daily 03:15 next (today|\w{3}) 03:15 missed the run due "
-                        r"2024-01-02 03:15 the last run failed \(exit 1\)", text), text
+    text = cells(app.render_row(rows["nightly"]))  # no timer: no missed run, and Apply
+    assert text == "daily 03:15 not installed — Apply to install the last run failed (exit 1)"
+    nightly = library / "nightly.toml"
+    app.schedules.change(Site(nightly, "nightly", DAILY), install=True)
+    text = cells(app.render_row(app.row(app.library.get("nightly"))))  # type: ignore[arg-type]
+    assert re.fullmatch(r"daily 03:15 crontab installed next (today|\w{3}) 03:15 missed the "
+                        r"run due 2024-01-02 03:15 the last run failed \(exit 1\)", text), text
     # a run going, and a scheduled run waiting for it
     archive = library / "archive" / "nightly"
     with ArchiveLock(wait_folder(archive)), ArchiveLock(archive):

@@ -20,6 +20,7 @@ from mirror.app.jobs import ActionError, Jobs, Launcher
 from mirror.app.library import Library, SiteEntry
 from mirror.app.replays import Replays
 from mirror.app.reportpage import report_context
+from mirror.app.schedules import Schedules, routes
 from mirror.app.search import Results, SearchError, clamp_page, search_library
 from mirror.app.status import Reports, SiteState, SiteStatus, live_progress, site_status
 from mirror.app.views import environment
@@ -48,6 +49,7 @@ class Signature(NamedTuple):
     site_file: int
     starting: bool  # launched by this app, not yet seen holding the lock
     exit_code: int | None  # of this app's last launch
+    timers: int = 0  # version of the OS's timers (crontab, systemd) read last
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +87,7 @@ class LibraryApp:
         self.replays = Replays(replay_host, keys, extra_hosts, exposed=exposed)
         self._rows: dict[str, tuple[Signature, Row]] = {}
         self._closing = asyncio.Event()  # set on shutdown: the event streams end
+        self.schedules = Schedules(self.env, self._act)  # each site's OS timer; Apply, Remove
 
     # -- the application -------------------------------------------------------------------
     def make(self) -> web.Application:
@@ -109,6 +112,7 @@ class LibraryApp:
         r.add_get("/site/{id}/compare", self.compare)
         r.add_get("/site/{id}/history", self.history)
         r.add_get("/search", self.search)
+        r.add_routes(routes(self.schedules))
         if self.fleet_db is not None:
             r.add_get("/fleet", self.fleet)
         r.add_static("/static", STATIC, append_version=False)
@@ -152,7 +156,7 @@ class LibraryApp:
         return Signature(holder, epoch, live.updated if live else None,
                          _mtime(layout.reports), _mtime(layout.manifest), site_file,
                          self.launcher.starting(entry.id, holder),
-                         launch.exit_code if launch else None)
+                         launch.exit_code if launch else None, self.schedules.cache.stamp())
 
     def row(self, entry: SiteEntry) -> Row:
         signature = self._signature(entry)

@@ -10,9 +10,8 @@ from datetime import UTC, datetime
 import jinja2
 from markupsafe import Markup, escape
 
-from mirror.app.status import ScheduleView, SiteStatus, at_text, schedule_view
+from mirror.app.status import at_text
 from mirror.report import human_bytes
-from mirror.schedule.spec import Schedule
 
 STATE_CLASS = {
     "running": "run", "starting": "run", "busy": "run", "idle": "ok", "never run": "none",
@@ -75,11 +74,6 @@ def highlight(text: str, spans: Iterable[tuple[int, int]]) -> Markup:
     return Markup("".join(out))
 
 
-def scheduled(schedule: Schedule | None, status: SiteStatus) -> ScheduleView | None:
-    """The row's schedule column, as of now on this machine's clock."""
-    return schedule_view(schedule, status, datetime.now().astimezone())
-
-
 def clock(moment: datetime | None) -> str:
     """'today 03:15', 'Wed 03:15' within a week, else '2024-03-05 03:15'; '' for None."""
     return "" if moment is None else at_text(moment, datetime.now(moment.tzinfo))
@@ -93,5 +87,4 @@ def environment() -> jinja2.Environment:
     env.filters.update(bytes=human_bytes, duration=duration, ago=ago, exit=exit_text,
                        highlight=highlight,
                        state_class=lambda s: STATE_CLASS.get(str(s), "none"), clock=clock)
-    env.globals["scheduled"] = scheduled
     return env
