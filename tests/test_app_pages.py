@@ -89,6 +89,11 @@ async def test_history_and_compare_are_app_pages_and_captures_open_on_the_replay
             assert all(f"line {i}\n" in text_of(full) for i in range(LINES) if i != CHANGED)
             assert "Only the changed passages" in full
 
+            for path, status in (("compare?a=x&b=1", 400), ("compare?a=1&b=999999", 404),
+                                 ("history", 400), ("history?url=http://x.test/", 404)):
+                got, page = await get(s, ui.base + "site/tales/" + path)
+                assert (got, '<a href="/site/tales">◀ tales</a>' in page) == (status, True)
+
             # the capture opens on the replay origin, in a banner leading back to the app
             status, banner = await get(s, views[0], **{"Sec-Fetch-Dest": "document"})
             assert status == 200

@@ -75,7 +75,8 @@ class ArchivePages:
         server = await self.server(entry)
         sides = await compare_sides(server.source, request.query)
         if isinstance(sides, Problem):
-            return self.render("compare.html", sides.status, entry=entry, problem=sides.html)
+            return self.render("compare.html", sides.status, entry=entry, problem=sides.html,
+                               title="", history="")
         old, new = sides
         whole = request.query.get("whole") == "1"
         here = {"a": str(old.capture_id), "b": str(new.capture_id)}
