@@ -79,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="read-only on the local network, for a phone: bind this machine's "
                          "LAN address, print the address with a token and its QR code; no "
                          "run, stop, verify, export or edit (no browser opened here)")
-    ui.add_argument("--port", type=int, default=0, help="port to bind (default: a free one)")
+    ui.add_argument("--port", type=int,
+                    help="port to bind (default: the last start's when free, else a free one)")
     ui.add_argument("--no-browser", action="store_true", help="do not open a browser")
     ui.add_argument("--db", metavar="DSN",
                     help="also show the fleet of this PostgreSQL database (its workers, runs "
@@ -303,8 +304,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
                                          say=lambda text: print(text, flush=True), lan=lan,
                                          db=db))
     except OSError as exc:  # the port is taken, the address is not ours
-        raise UsageError(f"cannot listen on {host}:{args.port}: {exc.strerror or exc}") \
-            from exc
+        where = host if args.port is None else f"{host}:{args.port}"
+        raise UsageError(f"cannot listen on {where}: {exc.strerror or exc}") from exc
 
 
 def _serving(args: argparse.Namespace,
@@ -819,8 +820,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return asyncio.run(serve_forever(source.where, site, host=host, port=args.port,
                                          lan=lan))
     except OSError as exc:  # the port is taken, the address is not ours
-        raise UsageError(f"cannot listen on {host}:{args.port}: {exc.strerror or exc}") \
-            from exc
+        where = host if args.port is None else f"{host}:{args.port}"
+        raise UsageError(f"cannot listen on {where}: {exc.strerror or exc}") from exc
     finally:
         source.close()
 

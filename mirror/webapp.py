@@ -19,7 +19,7 @@ from aiohttp.typedefs import Handler, Middleware
 __all__ = ["Access", "Handler", "HostNames", "Middleware", "READ_METHODS", "access_guard",
            "host_allowed", "host_guard", "host_names", "is_loopback", "loopback_hosts",
            "new_token", "read_only_guard", "refuse", "same", "shown", "start_app",
-           "until_signalled", "without_token"]
+           "start_app_preferring", "until_signalled", "without_token"]
 
 READ_METHODS = frozenset({"GET", "HEAD"})
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
@@ -36,6 +36,17 @@ async def start_app(app: web.Application, host: str, port: int) -> tuple[web.App
         raise
     bound_host, bound_port = runner.addresses[0][:2]
     return runner, f"http://{shown(bound_host)}:{bound_port}/"
+
+
+async def start_app_preferring(app: web.Application, host: str, port: int | None
+                               ) -> tuple[web.AppRunner, str]:
+    """start_app on `port` when it is free, else on any free port (None: any)."""
+    if port:
+        try:
+            return await start_app(app, host, port)
+        except OSError:  # taken since: another port will do
+            pass
+    return await start_app(app, host, 0)
 
 
 async def until_signalled() -> None:
@@ -169,6 +180,7 @@ class Access:
 
     token: str = field(default_factory=new_token)
     cookie: str = "mirror"
+    max_age: int | None = None  # seconds the cookie lasts; None: until the browser closes
 
     def admits(self, request: web.Request) -> bool:
         return same(request.cookies.get(self.cookie), self.token)
@@ -182,7 +194,7 @@ class Access:
             response = web.Response(status=303, headers={
                 "Location": without_token(path, dict(request.query))})
             response.set_cookie(self.cookie, self.token, httponly=True, samesite="Strict",
-                                path="/")
+                                path="/", max_age=self.max_age)
             return response
         return None if self.admits(request) else refuse(403, refusal)
 

@@ -270,6 +270,23 @@ def crawl(tmp_path: Path) -> Callable[..., Awaitable[Crawl]]:
     return run
 
 
+@pytest.fixture(scope="session", autouse=True)
+def ui_state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """`mirror ui` keeps its token and ports in $XDG_STATE_HOME (app/uistate.py): in a
+    folder of the test session, never the home of whoever runs the tests; the processes
+    the tests start inherit it."""
+    folder = tmp_path_factory.mktemp("xdg-state")
+    before = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(folder)
+    try:
+        yield folder
+    finally:
+        if before is None:
+            os.environ.pop("XDG_STATE_HOME", None)
+        else:
+            os.environ["XDG_STATE_HOME"] = before
+
+
 @pytest.fixture
 def ui(library: Path) -> Iterator[Any]:
     """A real `mirror ui` process over the test module's `library` fixture, stopped after."""

@@ -12,9 +12,11 @@ from mirror.replay.textdiff import (
     REMOVED,
     SAME,
     DiffPart,
+    Fold,
     diff_html,
     diff_stats,
     diff_terminal,
+    folded,
     word_diff,
 )
 
@@ -110,3 +112,47 @@ def test_long_texts_finish() -> None:
         for new in (edited, other):
             parts = word_diff(old, new)
             assert side(parts, REMOVED) == old and side(parts, ADDED) == new
+
+
+# -- the folded view: changed passages with a few lines around them ---------------------------
+
+
+def numbered(n: int, changed: dict[int, str] | None = None) -> str:
+    return "".join(f"{(changed or {}).get(i, f'line {i}')}\n" for i in range(n))
+
+
+def test_unchanged_runs_fold_to_a_count_with_context_around_each_change() -> None:
+    old = numbered(100)
+    new = numbered(100, {10: "line ten", 80: "line eighty"})
+    out = folded(word_diff(old, new), context=3)
+    assert [p.lines for p in out if isinstance(p, Fold)] == [7, 63, 16]
+    shown = diff_html(out)
+    assert shown.startswith('<span class="fold">… 7 unchanged lines</span>\nline 7\nline 8\n'
+                            "line 9\nline <del>10</del><ins>ten</ins>\nline 11\nline 12\n"
+                            'line 13\n<span class="fold">… 63 unchanged lines</span>\n'
+                            "line 77\n")
+    assert shown.endswith("line 83\n" '<span class="fold">… 16 unchanged lines</span>\n')
+    assert "line 14\n" not in shown and "line 76\n" not in shown
+
+
+def test_nothing_is_folded_that_would_hide_fewer_than_two_lines() -> None:
+    old, new = numbered(9), numbered(9, {1: "one", 8: "eight"})
+    parts = word_diff(old, new)
+    assert folded(parts, context=3) == parts  # 6 lines between: 3 + 3, nothing to hide
+    assert [p for p in folded(parts, context=2) if isinstance(p, Fold)] == [Fold(2)]
+    assert folded(word_diff(numbered(1), numbered(1))) == [DiffPart(SAME, "line 0\n")]
+    assert folded(word_diff(numbered(50), numbered(50))) == [Fold(50)]
+    assert Fold(1).label == "… 1 unchanged line"
+
+
+@given(TEXT, TEXT, st.integers(min_value=0, max_value=4))
+def test_folding_keeps_every_change_and_counts_every_hidden_line(old: str, new: str,
+                                                                 context: int) -> None:
+    parts = word_diff(old, new)
+    out = folded(parts, context)
+    assert [p for p in out if not isinstance(p, Fold) and p.kind != SAME] == [
+        p for p in parts if p.kind != SAME]
+    same_lines = sum(len(p.text.splitlines()) for p in parts if p.kind == SAME)
+    kept = sum(len(p.text.splitlines()) for p in out if not isinstance(p, Fold)
+               and p.kind == SAME)
+    assert kept + sum(p.lines for p in out if isinstance(p, Fold)) == same_lines

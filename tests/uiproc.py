@@ -33,9 +33,12 @@ class UiProcess:
     lines: list[str] = field(default_factory=list)
 
     @classmethod
-    def start(cls, library: Path, *extra: str, timeout: float = 20.0) -> UiProcess:
+    def start(cls, library: Path, *extra: str, timeout: float = 20.0,
+              port: str | None = "0") -> UiProcess:
+        """With `port` None, no --port: the port of the last start when it is free."""
+        ports = ["--port", port] if port is not None else []
         proc = subprocess.Popen(
-            [sys.executable, "-m", "mirror", "ui", str(library), "--no-browser", "--port", "0",
+            [sys.executable, "-m", "mirror", "ui", str(library), "--no-browser", *ports,
              *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
         assert proc.stdout is not None

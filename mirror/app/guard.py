@@ -22,6 +22,9 @@ __all__ = ["APP_CSP", "COOKIE", "CSRF_FIELD", "CSRF_HEADER", "Secrets", "guard",
            "without_token"]
 
 COOKIE = "mirror_ui"
+#: the access cookie outlives the browser (400 days, the most browsers keep one): the token
+#: it holds outlives the app (app/uistate.py), so bookmarks of the app's pages keep working
+COOKIE_AGE = 400 * 24 * 3600
 CSRF_FIELD = "csrf"
 CSRF_HEADER = "X-CSRF-Token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -34,8 +37,10 @@ APP_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'se
 
 @dataclass(frozen=True)
 class Secrets:
-    """Per process: the access token (in the printed address, then a cookie) and the CSRF
-    token (in every form and in the pages' script)."""
+    """The access token (in the printed address, then a cookie; kept from one start to the
+    next by app/uistate.py) and the CSRF token (in every form and in the pages' script; new
+    at each start: a page left open across a restart is told to reload, and no token that
+    pages carry outlives the process)."""
 
     token: str = field(default_factory=new_token)
     csrf: str = field(default_factory=new_token)
@@ -43,7 +48,7 @@ class Secrets:
     @property
     def access(self) -> Access:
         """The access token as the app and its replay servers check it: the app's cookie."""
-        return Access(self.token, COOKIE)
+        return Access(self.token, COOKIE, COOKIE_AGE)
 
 
 def origin_ok(origin: str | None, referer: str | None, host: str) -> bool:

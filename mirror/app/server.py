@@ -18,11 +18,13 @@ from mirror.app import sitefile
 from mirror.app.guard import CSRF_FIELD, Secrets, guard
 from mirror.app.jobs import ActionError, Jobs, Launcher
 from mirror.app.library import Library, SiteEntry
+from mirror.app.pages import ArchivePages
 from mirror.app.replays import Replays
 from mirror.app.reportpage import report_context
 from mirror.app.schedules import Schedules, routes
 from mirror.app.search import Results, SearchError, clamp_page, search_library
 from mirror.app.status import Reports, SiteState, SiteStatus, live_progress, site_status
+from mirror.app.uistate import StateFile
 from mirror.app.views import environment
 from mirror.archive.lock import ArchiveLock
 from mirror.config import ConfigError
@@ -72,7 +74,8 @@ class LibraryApp:
     def __init__(self, folder: Path, *, keys: Secrets, hosts: Callable[[], frozenset[str]],
                  replay_host: str = "127.0.0.1", extra_hosts: frozenset[str] = frozenset(),
                  exposed: bool = False, read_only: bool = False,
-                 state_dir: Path | None = None, fleet_db: str | None = None) -> None:
+                 state_dir: Path | None = None, fleet_db: str | None = None,
+                 saved: StateFile | None = None) -> None:
         self.library = Library(folder)
         self.fleet_db = fleet_db  # `--db`: the fleet page reads this database
         self.keys = keys
@@ -84,7 +87,8 @@ class LibraryApp:
         self.reports = Reports()
         self.launcher = Launcher(state_dir or folder / ".mirror-ui")
         self.jobs = Jobs()
-        self.replays = Replays(replay_host, keys, extra_hosts, exposed=exposed)
+        self.replays = Replays(replay_host, keys, extra_hosts, exposed=exposed, saved=saved)
+        self.archive_pages = ArchivePages(self.page, self.entry, self.replays)
         self._rows: dict[str, tuple[Signature, Row]] = {}
         self._closing = asyncio.Event()  # set on shutdown: the event streams end
         self.schedules = Schedules(self.env, self._act)  # each site's OS timer; Apply, Remove
@@ -109,8 +113,8 @@ class LibraryApp:
         r.add_get("/site/{id}/runs/{run}", self.report)
         r.add_get("/site/{id}/explain", self.explain)
         r.add_get("/site/{id}/browse", self.browse)
-        r.add_get("/site/{id}/compare", self.compare)
-        r.add_get("/site/{id}/history", self.history)
+        r.add_get("/site/{id}/compare", self.archive_pages.compare)
+        r.add_get("/site/{id}/history", self.archive_pages.history)
         r.add_get("/search", self.search)
         r.add_routes(routes(self.schedules))
         if self.fleet_db is not None:
@@ -249,33 +253,12 @@ class LibraryApp:
             lines = explain(entry.config, url, 1, rules, source)
         return self.page("explain.html", entry=entry, url=url, lines=lines)
 
-    async def replay_base(self, entry: SiteEntry) -> str:
-        """The site's replay server (started if need be); 404 when it has nothing to replay."""
-        if entry.config is None or not ArchiveLayout(entry.config.site.output_dir).warc.is_dir():
-            raise web.HTTPNotFound(text=f"{entry.title} has no archive yet")
-        return await self.replays.base(entry.id, entry.config)
-
     async def browse(self, request: web.Request) -> web.Response:
-        base = await self.replay_base(self.entry(request))
+        """To the site's replay server (its own origin), whose banner leads back here."""
+        base = (await self.archive_pages.server(self.entry(request))).base
         url, ts = request.query.get("url", ""), request.query.get("ts", "")
         ts = ts if ts.isdigit() and len(ts) <= 14 else "99991231235959"  # else the newest
         raise web.HTTPSeeOther(base + (f"{ts}/{url}" if url else ""))
-
-    async def compare(self, request: web.Request) -> web.Response:
-        """To the replay server's word diff of a page between two runs."""
-        q = request.query
-        runs = q.get("from_run", ""), q.get("to_run", "")
-        if not all(r.isascii() and r.isdigit() for r in runs):
-            raise web.HTTPBadRequest(text="from_run and to_run are run numbers")
-        base = await self.replay_base(self.entry(request))
-        raise web.HTTPSeeOther(base + "_compare?" + urlencode(
-            {"url": q.get("url", ""), "from_run": runs[0], "to_run": runs[1]}))
-
-    async def history(self, request: web.Request) -> web.Response:
-        """To the replay server's list of a page's captures, run by run."""
-        base = await self.replay_base(self.entry(request))
-        raise web.HTTPSeeOther(base + "_history?" + urlencode(
-            {"url": request.query.get("url", "")}))
 
     async def search(self, request: web.Request) -> web.Response:
         """Full-text search across every site of the library (or one, with ?site=)."""

@@ -9,30 +9,38 @@ from pathlib import Path
 
 from mirror.app.guard import Secrets
 from mirror.app.server import LibraryApp
-from mirror.webapp import HostNames, host_names, is_loopback, start_app, until_signalled
+from mirror.app.uistate import StateFile, state_file
+from mirror.webapp import HostNames, host_names, is_loopback, start_app_preferring, until_signalled
 
 __all__ = ["host_names", "serve_library"]
 
 
-async def serve_library(folder: Path, *, host: str, port: int, open_browser: bool,
+async def serve_library(folder: Path, *, host: str, port: int | None, open_browser: bool,
                         say: Callable[[str], None] = print,
                         lan: Callable[[str, str], str] | None = None,
                         db: str | None = None) -> int:
     """Serve the library until SIGINT/SIGTERM. Runs started from the app go on after it.
     With `lan` (--lan): read-only, the token asked by its replay servers too, no browser
     opened here (it is for another device), and `lan(base, token)` is what to print.
-    With `db`, a Fleet page shows the fleet of that PostgreSQL database."""
+    With `db`, a Fleet page shows the fleet of that PostgreSQL database.
+    The token and the port (when `port` is None and it is free) are those of the last
+    start (app/uistate.py): the addresses, bookmarks and cookies of the app stay good."""
     folder.mkdir(parents=True, exist_ok=True)
-    keys = Secrets()
+    saved = StateFile(state_file(folder), folder)
+    keys = Secrets(token=saved.state.token)
     names, exposed = host_names(host), lan is not None or not is_loopback(host)
     hosts = HostNames(names)
     app = LibraryApp(folder, keys=keys, hosts=hosts, replay_host=host,
                      extra_hosts=names, exposed=exposed, read_only=lan is not None,
-                     fleet_db=db)
-    runner, base = await start_app(app.make(), host, port)
+                     fleet_db=db, saved=saved)
+    runner, base = await start_app_preferring(app.make(), host,
+                                              saved.state.port if port is None else port)
     bound = runner.addresses[0][1]
     hosts.bind(bound)
     base = hosts.base(base, bound)
+    app.replays.library = base
+    saved.state.port = bound
+    await asyncio.to_thread(saved.try_save)
     try:
         say(f"mirror ui: the library {folder}")
         if db is not None:

@@ -78,11 +78,16 @@ def capture_info(caps: Sequence[Capture], cap: Capture, status: int | None, run:
                        after[0] if after else None, len(caps), title)
 
 
-def frame_page(info: CaptureInfo, site_name: str) -> bytes:
-    """The banner, then the archived page (its mp_ address) in a same-origin frame."""
+def frame_page(info: CaptureInfo, site_name: str, library: str = "") -> bytes:
+    """The banner, then the archived page (its mp_ address) in a same-origin frame. With
+    `library` (the app's page of the site, when `mirror ui` started this server), the
+    banner's first link goes back there."""
     title = info.title or shown_url(info.url)
+    back = (f'<a id="mb-library" href="{attr(library)}" target="_top" title="Back to the '
+            'site in the mirror library">◀ library</a>' if library else "")
     banner = (
-        f'<header id="mirror-banner"><a class="home" href="/" title="The archive\'s pages">'
+        f'<header id="mirror-banner">{back}<a class="home" href="/" '
+        'title="The archive\'s pages">'
         f"{html.escape(site_name)} archive</a>"
         f'<span id="mb-url" title="{attr(info.url)}">{html.escape(shown_url(info.url))}</span>'
         f'<span>captured <time id="mb-time" datetime="{attr(info.iso)}">'

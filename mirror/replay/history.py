@@ -21,7 +21,7 @@ from mirror.replay.pages import (
     run_timestamp,
     shown_time,
 )
-from mirror.replay.textdiff import diff_html, diff_stats, word_diff
+from mirror.replay.textdiff import DiffPart, Fold, diff_html, diff_stats, folded, word_diff
 
 NO_TEXT = ("has no text to compare: it is not an HTML page, or it was archived before the "
            "text index existed (<code>mirror index --search SITE.toml</code> builds it)")
@@ -66,6 +66,20 @@ def capture_at_run(captures: Sequence[PageCapture], run: int) -> PageCapture | N
     return made[-1] if made else None
 
 
+def newest_first(rows: Sequence[HistoryRow]) -> list[tuple[HistoryRow, HistoryRow | None]]:
+    """Each row (newest first) with the one before it in time (None for the first)."""
+    ordered = list(reversed(rows))
+    return [(row, ordered[i + 1] if i + 1 < len(ordered) else None)
+            for i, row in enumerate(ordered)]
+
+
+def compared_ids(row: HistoryRow, earlier: HistoryRow | None) -> tuple[int, int] | None:
+    """The capture ids comparing a changed row with the one before it, when both have one."""
+    if row.changed and earlier and earlier.capture_id and row.capture_id is not None:
+        return earlier.capture_id, row.capture_id
+    return None
+
+
 def history_html(url: str, rows: Sequence[HistoryRow]) -> str:
     """Newest first, each linking to its replay; two radio columns pick a comparison."""
     comparable = sum(r.capture_id is not None for r in rows) >= 2
@@ -77,9 +91,7 @@ def history_html(url: str, rows: Sequence[HistoryRow]) -> str:
     head = "<th>from</th><th>to</th>" if comparable else ""
     body.append(f"<table><tr>{head}<th>captured</th><th>run</th><th>status</th>"
                 "<th>bytes</th><th>record</th><th>content</th></tr>")
-    newest_first = list(reversed(rows))
-    for i, row in enumerate(newest_first):
-        earlier = newest_first[i + 1] if i + 1 < len(newest_first) else None
+    for i, (row, earlier) in enumerate(newest_first(rows)):
         body.append(_history_row(url, row, i, earlier, comparable))
     body.append("</table>")
     if comparable:
@@ -95,10 +107,11 @@ def _history_row(url: str, row: HistoryRow, i: int, earlier: HistoryRow | None,
             f'<td>{_radio(name, row.capture_id, checked)}</td>'
             for name, checked in (("a", i == 1), ("b", i == 0)))
     content = "changed" if row.changed else "same as before"
+    ids = compared_ids(row, earlier)
     if row.changed and earlier is None:
         content = "first"
-    elif row.changed and row.capture_id is not None and earlier and earlier.capture_id:
-        href = "/_compare?" + urlencode({"a": earlier.capture_id, "b": row.capture_id})
+    elif ids:
+        href = "/_compare?" + urlencode({"a": ids[0], "b": ids[1]})
         content = f'<a href="{attr(href)}">changed</a>'
     return (f"<tr>{picks}<td><a href=\"{attr(replay_path(row.timestamp, url))}\">"
             f"{html.escape(shown_time(row.timestamp))}</a></td><td>{row.run or ''}</td>"
@@ -133,34 +146,64 @@ class Side:
         return shown_time(self.timestamp) if self.timestamp else self.date
 
 
-def compare_html(old: Side, new: Side) -> str:
-    """The word diff of the two captures' texts, then the two pages side by side."""
+def compare_html(old: Side, new: Side, whole: bool = False) -> str:
+    """The word diff of the two captures' texts (the changed passages, or the `whole`
+    text), then the two pages side by side."""
     same_url = old.url == new.url
     head = (f"<h1>Changes to {html.escape(shown_url(new.url))}</h1>" if same_url else
             f"<h1>{html.escape(shown_url(old.url))} and {html.escape(shown_url(new.url))}</h1>")
     sides = (f"<p>From {_side_link(old, not same_url)} to {_side_link(new, not same_url)}. "
              f'<a href="{attr(history_href(new.url))}">History</a></p>')
-    return head + sides + _text_diff(old, new) + _frames(old, new)
+    switch = "/_compare?" + urlencode({"a": old.capture_id, "b": new.capture_id,
+                                       **({} if whole else {"whole": "1"})})
+    return head + sides + _text_diff(old, new, whole, switch) + _frames(old, new)
 
 
-def _text_diff(old: Side, new: Side) -> str:
-    missing = [s for s in (old, new) if s.text is None]
-    if missing:
-        which = " and ".join(f"the capture of {html.escape(s.shown)}" for s in missing)
-        return f'<p class="note">Cannot compare the text: {which} {NO_TEXT}.</p>'
-    assert old.text is not None and new.text is not None
-    out = []
+@dataclass(frozen=True)
+class TextDiff:
+    """The comparison of two captures' texts, ready to show."""
+
+    missing: tuple[Side, ...]  # captures without a text (then nothing else is set)
+    title_html: str = ""  # the title's diff, when the titles differ
+    added: int = 0  # words
+    removed: int = 0
+    body_html: str = ""  # the text's diff: its changed passages, or the whole text
+    folded: bool = False  # some unchanged lines were left out
+
+
+def text_diff(old: Side, new: Side, whole: bool = False) -> TextDiff:
+    """The word diff of two captures' texts; unless `whole`, unchanged runs of lines
+    folded (textdiff.folded)."""
+    missing = tuple(s for s in (old, new) if s.text is None)
+    if old.text is None or new.text is None:
+        return TextDiff(missing)
+    title = ""
     if (old.text.title or "") != (new.text.title or ""):
-        title = word_diff(old.text.title or "", new.text.title or "")
-        out.append(f'<p>Title: <span class="diff">{diff_html(title)}</span></p>')
+        title = diff_html(word_diff(old.text.title or "", new.text.title or ""))
     parts = word_diff(old.text.body or "", new.text.body or "")
     added, removed = diff_stats(parts)
-    if not added and not removed and not out:
+    shown: Sequence[DiffPart | Fold] = parts if whole else folded(parts)
+    return TextDiff((), title, added, removed, diff_html(shown),
+                    any(isinstance(p, Fold) for p in shown))
+
+
+def _text_diff(old: Side, new: Side, whole: bool, switch: str) -> str:
+    diff = text_diff(old, new, whole)
+    if diff.missing:
+        which = " and ".join(f"the capture of {html.escape(s.shown)}" for s in diff.missing)
+        return f'<p class="note">Cannot compare the text: {which} {NO_TEXT}.</p>'
+    out = []
+    if diff.title_html:
+        out.append(f'<p>Title: <span class="diff">{diff.title_html}</span></p>')
+    if not diff.added and not diff.removed and not out:
         out.append("<p>The text is the same.</p>")
     else:
-        out.append(f'<p class="stats">{added} word{"s" if added != 1 else ""} added, '
-                   f'{removed} removed.</p>')
-    out.append(f'<div class="diff">{diff_html(parts)}</div>')
+        out.append(f'<p class="stats">{diff.added} word{"s" if diff.added != 1 else ""} '
+                   f"added, {diff.removed} removed.</p>")
+    if whole or diff.folded:
+        label = "Only the changed passages" if whole else "The whole text"
+        out.append(f'<p><a href="{attr(switch)}">{label}</a></p>')
+    out.append(f'<div class="diff">{diff.body_html}</div>')
     return "".join(out)
 
 
@@ -186,4 +229,5 @@ COMPARE_STYLE = (
     "del{background:#fbd0d0}del+ins{margin-left:.3em}"
     ".frames{display:flex;gap:1em}.frames figure{flex:1;margin:0}"
     ".frames iframe{width:100%;height:70vh;border:1px solid #ccc}.note{color:#8a4b00}"
+    ".fold{color:#666;font-style:italic;background:#eee}"
 )

@@ -31,7 +31,7 @@ from mirror.replay.pages import (
     replay_path,
     run_timestamp,
 )
-from mirror.replay.views import Views, not_archived, ui_response
+from mirror.replay.views import Views, library_link, not_archived, ui_response
 from mirror.web.http import HTML_TYPES
 from mirror.web.rewrite import html_title, rewrite_css_bytes, rewrite_html
 from mirror.web.urls import DEFAULT_IGNORE_QUERY, join
@@ -182,7 +182,7 @@ class Replay:
 
     def __init__(self, source: Source, site: Site) -> None:
         self.source, self.site = source, site
-        self.views = Views(source, site.name)
+        self.views = Views(source, site.name, site.library)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if request.method not in ("GET", "HEAD"):
@@ -248,7 +248,8 @@ class Replay:
             rows.append((replay_path(cap.timestamp, cap.url), cap.url, title,
                          archive.status_and_mime(cap)[0], size))
         home = archive.key(self.site.start_urls[0]) if self.site.start_urls else None
-        body = (f"<h1>{html.escape(self.site.name)}: archived pages</h1>"
+        body = (f"{library_link(self.site.library)}"
+                f"<h1>{html.escape(self.site.name)}: archived pages</h1>"
                 f"{_text_search_form()}{_runs_table(self.source.runs(), home)}"
                 f"{_search_form(query, show_all)}"
                 f"<p>{len(caps)} {'URLs' if show_all else 'pages'}; newest capture of each. "
@@ -330,12 +331,15 @@ class Site:
     name: str = "mirror"
     ignore_query: tuple[str, ...] = DEFAULT_IGNORE_QUERY
     start_urls: tuple[str, ...] = ()
+    library: str = ""  # started by `mirror ui`: its page of the site (the way back)
 
 
 def make_app(folder: Path | ArchiveFiles, site: Site = Site(),
-             middlewares: Sequence[Middleware] = ()) -> web.Application:
+             middlewares: Sequence[Middleware] = (), source: Source | None = None
+             ) -> web.Application:
+    """The replay app of `folder`'s archive (read through `source` when given one)."""
     app = web.Application(middlewares=list(middlewares))
-    replay = Replay(Source(folder, site.ignore_query), site)
+    replay = Replay(source or Source(folder, site.ignore_query), site)
     app.router.add_route("*", "/{tail:.*}", replay.handle)
     return app
 

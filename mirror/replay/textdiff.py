@@ -9,6 +9,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 SAME, ADDED, REMOVED = "same", "added", "removed"
+#: lines of unchanged text kept on each side of a change when the rest is folded
+CONTEXT = 3
 #: a word, or the whitespace between words: kept as tokens of their own, so that a change
 #: of words is marked without the spaces around it, and a changed line break shows
 _TOKEN = re.compile(r"\s+|\S+")
@@ -96,12 +98,50 @@ def _merged(parts: Iterable[DiffPart]) -> list[DiffPart]:
     return out
 
 
-def diff_html(parts: Iterable[DiffPart]) -> str:
-    """The diff as escaped HTML text: added words in <ins>, removed ones in <del> (show it
-    with white-space: pre-wrap to keep the lines)."""
+class Fold(NamedTuple):
+    """A run of unchanged lines left out of a folded diff."""
+
+    lines: int
+
+    @property
+    def label(self) -> str:
+        return f"… {self.lines} unchanged line{'s' if self.lines != 1 else ''}"
+
+
+def folded(parts: Sequence[DiffPart], context: int = CONTEXT) -> list[DiffPart | Fold]:
+    """The changed passages of a diff, each with `context` unchanged lines before and after
+    it; the unchanged lines between them (and before the first, after the last) become a
+    Fold, unless it would hide fewer than two lines. A diff with no change is one Fold."""
+    out: list[DiffPart | Fold] = []
+    for i, part in enumerate(parts):
+        if part.kind != SAME:
+            out.append(part)
+            continue
+        lines = part.text.splitlines(keepends=True)
+        # a change that ends mid-line: the rest of its line is not context; likewise the
+        # start of the line where the next change begins
+        head = 0 if i == 0 else context + (not parts[i - 1].text.endswith("\n"))
+        tail = 0 if i == len(parts) - 1 else context + (not part.text.endswith("\n"))
+        hidden = len(lines) - head - tail
+        if hidden < 2:
+            out.append(part)
+            continue
+        if head:
+            out.append(DiffPart(SAME, "".join(lines[:head])))
+        out.append(Fold(hidden))
+        if tail:
+            out.append(DiffPart(SAME, "".join(lines[-tail:])))
+    return out
+
+
+def diff_html(parts: Iterable[DiffPart | Fold]) -> str:
+    """The diff as escaped HTML text: added words in <ins>, removed ones in <del>, folded
+    lines as a line of their own (show it with white-space: pre-wrap to keep the lines)."""
     tags = {ADDED: ("<ins>", "</ins>"), REMOVED: ("<del>", "</del>"), SAME: ("", "")}
-    return "".join(f"{tags[kind][0]}{html.escape(text)}{tags[kind][1]}"
-                   for kind, text in parts)
+    return "".join(
+        f'<span class="fold">{html.escape(part.label)}</span>\n' if isinstance(part, Fold)
+        else f"{tags[part.kind][0]}{html.escape(part.text)}{tags[part.kind][1]}"
+        for part in parts)
 
 
 def diff_terminal(parts: Iterable[DiffPart], color: bool) -> str:
