@@ -17,6 +17,7 @@ from mirror.archive.searchrank import (
     fold_key,
     ranked,
     score,
+    token_count,
     tokens,
 )
 
@@ -53,8 +54,10 @@ def test_fold_keeps_the_best_of_each_page_in_rank_order() -> None:
 
 
 def test_tokens_are_words_lower_case_without_accents() -> None:
-    assert tokens("A CRÈME brûlée, cafe\u0301 — l'Ångström x2") == [
-        "a", "creme", "brulee", "cafe", "l", "angstrom", "x2"]
+    assert tokens("A CRÈME brûlée, cafe\u0301 — l'Ångström x2 snake_case") == [
+        "a", "creme", "brulee", "cafe", "l", "angstrom", "x2", "snake", "case"]
+    for title, body in DOCS:
+        assert token_count(title + " " + body) == len(tokens(title)) + len(tokens(body))
 
 
 @pytest.mark.parametrize(("query", "terms"), QUERIES)
