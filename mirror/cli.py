@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager, contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mirror import __version__
+from mirror import __version__, searchcmd
 from mirror.archive.lock import ArchiveLock, ArchiveLocked
 from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
 from mirror.archive.objstore import StoreError
@@ -162,17 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     index_.add_argument("--search", action="store_true",
                         help="rebuild the full-text index of the pages instead (for archives "
                              "made before it existed)")
-    search = cmd("search", "full-text search of the archived pages (titles and text)")
-    search.add_argument("query", help='words (all must match), "a phrase", prefix*, OR, NOT, '
-                                      "(groups); FTS5 query syntax")
-    which = search.add_mutually_exclusive_group()
-    which.add_argument("--run", type=int, metavar="N", help="search the pages of run N")
-    which.add_argument("--all-runs", action="store_true",
-                       help="search every version of every page (default: the newest capture "
-                            "of each page)")
-    search.add_argument("--limit", type=int, default=20, metavar="N",
-                        help="results to show (default 20)")
-    search.add_argument("--json", action="store_true", help="print results as JSON lines")
+    searchcmd.add_arguments(cmd("search", searchcmd.HELP, config=False))
     cmd("status", "show the runs, URL counts, WARC files and last error (also during a run)")
     verify = cmd("verify", "check every WARC file, the manifest and the index; exit 65 on any "
                  "problem", config_help=address)
@@ -758,40 +748,6 @@ def _index_texts(layout: ArchiveLayout, warc_dir: Path) -> int:
     return ExitCode.OK
 
 
-def cmd_search(args: argparse.Namespace) -> int:
-    import json
-
-    from mirror.archive.manifest_text import SearchError
-    from mirror.textview import hit_json, render_hits
-
-    cfg = load_config(args.config)
-    if args.limit < 1:
-        raise UsageError(f"--limit {args.limit}: expected a number of results >= 1")
-    manifest = ManifestReader(ArchiveLayout(cfg.site.output_dir).manifest)
-    try:
-        if args.run is not None and args.run not in {r.id for r in manifest.runs()}:
-            raise UsageError(f"--run {args.run}: no such run (see `mirror runs "
-                             f"{args.config}`)")
-        try:
-            hits = manifest.search(args.query, run_id=args.run, all_runs=args.all_runs,
-                                   limit=args.limit)
-        except SearchError as exc:
-            raise UsageError(str(exc)) from exc
-        unindexed = manifest.unindexed_pages()
-    finally:
-        manifest.close()
-    if args.json:
-        for hit in hits:
-            print(json.dumps(hit_json(hit), ensure_ascii=False))
-    else:
-        color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-        print(render_hits(hits, args.query, color=color))
-    if unindexed:
-        print(f"mirror: {unindexed} page captures have no text in the search index yet: "
-              f"`mirror index --search {args.config}` reads them", file=sys.stderr)
-    return ExitCode.OK
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -1053,7 +1009,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "check": cmd_check,
     "run": cmd_run,
     "index": cmd_index,
-    "search": cmd_search,
+    "search": searchcmd.cmd_search,
     "status": cmd_status,
     "verify": cmd_verify,
     "prune": cmd_prune,

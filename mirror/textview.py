@@ -3,24 +3,42 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mirror.archive.manifest_text import Hit
 from mirror.replay.textdiff import SAME, DiffPart, diff_terminal
+
+if TYPE_CHECKING:
+    from mirror.app.search import Found, Results
 
 #: ANSI styles of a highlighted term on a terminal, and of the dimmed details line
 BOLD_YELLOW, DIM, RESET = "\x1b[1;33m", "\x1b[2m", "\x1b[0m"
 
 
-def highlight(text: str, marks: Sequence[tuple[int, int]], color: bool) -> str:
-    """text with its marked spans in bold yellow (color), else as it is."""
-    if not color:
+#: what a terminal must not receive raw from an archived page: C0 and C1 controls (ESC
+#: starts a terminal command) and the bidirectional overrides that reorder what is shown
+_UNSAFE = {*range(0x20), 0x7F, *range(0x80, 0xA0), *range(0x202A, 0x202F),
+           *range(0x2066, 0x206A)}
+
+
+def printable(text: str) -> str:
+    """text with its control characters shown as escapes (ESC as \\x1b), safe to print."""
+    if not any(ord(c) in _UNSAFE for c in text):
         return text
+    return "".join((f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+                   if ord(c) in _UNSAFE else c for c in text)
+
+
+def highlight(text: str, marks: Sequence[tuple[int, int]], color: bool) -> str:
+    """text with its marked spans in bold yellow (color), else as it is; control
+    characters escaped (printable)."""
+    if not color:
+        return printable(text)
     out, at = [], 0
     for start, end in marks:
-        out += [text[at:start], BOLD_YELLOW, text[start:end], RESET]
+        out += [printable(text[at:start]), BOLD_YELLOW, printable(text[start:end]), RESET]
         at = end
-    return "".join(out) + text[at:]
+    return "".join(out) + printable(text[at:])
 
 
 def render_hits(hits: Sequence[Hit], query: str, *, color: bool, offset: int = 0) -> str:
@@ -31,12 +49,41 @@ def render_hits(hits: Sequence[Hit], query: str, *, color: bool, offset: int = 0
     for n, hit in enumerate(hits, offset + 1):
         title = highlight(hit.title, hit.title_marks, color) or "(no title)"
         shared = f" · {hit.captures} captures" if hit.captures > 1 else ""
-        details = (f"{hit.url}  ·  {hit.warc_date[:19].replace('T', ' ')} UTC  ·  "
-                   f"run {hit.run_id}{shared}")
-        blocks.append(f"{n:>3}. {title}\n     {DIM if color else ''}{details}"
-                      f"{RESET if color else ''}\n     "
-                      f"{highlight(hit.snippet, hit.marks, color)}")
+        blocks.append(_block(n, title, hit, shared, color))
     return "\n\n".join(blocks)
+
+
+def _block(n: int, title: str, hit: Hit, extra: str, color: bool) -> str:
+    details = (f"{printable(hit.url)}  ·  {hit.warc_date[:19].replace('T', ' ')} UTC  ·  "
+               f"run {hit.run_id}{extra}")
+    return (f"{n:>3}. {title}\n     {DIM if color else ''}{details}"
+            f"{RESET if color else ''}\n     {highlight(hit.snippet, hit.marks, color)}")
+
+
+def render_found(results: Results, *, color: bool) -> str:
+    """The library's results (`mirror search WORDS`): a total, then a block per page with
+    its site's name and how many variants of it were folded under it."""
+    if not results.found:
+        return f"nothing found for {printable(results.query)!r}"
+    pages, sites = results.total, results.sites
+    head = (f"{pages} page{'s' if pages != 1 else ''} in {sites} site"
+            f"{'s' if sites != 1 else ''}, best first"
+            + (f" (the first {len(results.found)} shown)" if pages > len(results.found)
+               else ""))
+    blocks = [head]
+    for n, found in enumerate(results.found, 1):
+        hit = found.hit
+        title = highlight(hit.title, hit.title_marks, color) or "(no title)"
+        many = len(found.variants)
+        variants = f" · +{many} variant{'s' if many != 1 else ''}" if many else ""
+        blocks.append(_block(n, f"[{printable(found.site)}] {title}", hit, variants, color))
+    return "\n\n".join(blocks)
+
+
+def found_json(found: Found) -> dict[str, Any]:
+    """A page of the library's results for --json: its hit, site and variants."""
+    return {"site": found.site, "site_id": found.site_id, **hit_json(found.hit),
+            "variants": list(found.variants)}
 
 
 def hit_json(hit: Hit) -> dict[str, Any]:

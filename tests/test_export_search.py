@@ -66,7 +66,7 @@ async def test_the_index_holds_the_text_of_each_page(
     make_site: Any, crawl: Any, tmp_path: Path
 ) -> None:
     base = await exported(make_site, crawl, tmp_path / "export")
-    entries = {url: (href, title, text) for href, url, title, text in read_index(
+    entries = {e[1]: (e[0], e[2], e[3]) for e in read_index(
         tmp_path / "export")}
     shown = base.removeprefix("http://")
     pages = {shown + p.lstrip("/") for p in PAGES} | {shown + "river-twin.html"}

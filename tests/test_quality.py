@@ -19,7 +19,7 @@ PURE = ("web.urls", "web.extract", "web.css", "web.codings", "web.rewrite", "web
         "web.html", "web.http", "report",
         "explain", "model", "crawl.scope", "crawl.history", "crawl.discover",
         "crawl.politeness", "crawl.robots", "replay.textdiff", "replay.pages",
-        "schedule.spec", "fleet.duetime")
+        "schedule.spec", "fleet.duetime", "archive.searchrank")
 #: the layers (LAYOUT.md) and what each may import of mirror: packages, and top-level
 #: modules; the top level (cli, config, report, ...) may import anything but `cli`, which
 #: only `__main__` imports

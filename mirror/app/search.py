@@ -7,10 +7,12 @@ from dataclasses import dataclass, field
 from mirror.app.library import SiteEntry
 from mirror.archive.manifest_queries import ManifestError, ManifestReader
 from mirror.archive.manifest_text import Hit, SearchError
+from mirror.archive.searchrank import fold, fold_key, ranked
 from mirror.layout import ArchiveLayout
 from mirror.replay.serve import run_timestamp
 
-__all__ = ["PER_PAGE", "Found", "Results", "SearchError", "clamp_page", "search_library"]
+__all__ = ["PER_PAGE", "Found", "Results", "SearchError", "clamp_page", "search_library",
+           "site_pages"]
 
 #: results on one page of the app's search
 PER_PAGE = 20
@@ -21,11 +23,13 @@ MAX_PAGES = 25
 
 @dataclass(frozen=True)
 class Found:
-    """One hit, with the site it was found in."""
+    """One page found: its best-ranked hit, with the site it was found in and the URLs of
+    its other variants that match (the same page with another query string)."""
 
     site_id: str
     site: str  # the site's name
     hit: Hit
+    variants: tuple[str, ...] = ()
 
     @property
     def ts(self) -> str:
@@ -53,11 +57,21 @@ class Results:
     notes: list[SiteNote] = field(default_factory=list)
     more: bool = False  # a next page has results (and may be asked for)
     searched: int = 0  # sites whose manifest was searched
+    total: int = 0  # pages found, each once (its variants folded)
+    sites: int = 0  # sites where pages were found
 
     @property
     def first(self) -> int:
         """The rank of the first result shown (1-based)."""
         return (self.page - 1) * PER_PAGE + 1
+
+
+@dataclass(frozen=True)
+class SiteFound:
+    """One site's answer: its best pages, folded, and how many pages match in all."""
+
+    found: list[Found]
+    total: int
 
 
 def clamp_page(raw: str) -> int:
@@ -67,35 +81,68 @@ def clamp_page(raw: str) -> int:
     return min(max(int(raw), 1), MAX_PAGES)
 
 
-def search_library(entries: list[SiteEntry], query: str, page: int = 1) -> Results:
-    """The query's results on `page` across every site that has an archive, best first by
-    relevance. Each site gives at most its best `page * PER_PAGE + 1` (enough to know
-    whether there is a next page), so the merge is exact for the pages shown.
-    Blocking (SQLite): run it in a thread. Raises SearchError for a malformed query."""
+def search_library(entries: list[SiteEntry], query: str, page: int = 1,
+                   per_page: int = PER_PAGE) -> Results:
+    """The query's results on `page` across every site that has an archive, best first
+    (searchrank.py), each page once. Each site gives at most its best `page * per_page + 1`
+    pages (enough to know whether there is a next page), so the merge is exact for the
+    pages shown. Blocking (SQLite): run it in a thread. Raises SearchError for a malformed
+    query."""
     if not query.strip():
         return Results(query, page)
-    wanted = page * PER_PAGE + 1
+    wanted = page * per_page + 1
     found: list[Found] = []
     notes: list[SiteNote] = []
-    searched = 0
+    searched = total = sites = 0
     for entry in entries:
-        hits, note = _search_site(entry, query, wanted)
-        if hits is not None:
+        answer, note = _search_site(entry, query, wanted)
+        if answer is not None:
             searched += 1
-            found += (Found(entry.id, entry.title, h) for h in hits)
+            found += answer.found
+            total += answer.total
+            sites += answer.total > 0
         if note is not None:
             notes.append(note)
-    # relevance first; ties in the order each site gave them (TextQueries.search: by
-    # capture), so that the pages cut one order and none repeats or skips a hit
-    found.sort(key=lambda f: (-f.hit.score, f.site_id, f.hit.capture_id))
-    start = (page - 1) * PER_PAGE
-    more = len(found) > start + PER_PAGE and page < MAX_PAGES
-    return Results(query, page, found[start:start + PER_PAGE], notes, more, searched)
+    found = ranked(found, lambda f: f.hit.score, lambda f: f"{f.hit.url} {f.site_id}")
+    start = (page - 1) * per_page
+    more = len(found) > start + per_page and page < MAX_PAGES
+    return Results(query, page, found[start:start + per_page], notes, more, searched,
+                   total, sites)
+
+
+def site_pages(manifest: ManifestReader, entry: SiteEntry, query: str,
+               wanted: int) -> SiteFound:
+    """A site's best `wanted` pages for `query`, each once, and how many match. Every
+    matching URL is read (unranked, cheap), so the ranked search asks for just enough
+    rows to make `wanted` pages whatever their variants."""
+    by_page: dict[str, list[str]] = {}
+    for url in manifest.matching_urls(query):
+        by_page.setdefault(fold_key(url), []).append(url)
+    extra = sum(len(urls) - 1 for urls in by_page.values())
+    hits = ranked(best_hits(manifest, query, wanted + extra), lambda h: h.score,
+                  lambda h: h.url)
+    found = [Found(entry.id, entry.title, group.best,
+                   tuple(sorted(set(by_page.get(fold_key(group.best.url), ()))
+                                - {group.best.url})))
+             for group in fold(hits, lambda h: h.url)[:wanted]]
+    return SiteFound(found, len(by_page))
+
+
+def best_hits(manifest: ManifestReader, query: str, needed: int) -> list[Hit]:
+    """The best `needed` hits and every hit that ties with the last of them: FTS5 cuts
+    ties anywhere, and searchrank orders them by URL, so a cut must take all of them for
+    pages 1, 2, ... to show one order."""
+    limit = needed + 1
+    while True:
+        hits = manifest.search(query, limit=limit)
+        if len(hits) < limit or hits[-1].score != hits[needed - 1].score:
+            return hits
+        limit *= 2
 
 
 def _search_site(entry: SiteEntry, query: str,
-                 limit: int) -> tuple[list[Hit] | None, SiteNote | None]:
-    """(its hits, a note) for one site; (None, ...) when it has no archive to search.
+                 limit: int) -> tuple[SiteFound | None, SiteNote | None]:
+    """(its pages, a note) for one site; (None, ...) when it has no archive to search.
     A malformed query is malformed for every site: SearchError goes up at once."""
     if entry.config is None:  # a broken site file: its row on the home screen says why
         return None, None
@@ -107,10 +154,10 @@ def _search_site(entry: SiteEntry, query: str,
     except ManifestError as exc:
         return None, SiteNote(entry.id, entry.title, str(entry.file), error=str(exc))
     try:
-        hits = manifest.search(query, limit=limit)
+        answer = site_pages(manifest, entry, query, limit)
         unindexed = manifest.unindexed_pages()
     finally:
         manifest.close()
     note = SiteNote(entry.id, entry.title, str(entry.file), unindexed=unindexed) \
         if unindexed else None
-    return hits, note
+    return answer, note

@@ -266,15 +266,19 @@ class LibraryApp:
         only = request.query.get("site", "")
         page = clamp_page(request.query.get("page", ""))
 
+        choices: list[tuple[str, str]] = []  # the site filter's: (id, name)
+
         def run() -> Results:  # reads site files and manifests: in a thread
-            entries = [e for e in self.library.sites() if only in ("", e.id)]
-            return search_library(entries, query, page)
+            entries = self.library.sites()
+            choices.extend((e.id, e.title) for e in entries)
+            return search_library([e for e in entries if only in ("", e.id)], query, page)
         try:
             results = await asyncio.to_thread(run)
         except SearchError as exc:
             return self.page("search.html", status=400, query=query, only=only,
-                             results=None, error=str(exc))
-        return self.page("search.html", query=query, only=only, results=results, error="")
+                             results=None, error=str(exc), choices=choices)
+        return self.page("search.html", query=query, only=only, results=results, error="",
+                         choices=choices)
 
     async def fleet(self, request: web.Request) -> web.Response:
         """The fleet of `--db`: workers, their runs, the queue, each site's last and next run."""

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from mirror.archive.manifest_schema import ManifestError
+from mirror.archive.searchrank import BODY_WEIGHT, TITLE_WEIGHT
 from mirror.archive.sqldb import SqlDb
 from mirror.model import PageText
 
@@ -30,12 +32,10 @@ MARK_START, MARK_END = "\x02", "\x03"
 ELLIPSIS = "…"
 #: tokens in a snippet
 SNIPPET_TOKENS = 24
-#: bm25 weights of the columns: a word of the title counts as much as four of the body
-TITLE_WEIGHT, BODY_WEIGHT = 4.0, 1.0
 
 
-#: FTS5 sorts by this itself (ORDER BY rank is consumed), so SQLite pulls only the rows it
-#: returns, and highlight() and snippet() run for those alone
+#: the ranking of searchrank.py. FTS5 sorts by this itself (ORDER BY rank is consumed), so
+#: SQLite pulls only the rows it returns, and highlight() and snippet() run for those alone
 _RANK = f"bm25({TITLE_WEIGHT}, {BODY_WEIGHT})"
 _MATCH = "texts MATCH ? AND rank MATCH ?"
 _RANKED = (f"texts.rowid, rank, highlight(texts, 0, ?, ?), "
@@ -132,6 +132,17 @@ def _search_error(query: str, exc: sqlite3.Error) -> SearchError:
                        "prefix*, OR, NOT, or (groups)")
 
 
+@contextmanager
+def _query_errors(query: str) -> Iterator[None]:
+    """SQLite's errors of a search: the query's own as SearchError, others ManifestError."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if not _is_query_error(exc):  # locked, I/O error: not the query's fault
+            raise ManifestError(f"cannot search the manifest: {exc}") from exc
+        raise _search_error(query, exc) from exc
+
+
 class TextQueries:
     """The text index's queries; ManifestReader has them (its `db` is the manifest)."""
 
@@ -149,7 +160,7 @@ class TextQueries:
                                 "(a PostgreSQL manifest has no search index)")
         if not query.strip():
             return []
-        try:
+        with _query_errors(query):
             if all_runs:
                 return self._every_version(query, limit, offset)
             if run_id is not None:
@@ -164,10 +175,17 @@ class TextQueries:
             rows = self.sql.execute(sql, (*_MARKS, *params, query, _RANK, *since, limit,
                                           offset))
             return [self._hit(*row) for row in rows.fetchall()]
-        except sqlite3.OperationalError as exc:
-            if not _is_query_error(exc):  # locked, I/O error: not the query's fault
-                raise ManifestError(f"cannot search the manifest: {exc}") from exc
-            raise _search_error(query, exc) from exc
+
+    def matching_urls(self, query: str) -> list[str]:
+        """The URL of every page whose newest text matches `query`, unranked (what a
+        search counts, and folds: searchrank.fold_key). Same errors as `search`."""
+        if self.sql.dialect != "sqlite" or not query.strip():
+            return []
+        with _query_errors(query):
+            rows = self.sql.execute(
+                "SELECT c.url FROM texts JOIN latest_texts l ON l.text_id = texts.rowid "
+                "JOIN captures c ON c.id = l.capture_id WHERE texts MATCH ?", (query,))
+            return [url for (url,) in rows.fetchall()]
 
     def _newest_matches(self, query: str) -> tuple[str, tuple[int, ...]]:
         """The condition (and its parameter) that keeps a search to the newest

@@ -191,7 +191,7 @@ class Exporter:
         if self.search is not None and _searchable(entry):
             text = extract_html(body, url, record.content_type).text
             self.search.add(quote(entry.path, safe="/="), shown_url(url), title, text,
-                            entry.capture.digest)
+                            entry.capture.digest, url)
 
     def _write(self, rel: str, data: bytes) -> None:
         with self._open(rel) as f:

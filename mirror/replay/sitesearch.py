@@ -7,6 +7,8 @@ import json
 from importlib import resources
 from typing import IO
 
+from mirror.archive.searchrank import fold_key, token_count
+
 SEARCH_PAGE = "search.html"
 INDEX_SCRIPT = "search-index.js"
 #: copied as they are into the export's root, where no exported file can be: every exported
@@ -37,11 +39,16 @@ def cut(text: str, limit: int) -> str:
     return text[: space if space > limit // 2 else limit]
 
 
-def index_entry(href: str, url: str, title: str | None, text: str, limit: int) -> bytes:
-    """One page of the index: [href from search.html, URL shown, title, text], a line of its
-    own. JSON is valid JavaScript (U+2028 too, since ES2019); \\u escapes are left to what
-    JSON needs, since they would double the size of a text in Chinese."""
-    entry = [href, url, title or "", cut(text, limit)]
+def index_entry(href: str, shown: str, title: str | None, text: str, limit: int,
+                url: str = "") -> bytes:
+    """One page of the index, a line of its own: [href from search.html, URL shown, title,
+    text, its tokens (title and whole text: bm25's D), URL, page key]: search.js ranks with
+    them as the app does (archive/searchrank.py). JSON is valid JavaScript (U+2028 too,
+    since ES2019); \\u escapes are left to what JSON needs, since they would double the
+    size of a text in Chinese."""
+    title = title or ""
+    entry = [href, shown, title, cut(text, limit), token_count(title) + token_count(text),
+             url or shown, fold_key(url) if url else shown]
     return json.dumps(entry, ensure_ascii=False).encode("utf-8") + b",\n"
 
 
@@ -55,15 +62,16 @@ class SearchIndex:
         self.digests: set[str] = set()
         self.bytes = out.write(INDEX_START)
 
-    def add(self, href: str, url: str, title: str | None, text: str | None,
-            digest: str = "") -> None:
-        """Add a page, unless its archived bytes (payload `digest`) were added under another
-        URL already: a URL that differs in its query only, say, would be found twice."""
+    def add(self, href: str, shown: str, title: str | None, text: str | None,
+            digest: str = "", url: str = "") -> None:
+        """Add a page (`url`, `shown` as text), unless its archived bytes (payload `digest`)
+        were added under another URL already: the manifest keeps one text for them too."""
         if digest in self.digests or not (text or title):
             return
         if digest:
             self.digests.add(digest)
-        self.bytes += self.out.write(index_entry(href, url, title, text or "", self.limit))
+        self.bytes += self.out.write(index_entry(href, shown, title, text or "", self.limit,
+                                                 url))
         self.pages += 1
 
     def close(self) -> None:
