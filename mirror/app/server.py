@@ -360,8 +360,9 @@ class LibraryApp:
 
     # -- site files ------------------------------------------------------------------------
     def add_page(self, values: dict[str, str], error: ConfigError | None = None,
-                 status: int = 200, detail: str = "") -> web.Response:
-        key = error.key if error else ("site.name" if detail else None)
+                 status: int = 200, detail: str = "",
+                 detail_key: str = "site.name") -> web.Response:
+        key = error.key if error else (detail_key if detail else None)
         if error is not None:
             detail = str(error).removeprefix(f"{error.path}: ")
         return self.page("add.html", status=status, values=values, error=detail, key=key,
@@ -385,7 +386,9 @@ class LibraryApp:
                                  status=400)
         except sitefile.SiteFileError as exc:
             return self.add_page({**values, "site.start_urls": url, "site.name": name},
-                                 status=409, detail=str(exc))
+                                 status=409, detail=str(exc),
+                                 detail_key=("site.start_urls" if isinstance(
+                                     exc, sitefile.Covered) else "site.name"))
         raise web.HTTPSeeOther(f"/site/{path.stem}?" + _q(f"added {path}"))
 
     async def settings_form(self, request: web.Request) -> web.Response:
