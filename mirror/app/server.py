@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
-from mirror.app import sitefile
+from mirror.app import removepage, sitefile
 from mirror.app.guard import CSRF_FIELD, Secrets, guard
 from mirror.app.jobs import ActionError, Jobs, Launcher
 from mirror.app.library import Library, SiteEntry
@@ -109,6 +109,7 @@ class LibraryApp:
         r.add_get("/site/{id}/compare", self.compare)
         r.add_get("/site/{id}/history", self.history)
         r.add_get("/search", self.search)
+        removepage.routes(self, r)
         if self.fleet_db is not None:
             r.add_get("/fleet", self.fleet)
         r.add_static("/static", STATIC, append_version=False)
@@ -188,7 +189,7 @@ class LibraryApp:
     async def home(self, request: web.Request) -> web.Response:
         rows = await asyncio.to_thread(self.rows, self.library.sites())
         return self.page("home.html", rows=rows, folder=self.library.folder,
-                         render_row=self.render_row)
+                         render_row=self.render_row, message=request.query.get("message", ""))
 
     async def site(self, request: web.Request) -> web.Response:
         return await self.site_page(self.entry(request), request.query.get("message", ""))
