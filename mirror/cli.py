@@ -254,9 +254,10 @@ def build_parser() -> argparse.ArgumentParser:
                                     "pt-BR (default: the main page's lang, else English)"),
                        ("publisher", "who made the file (default: mirror)")):
         export.add_argument(f"--{name}", metavar="TEXT", help=f"with --zim: {what}")
-    demo = cmd("demo", "serve the bundled demo site on 127.0.0.1 and mirror it", config=False)
-    demo.add_argument("dir", nargs="?", default="mirror-demo",
-                      help="folder for the demo's site file and archive (default: ./mirror-demo)")
+    demo = cmd("demo", "serve the bundled demo site on 127.0.0.1 and mirror it into the "
+                       "library (demo.toml, archive/demo)", config=False)
+    demo.add_argument("dir", nargs="?", type=Path,
+                      help="the library folder (default: $MIRROR_LIBRARY, else ~/mirror)")
     demo.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     return p
 
@@ -790,13 +791,18 @@ def cmd_search(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     import asyncio
 
-    from mirror.demo import run_demo
+    from mirror.app.library import default_library
+    from mirror.demo import SITE_FILE, DemoError, run_demo
 
-    folder = Path(args.dir).resolve()
-    code = asyncio.run(run_demo(folder, lambda cfg: crawl_async(cfg, quiet=args.quiet,
-                                                                verbose=False)))
-    print(f"archive: {folder / 'archive'}")
-    print(f"browse it offline: mirror serve {folder / 'site.toml'}")
+    folder = (args.dir or default_library()).expanduser().resolve()
+    try:
+        code = asyncio.run(run_demo(folder, lambda cfg: crawl_async(cfg, quiet=args.quiet,
+                                                                    verbose=False)))
+    except DemoError as exc:
+        raise UsageError(str(exc)) from exc
+    print(f"archive: {folder / 'archive' / 'demo'}")
+    print(f"browse it offline: mirror serve {folder / SITE_FILE}")
+    print(f"see it in the library: mirror ui{f' {folder}' if args.dir else ''}")
     return code
 
 
