@@ -25,6 +25,7 @@ from mirror.archive.workerfolder import no_manifest, shared_worker_note
 from mirror.config import ConfigError, SiteConfig, load_config
 from mirror.crawl.history import compare
 from mirror.layout import ArchiveLayout
+from mirror.librarycmds import LibraryUsageError
 from mirror.model import SNAPSHOT_CODES, ExitCode, RunState
 from mirror.report import (
     RunStatus,
@@ -33,7 +34,6 @@ from mirror.report import (
     render_summary,
     summary_line,
 )
-from mirror.librarycmds import LibraryUsageError
 from mirror.storecmds import StoreUsageError
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import TestSite
 from test_schedule import crontab_command
-from uiproc import UiProcess, csrf_of, post
+from uiproc import UiProcess
 
 from mirror.archive.lock import ArchiveLock
 

@@ -39,11 +39,12 @@ class Removal:
 
 def find_site(library: Library, name: str) -> SiteEntry:
     """The site whose file name (without .toml) or [site] name is `name`, ignoring case."""
-    entries = library.sites()
-    for match in (lambda e: e.id == name, lambda e: e.id.casefold() == name.casefold(),
-                  lambda e: e.title.casefold() == name.casefold()):
-        if found := next((e for e in entries if match(e)), None):
-            return found
+    entries, folded = library.sites(), name.casefold()
+    found = (next((e for e in entries if e.id == name), None)
+             or next((e for e in entries if e.id.casefold() == folded), None)
+             or next((e for e in entries if e.title.casefold() == folded), None))
+    if found is not None:
+        return found
     known = ", ".join(e.id for e in entries) or "none"
     raise RemovalError(f"{library.folder}: no site {name!r} in the library (its sites: "
                        f"{known})")

@@ -4,15 +4,23 @@ and what stays unless asked (the archive, with its size on disk), then the POST.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 from urllib.parse import urlencode
 
 from aiohttp import web
 
 from mirror.app import removal
+from mirror.app.library import Library, SiteEntry
 
-if TYPE_CHECKING:
-    from mirror.app.server import LibraryApp
+
+class LibraryApp(Protocol):
+    """What of the app (server.LibraryApp) these handlers use."""
+
+    library: Library
+
+    def entry(self, request: web.Request) -> SiteEntry: ...
+
+    def page(self, template: str, status: int = 200, **context: Any) -> web.Response: ...
 
 
 def routes(app: LibraryApp, router: web.UrlDispatcher) -> None:
