@@ -14,7 +14,8 @@ import pytest
 from conftest import TestSite
 from uiproc import UiProcess, chain_site, crawl, post, site_file
 
-from mirror.app.removal import disk_usage
+from mirror.app.library import Library
+from mirror.app.removal import RemovalError, disk_usage, find_site, plan, remove
 from mirror.archive.lock import ArchiveLock
 from mirror.report import human_bytes
 
@@ -96,10 +97,31 @@ async def test_an_archive_shared_with_another_site_is_never_deleted(
     twin.write_text(path.read_text().replace('name = "three"', 'name = "twin"'))
     async with session.get(ui.base + "site/twin/remove") as r:
         page = html.unescape(await r.text())
-    assert f"The archive cannot be deleted from here: {archive} is shared with the site " \
-           f"'three'" in page
+    assert f"Its archive folder <code>{archive}</code> is kept: {archive} is shared with " \
+           "the site 'three' (its archive: " in page
     assert 'name="delete_archive"' not in page
     status, page = await post(ui, session, "/site/twin/remove", {"delete_archive": "1"})
     assert status == 409 and twin.exists() and archive.is_dir()
     status, _ = await post(ui, session, "/site/twin/remove", {})
     assert status == 303 and not twin.exists() and (archive / "manifest.sqlite3").exists()
+
+
+def test_a_site_whose_archive_is_the_home_folder_leaves_it_alone(tmp_path: Path) -> None:
+    """A hand-written output_dir may name any folder: it is neither walked, nor locked, nor
+    deleted, and the site file still goes."""
+    home, library = tmp_path / "home", tmp_path / "home" / "lib"
+    library.mkdir(parents=True)
+    (home / "notes.txt").write_text("mine")
+    path = library / "odd.toml"
+    path.write_text(f'[site]\nname = "odd"\nstart_urls = ["http://x.test/"]\n'
+                    f'output_dir = "{home}"\n')
+    books = Library(library)
+    removal = plan(books, find_site(books, "ODD"), home=home)
+    assert (removal.archive, removal.size) == (home, 0)
+    assert removal.keep_only == f"{home} is not an archive folder of its own"
+    with pytest.raises(RemovalError, match="^the archive is not deleted: "):
+        remove(removal, delete_archive=True)
+    assert path.exists()
+    assert remove(removal, delete_archive=False)[-1] == f"kept {home}: {removal.keep_only}"
+    assert sorted(p.name for p in home.iterdir()) == ["lib", "notes.txt"]
+    assert list(library.iterdir()) == []

@@ -60,7 +60,8 @@ def plan(library: Library, entry: SiteEntry, home: Path | None = None) -> Remova
     why = keep_reason(root, entry.file, others, home or Path.home())
     if why is None and root.exists() and not _looks_like_archive(root):
         why = f"{root} does not look like an archive (no manifest, no warc folder)"
-    return Removal(entry, root, disk_usage(root), why)
+    # a folder that is not the site's own is never walked (it may be the home folder)
+    return Removal(entry, root, disk_usage(root) if why is None else 0, why)
 
 
 def keep_reason(root: Path, site_file: Path, others: list[tuple[str, Path]],
@@ -85,7 +86,8 @@ def _abs(path: Path) -> Path:
 
 def _looks_like_archive(root: Path) -> bool:
     layout = ArchiveLayout(root)
-    return layout.manifest.exists() or layout.warc.is_dir() or not any(root.iterdir())
+    return root.is_dir() and (layout.manifest.exists() or layout.warc.is_dir()
+                              or not any(root.iterdir()))
 
 
 def disk_usage(root: Path) -> int:
@@ -114,6 +116,8 @@ def remove(removal: Removal, *, delete_archive: bool,
     if root is None or not root.exists():
         return _remove_file(entry, env) + ([f"it had no archive yet ({root})"]
                                            if root is not None else [])
+    if removal.keep_only:  # not the site's own folder: neither locked nor deleted here
+        return [*_remove_file(entry, env), f"kept {root}: {removal.keep_only}"]
     try:
         with ArchiveLock(root):
             lines = _remove_file(entry, env)
