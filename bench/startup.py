@@ -34,7 +34,7 @@ def mirror_argv() -> list[str]:
 
 
 def make_archive(work: Path, env: dict[str, str]) -> Path:
-    site = work / "demo" / "site.toml"
+    site = work / "demo" / "demo.toml"
     if not site.exists():
         subprocess.run([*mirror_argv(), "demo", str(site.parent), "-q"], env=env, check=True,
                        stdout=subprocess.DEVNULL)

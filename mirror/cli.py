@@ -25,6 +25,7 @@ from mirror.archive.workerfolder import no_manifest, shared_worker_note
 from mirror.config import ConfigError, SiteConfig, load_config
 from mirror.crawl.history import compare
 from mirror.layout import ArchiveLayout
+from mirror.librarycmds import LibraryUsageError
 from mirror.model import SNAPSHOT_CODES, ExitCode, RunState
 from mirror.report import (
     RunStatus,
@@ -91,7 +92,21 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the library folder (default: $MIRROR_LIBRARY, else ~/mirror)")
     add.add_argument("--name", metavar="N",
                      help="the site's name: letters, digits, '_' and '-' (default: from the "
-                          "URL's host, e.g. example-com)")
+                          "URL's host and a port that is not the scheme's, e.g. example-com, "
+                          "127-0-0-1-8081)")
+    add.add_argument("--overlap", action="store_true",
+                     help="add the site even though another site of the library already "
+                          "crawls its start URL")
+    remove = cmd("remove", "remove a site from the library: its site file and its timer "
+                           "(its archive is kept unless --delete-archive)", config=False)
+    remove.add_argument("name", help="the site: its file name without .toml, or its name")
+    remove.add_argument("--library", metavar="DIR", type=Path,
+                        help="the library folder (default: $MIRROR_LIBRARY, else ~/mirror)")
+    remove.add_argument("--delete-archive", action="store_true",
+                        help="delete its archive folder too, after a confirmation naming "
+                             "its size")
+    remove.add_argument("--yes", action="store_true",
+                        help="with --delete-archive: do not ask (for scripts)")
     cmd("check", "validate a site file and print the effective settings")
     run = cmd("run", "crawl the site (resumes an unfinished run)")
     run.add_argument("-q", "--quiet", action="store_true",
@@ -163,7 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="rebuild the full-text index of the pages instead (for archives "
                              "made before it existed)")
     searchcmd.add_arguments(cmd("search", searchcmd.HELP, config=False))
-    cmd("status", "show the runs, URL counts, WARC files and last error (also during a run)")
+    status = cmd("status", "show the runs, URL counts, WARC files and last error (also during "
+                           "a run); without a site file, every site of the library", config=False)
+    status.add_argument("config", nargs="?", help="the site's TOML file, or a library folder "
+                                                  "(default: the library, $MIRROR_LIBRARY "
+                                                  "else ~/mirror)")
     verify = cmd("verify", "check every WARC file, the manifest and the index; exit 65 on any "
                  "problem", config_help=address)
     verify.add_argument("--from-store", action="store_true", help=from_store)
@@ -226,9 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
                                     "pt-BR (default: the main page's lang, else English)"),
                        ("publisher", "who made the file (default: mirror)")):
         export.add_argument(f"--{name}", metavar="TEXT", help=f"with --zim: {what}")
-    demo = cmd("demo", "serve the bundled demo site on 127.0.0.1 and mirror it", config=False)
-    demo.add_argument("dir", nargs="?", default="mirror-demo",
-                      help="folder for the demo's site file and archive (default: ./mirror-demo)")
+    demo = cmd("demo", "serve the bundled demo site on 127.0.0.1 and mirror it into the "
+                       "library (demo.toml, archive/demo)", config=False)
+    demo.add_argument("dir", nargs="?", type=Path,
+                      help="the library folder (default: $MIRROR_LIBRARY, else ~/mirror)")
     demo.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     return p
 
@@ -241,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"mirror: {exc}", file=sys.stderr)
         return ExitCode.USAGE
-    except (UsageError, ManifestError) as exc:
+    except (UsageError, ManifestError, LibraryUsageError) as exc:
         print(f"mirror: {exc}", file=sys.stderr)
         return ExitCode.USAGE
     except ArchiveLocked as exc:
@@ -311,21 +331,6 @@ def _serving(args: argparse.Namespace,
     except lan.LanError as exc:
         raise UsageError(str(exc)) from exc
     return host, lambda base, token: lan.notice(base, token, what, sys.stdout.encoding)
-
-
-def cmd_add(args: argparse.Namespace) -> int:
-    from mirror.app.library import default_library
-    from mirror.app.sitefile import SiteFileError, add_site
-
-    library = args.library.expanduser() if args.library else default_library()
-    try:
-        path = add_site(library, args.url, args.name)
-    except SiteFileError as exc:
-        raise UsageError(str(exc)) from exc
-    print(f"wrote {path}:")
-    print(path.read_text(encoding="utf-8"), end="")
-    print(f"next: mirror run {path}   (or open it in `mirror ui {library}`)")
-    return ExitCode.OK
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -481,6 +486,8 @@ def _say_in_log(log_file: Path) -> Callable[[str], None]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    if args.config is None or Path(args.config).is_dir():
+        return _library_command("status", args)
     cfg = load_config(args.config)
     layout = ArchiveLayout(cfg.site.output_dir)
     manifest_path, warc_dir = layout.manifest, layout.warc
@@ -751,13 +758,18 @@ def _index_texts(layout: ArchiveLayout, warc_dir: Path) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     import asyncio
 
-    from mirror.demo import run_demo
+    from mirror.app.library import default_library
+    from mirror.demo import SITE_FILE, DemoError, run_demo
 
-    folder = Path(args.dir).resolve()
-    code = asyncio.run(run_demo(folder, lambda cfg: crawl_async(cfg, quiet=args.quiet,
-                                                                verbose=False)))
-    print(f"archive: {folder / 'archive'}")
-    print(f"browse it offline: mirror serve {folder / 'site.toml'}")
+    folder = (args.dir or default_library()).expanduser().resolve()
+    try:
+        code = asyncio.run(run_demo(folder, lambda cfg: crawl_async(cfg, quiet=args.quiet,
+                                                                    verbose=False)))
+    except DemoError as exc:
+        raise UsageError(str(exc)) from exc
+    print(f"archive: {folder / 'archive' / 'demo'}")
+    print(f"browse it offline: mirror serve {folder / SITE_FILE}")
+    print(f"see it in the library: mirror ui{f' {folder}' if args.dir else ''}")
     return code
 
 
@@ -832,6 +844,14 @@ def _store_command(name: str, args: argparse.Namespace) -> int:
     from mirror import storecmds
 
     command: Callable[[argparse.Namespace], int] = getattr(storecmds, f"cmd_{name}")
+    return command(args)
+
+
+def _library_command(name: str, args: argparse.Namespace) -> int:
+    """`mirror add`, `remove`, and `status` of the whole library (mirror.librarycmds)."""
+    from mirror import librarycmds
+
+    command: Callable[[argparse.Namespace], int] = getattr(librarycmds, f"cmd_{name}")
     return command(args)
 
 
@@ -1005,7 +1025,8 @@ def _schedule_sites(target: Path | None, *, remove: bool) -> tuple[
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "ui": cmd_ui,
-    "add": cmd_add,
+    "add": lambda args: _library_command("add", args),
+    "remove": lambda args: _library_command("remove", args),
     "check": cmd_check,
     "run": cmd_run,
     "index": cmd_index,

@@ -127,7 +127,12 @@ async def test_adding_a_site_shows_a_config_error_at_its_field_then_writes_the_f
     assert cfg.crawl.workers == 3 and cfg.scope.exclude == ("/private/", r"\?print=")
     assert cfg.site.output_dir == library / "archive" / "example-org"
     status, page = await post(ui, session, "/add", {"site.start_urls": "https://example.org/"})
-    assert status == 409 and "named &#39;example-org&#39; already" in page
+    assert status == 409 and "the site &#39;example-org&#39; (" in page
+    assert "covers this URL already" in page
+    status, page = await post(ui, session, "/add", {"site.start_urls": "https://example.net/",
+                                                    "site.name": "example-org"})
+    assert status == 409 and "a site named &#39;example-org&#39; is in the library" in page
+    assert "e.g. example-org-2" in page
 
 
 async def test_settings_rewrite_only_the_changed_keys_and_keep_comments(

@@ -181,16 +181,17 @@ def test_demo_runs_offline(cli: Cli, tmp_path: Path):
     code, out, err = cli("demo", str(tmp_path / "d"), "-q")
     assert code == 0, out + err
     assert "demo site served at http://127.0.0.1:" in out
-    assert f"archive: {tmp_path / 'd' / 'archive'}" in out
-    assert f"browse it offline: mirror serve {tmp_path / 'd' / 'site.toml'}" in out
-    index = (tmp_path / "d" / "archive" / "index.cdxj").read_text().splitlines()
+    assert f"archive: {tmp_path / 'd' / 'archive' / 'demo'}" in out
+    assert f"browse it offline: mirror serve {tmp_path / 'd' / 'demo.toml'}" in out
+    assert f"see it in the library: mirror ui {tmp_path / 'd'}" in out
+    index = (tmp_path / "d" / "archive" / "demo" / "index.cdxj").read_text().splitlines()
     assert len(index) >= 10
-    first_site = (tmp_path / "d" / "site.toml").read_text()
+    first_site = (tmp_path / "d" / "demo.toml").read_text()
 
     # again: the demo site comes back on its port, so run 2 is an incremental backup
     code, out, err = cli("demo", str(tmp_path / "d"), "-q")
     assert code == 0, out + err
-    assert (tmp_path / "d" / "site.toml").read_text() == first_site
+    assert (tmp_path / "d" / "demo.toml").read_text() == first_site
     assert re.search(r"run 2 complete \(exit 0\): \d+ captures, 0 failed, 0 new, 0 changed, "
                      r"[1-9]\d* unchanged, 0 gone", out), out
 

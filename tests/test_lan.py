@@ -386,6 +386,7 @@ async def test_ui_lan_refuses_a_change_that_would_pass_every_other_door(
                 ("POST", "site/h/settings", {"csrf": csrf, "crawl.workers": "9"}),
                 ("POST", "site/h/run", {"csrf": csrf}),
                 ("POST", "site/h/export", {"csrf": csrf, "kind": "wacz"}),
+                ("POST", "site/h/remove", {"csrf": csrf, "delete_archive": "1"}),
                 ("PUT", "site/h/settings", {}), ("DELETE", "site/h", {})]:
             async with phone.request(method, ui_lan.base + path, data=data, headers=origin,
                                      allow_redirects=False) as r:

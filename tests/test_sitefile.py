@@ -12,10 +12,13 @@ from hypothesis import strategies as st
 
 from mirror.app.sitefile import (
     FORM_FIELDS,
+    Covered,
+    NameTaken,
     SiteFileError,
     add_site,
     apply_form,
     form_values,
+    free_name,
     new_site_text,
     site_name,
     write_site_file,
@@ -91,7 +94,9 @@ def test_new_site_text_round_trips_through_the_form() -> None:
 
 @pytest.mark.parametrize(("url", "name"), [
     ("https://www.Example.com/a?b", "example-com"),
-    ("http://localhost:8080/", "localhost"),
+    ("http://localhost:8080/", "localhost-8080"),
+    ("https://example.com:443/", "example-com"),
+    ("http://[::1]:8081/", "1-8081"),
     ("https://bücher.de/", "xn--bcher-kva-de"),
     ("http://127.0.0.1/", "127-0-0-1"),
     ("https://www2.example.co.uk/", "www2-example-co-uk"),
@@ -147,17 +152,61 @@ def test_add_site_with_a_name(tmp_path: Path) -> None:
 def test_add_site_refuses_to_overwrite(tmp_path: Path) -> None:
     path = tmp_path / "example-com.toml"
     path.write_text("# mine\n")
-    with pytest.raises(SiteFileError, match=f"^{path}: a site file of that name exists"):
+    with pytest.raises(NameTaken, match=f"^{path}: a site named 'example-com' is in"):
         add_site(tmp_path, "https://example.com/")
     assert path.read_text() == "# mine\n"
 
 
 def test_add_site_refuses_a_name_another_file_uses(tmp_path: Path) -> None:
-    (tmp_path / "old.toml").write_text(MINIMAL.replace('"ex"', '"Example-com"'))
+    (tmp_path / "old.toml").write_text(MINIMAL.replace('"ex"', '"Example-com"')
+                                       .replace("example.com", "old.example"))
     (tmp_path / "broken.toml").write_text("[site\n")
-    with pytest.raises(SiteFileError, match=f"^{tmp_path / 'old.toml'}: this site is named"):
+    old = tmp_path / "old.toml"
+    with pytest.raises(SiteFileError, match=f"^{old}: a site named 'example-com' is in the "
+                       "library already; choose another name, e.g. example-com-2$"):
         add_site(tmp_path, "https://example.com/")
     assert add_site(tmp_path, "https://example.com/", "other").name == "other.toml"
+
+
+def test_a_second_site_on_the_same_host_gets_its_port_in_its_name(tmp_path: Path) -> None:
+    first = add_site(tmp_path, "http://127.0.0.1:8081/")
+    second = add_site(tmp_path, "http://127.0.0.1:8082/")
+    assert (first.stem, second.stem) == ("127-0-0-1-8081", "127-0-0-1-8082")
+    with pytest.raises(NameTaken) as info:  # not covered: another path, another depth
+        add_site(tmp_path, "http://127.0.0.1:8082/", "127-0-0-1-8081", overlap=True)
+    assert info.value.suggestion == "127-0-0-1-8081-2"
+
+
+def test_free_name_skips_the_taken_ones() -> None:
+    assert free_name("ex", {"ex"}) == "ex-2"
+    assert free_name("ex", {"ex", "ex-2", "ex-3"}) == "ex-4"
+    assert free_name("Ex", {"ex", "ex-2"}) == "Ex-3"
+
+
+def test_add_site_refuses_a_url_another_site_covers(tmp_path: Path) -> None:
+    (tmp_path / "docs.toml").write_text(
+        '[site]\nname = "docs"\nstart_urls = ["https://example.com/docs/"]\n'
+        "[scope]\nexclude = ['/private/']\nhosts = ['cdn.example.com']\n")
+    for covered in ("https://example.com/", "https://www.example.com/blog/a",
+                    "https://cdn.example.com/x", "https://EXAMPLE.com/docs/#top"):
+        with pytest.raises(Covered, match=r"^\S+: the site 'docs' \(.*docs\.toml\) covers "
+                                          r"this URL already") as info:
+            add_site(tmp_path, covered)
+        assert info.value.site == "docs"
+    for free in ("https://example.com/private/", "https://example.org/",
+                 "https://example.com:8443/"):
+        assert add_site(tmp_path, free).exists()
+    path = add_site(tmp_path, "https://example.com/docs/", "again", overlap=True)
+    assert path.name == "again.toml"
+
+
+def test_a_site_that_follows_no_link_covers_its_start_urls_only(tmp_path: Path) -> None:
+    (tmp_path / "one.toml").write_text(
+        '[site]\nname = "one"\nstart_urls = ["https://example.com/a"]\n'
+        "[scope]\nmax_depth = 0\n")
+    with pytest.raises(Covered):
+        add_site(tmp_path, "https://example.com/a")
+    assert add_site(tmp_path, "https://example.com/b").exists()
 
 
 def test_add_site_rejects_a_bad_url_or_name_before_writing(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
                           cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return folder / "site.toml"
+    return folder / "demo.toml"
 
 
 @pytest.mark.parametrize("command", ["check", "status", "runs"])

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
-from mirror.app import sitefile
+from mirror.app import removepage, sitefile
 from mirror.app.guard import CSRF_FIELD, Secrets, guard
 from mirror.app.jobs import ActionError, Jobs, Launcher
 from mirror.app.library import Library, SiteEntry
@@ -117,6 +117,7 @@ class LibraryApp:
         r.add_get("/site/{id}/history", self.archive_pages.history)
         r.add_get("/search", self.search)
         r.add_routes(routes(self.schedules))
+        removepage.routes(self, r)
         if self.fleet_db is not None:
             r.add_get("/fleet", self.fleet)
         r.add_static("/static", STATIC, append_version=False)
@@ -196,7 +197,7 @@ class LibraryApp:
     async def home(self, request: web.Request) -> web.Response:
         rows = await asyncio.to_thread(self.rows, self.library.sites())
         return self.page("home.html", rows=rows, folder=self.library.folder,
-                         render_row=self.render_row)
+                         render_row=self.render_row, message=request.query.get("message", ""))
 
     async def site(self, request: web.Request) -> web.Response:
         return await self.site_page(self.entry(request), request.query.get("message", ""))
@@ -351,8 +352,9 @@ class LibraryApp:
 
     # -- site files ------------------------------------------------------------------------
     def add_page(self, values: dict[str, str], error: ConfigError | None = None,
-                 status: int = 200, detail: str = "") -> web.Response:
-        key = error.key if error else ("site.name" if detail else None)
+                 status: int = 200, detail: str = "",
+                 detail_key: str = "site.name") -> web.Response:
+        key = error.key if error else (detail_key if detail else None)
         if error is not None:
             detail = str(error).removeprefix(f"{error.path}: ")
         return self.page("add.html", status=status, values=values, error=detail, key=key,
@@ -376,7 +378,9 @@ class LibraryApp:
                                  status=400)
         except sitefile.SiteFileError as exc:
             return self.add_page({**values, "site.start_urls": url, "site.name": name},
-                                 status=409, detail=str(exc))
+                                 status=409, detail=str(exc),
+                                 detail_key=("site.start_urls" if isinstance(
+                                     exc, sitefile.Covered) else "site.name"))
         raise web.HTTPSeeOther(f"/site/{path.stem}?" + _q(f"added {path}"))
 
     async def settings_form(self, request: web.Request) -> web.Response:

@@ -18,7 +18,7 @@ from tomlkit.toml_document import TOMLDocument
 from mirror.archive.fsutil import atomic_write_text
 from mirror.config import ConfigError, CrawlSection, ScopeSection, SiteSection, parse_config
 from mirror.web.http import REDACTED, SECRET_HEADERS
-from mirror.web.urls import host_of
+from mirror.web.urls import InvalidURL, host_of, site_key
 
 Kind = Literal["lines", "int", "float", "headers", "text"]
 _SECTIONS: dict[str, type] = {"site": SiteSection, "scope": ScopeSection, "crawl": CrawlSection}
@@ -27,6 +27,22 @@ _ORDER = ("site", "scope", "crawl", "archive")  # where config.py checks them, a
 
 class SiteFileError(Exception):
     """A site file that cannot be added; str(exc) names the file and what to do."""
+
+
+class NameTaken(SiteFileError):
+    """Another site of the library has the name; `suggestion` is a free one."""
+
+    def __init__(self, message: str, suggestion: str) -> None:
+        super().__init__(message)
+        self.suggestion = suggestion
+
+
+class Covered(SiteFileError):
+    """Another site of the library already crawls the start URL; `site` is its id."""
+
+    def __init__(self, message: str, site: str) -> None:
+        super().__init__(message)
+        self.site = site
 
 
 @dataclass(frozen=True)
@@ -72,10 +88,18 @@ _FIELDS = {f.key: f for f in FORM_FIELDS}
 
 
 def site_name(url: str) -> str:
-    """A name from the URL's host, valid for [site] name: "https://www.Example.com/" ->
-    "example-com" (punycode for other scripts); "site" when the URL has no host."""
-    host = host_of(url.strip()).removeprefix("www.")
-    return re.sub(r"[^a-z0-9-]+", "-", host).strip("-") or "site"
+    """A name from the URL's host and port, valid for [site] name and as a site id:
+    "https://www.Example.com/" -> "example-com" (punycode for other scripts),
+    "http://127.0.0.1:8081/" -> "127-0-0-1-8081" (a scheme's default port is left out);
+    "site" when the URL has no host."""
+    try:
+        key = site_key(url.strip())
+    except InvalidURL:
+        key = ""
+    host = host_of(url.strip())
+    port = key[len(host):].lstrip(":") if key.startswith(host) else ""
+    named = "-".join(p for p in (host.removeprefix("www.").strip("[]"), port) if p)
+    return re.sub(r"[^a-z0-9-]+", "-", named).strip("-") or "site"
 
 
 # --- new site files -----------------------------------------------------------------------
@@ -144,19 +168,23 @@ def _toml(value: object) -> str:
 
 
 def add_site(library: Path, url: str, name: str | None = None,
-             values: dict[str, str] | None = None) -> Path:
+             values: dict[str, str] | None = None, *, overlap: bool = False) -> Path:
     """Write `<library>/<name>.toml` for `url`, with the settings form's `values` applied,
     and return its path; ConfigError (its key naming the field) for a bad URL, name or
-    value, SiteFileError when the name is taken or the file cannot be written."""
+    value, Covered when another site's scope crawls `url` (unless `overlap`), NameTaken
+    when the name is taken, SiteFileError when the file cannot be written."""
     name = site_name(url) if name is None else name
     path = library / f"{name}.toml"
     text = _site_text(url, name, None, path)  # validates the name before it makes a path
     if values:
         text = apply_form(text, path, values)
-    taken = "choose another name"
-    for other in sorted(library.glob("*.toml")):
-        if _declared_name(other).casefold() == name.casefold():
-            raise SiteFileError(f"{other}: this site is named {name!r} already; {taken}")
+    if not overlap:
+        _refuse_covered(library, url)
+    taken = _taken_names(library)
+    if name.casefold() in taken:
+        suggestion = free_name(name, set(taken))
+        raise NameTaken(f"{taken[name.casefold()]}: a site named {name!r} is in the library "
+                        f"already; choose another name, e.g. {suggestion}", suggestion)
     try:
         library.mkdir(parents=True, exist_ok=True)
         with open(path, "x", encoding="utf-8", newline="\n") as f:
@@ -165,11 +193,40 @@ def add_site(library: Path, url: str, name: str | None = None,
             os.fsync(f.fileno())
     except OSError as exc:
         if isinstance(exc, FileExistsError) and exc.filename == str(path):
-            raise SiteFileError(f"{path}: a site file of that name exists already; {taken}") \
-                from None
+            suggestion = free_name(name, set(_taken_names(library)))
+            raise NameTaken(f"{path}: a site file of that name exists already; choose "
+                            f"another name, e.g. {suggestion}", suggestion) from None
         raise SiteFileError(f"{exc.filename or path}: cannot write: {exc.strerror or exc}") \
             from exc
     return path
+
+
+def _taken_names(library: Path) -> dict[str, Path]:
+    """The library's site names and file names, casefolded, with the file of each."""
+    taken: dict[str, Path] = {}
+    for other in sorted(library.glob("*.toml")):
+        taken.setdefault(other.stem.casefold(), other)
+        if declared := _declared_name(other):
+            taken.setdefault(declared.casefold(), other)
+    return taken
+
+
+def free_name(name: str, taken: set[str]) -> str:
+    """`name-2`, `name-3`, ...: the first whose casefold is not in `taken`."""
+    return next(f"{name}-{n}" for n in range(2, len(taken) + 3)
+                if f"{name}-{n}".casefold() not in taken)
+
+
+def _refuse_covered(library: Path, url: str) -> None:
+    from mirror.app.library import Library
+    from mirror.app.overlap import covering
+
+    entries = Library(library).sites()
+    site = covering(url, [(e.id, e.config) for e in entries if e.config is not None])
+    if site is not None:
+        raise Covered(f"{url.strip()}: the site {site!r} ({library / f'{site}.toml'}) covers "
+                      "this URL already (its scope crawls it); open that site, or narrow its "
+                      "scope ([scope] include, exclude) first", site)
 
 
 def _declared_name(path: Path) -> str:

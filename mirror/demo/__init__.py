@@ -13,14 +13,27 @@ from mirror.config import ConfigError, SiteConfig, load_config
 Crawl = Callable[[SiteConfig], Awaitable[int]]
 
 
-async def run_demo(folder: Path, crawl: Crawl) -> int:
-    """Serve the demo site on 127.0.0.1, write `folder/site.toml` for it and crawl it into
-    `folder/archive`. The site comes back on the port of the last demo, so that a second
-    demo is an incremental run."""
+#: the first line of the site file `mirror demo` writes: a file without it is the user's
+MARK = "# written by `mirror demo`, which serves the demo site on this port again"
+#: the demo's site file in the library (its archive: the default, archive/demo)
+SITE_FILE = "demo.toml"
+
+
+class DemoError(Exception):
+    """The demo cannot be put in this library; str says why."""
+
+
+async def run_demo(library: Path, crawl: Crawl) -> int:
+    """Serve the demo site on 127.0.0.1, write `library/demo.toml` for it and crawl it
+    into `library/archive/demo`, so that the library app shows it. The site comes back on
+    the port of the last demo, so that a second demo is an incremental run."""
     from mirror.demo.sitesrv import start_site_server
 
-    folder.mkdir(parents=True, exist_ok=True)
-    site = folder / "site.toml"
+    site = library / SITE_FILE
+    if site.exists() and not site.read_text(encoding="utf-8", errors="replace").startswith(MARK):
+        raise DemoError(f"{site}: a site file that `mirror demo` did not write is there; "
+                        "move it, or give `mirror demo` another library folder")
+    library.mkdir(parents=True, exist_ok=True)
     port = demo_port(site)
     with resources.as_file(resources.files("mirror.demo") / "site") as root:
         try:
@@ -33,8 +46,7 @@ async def run_demo(folder: Path, crawl: Crawl) -> int:
         try:
             print(f"demo site served at {base}")
             site.write_text(
-                "# written by `mirror demo`, which serves the demo site on this port again\n"
-                f'[site]\nname = "demo"\nstart_urls = ["{base}"]\noutput_dir = "archive"\n'
+                f'{MARK}\n[site]\nname = "demo"\nstart_urls = ["{base}"]\n'
                 "\n[crawl]\nworkers = 4\n",
                 encoding="utf-8",
             )
@@ -44,7 +56,7 @@ async def run_demo(folder: Path, crawl: Crawl) -> int:
 
 
 def demo_port(site: Path) -> int:
-    """The port an earlier `mirror demo` wrote into site.toml, or 0 (any)."""
+    """The port an earlier `mirror demo` wrote into its site file, or 0 (any)."""
     try:
         start = load_config(site).site.start_urls
     except ConfigError:  # no demo yet, or a file the user changed past reading
