@@ -126,8 +126,14 @@ def _check(expected: str, ok: Callable[[Any], bool],
     return rule
 
 
+#: the least value of each number rule, and whether that value is allowed (>=) or not (>)
+_MINIMUM: dict[Rule, tuple[float, bool]] = {}
+
+
 def _integer(minimum: int) -> Rule:
-    return _check(f"an integer >= {minimum}", lambda v: _is_int(v) and v >= minimum)
+    rule = _check(f"an integer >= {minimum}", lambda v: _is_int(v) and v >= minimum)
+    _MINIMUM[rule] = (minimum, True)
+    return rule
 
 
 def _number(minimum: float, *, inclusive: bool) -> Rule:
@@ -136,7 +142,9 @@ def _number(minimum: float, *, inclusive: bool) -> Rule:
         if not (_is_int(v) or isinstance(v, float)) or not math.isfinite(v):
             return False
         return bool(v >= minimum if inclusive else v > minimum)
-    return _check(f"a number {'>=' if inclusive else '>'} {minimum:g}", ok, float)
+    rule = _check(f"a number {'>=' if inclusive else '>'} {minimum:g}", ok, float)
+    _MINIMUM[rule] = (minimum, inclusive)
+    return rule
 
 
 def _boolean() -> Rule:
@@ -553,6 +561,18 @@ def _plain(value: object) -> object:
 _SECTIONS: dict[str, type] = {
     name: kind for name, kind in get_type_hints(SiteConfig).items() if name != "path"
 }
+
+
+def minimum_of(key: str) -> tuple[float, bool] | None:
+    """The least value of a number key ("crawl.workers" -> (1, True)) and whether that
+    value itself is allowed; None for a key that is not a number."""
+    section, name = key.split(".")
+    rule = next(f.metadata["rule"] for f in fields(_SECTIONS[section]) if f.name == name)
+    return _MINIMUM.get(rule)
+
+
+#: the sections in the order they are checked and shown
+SECTION_NAMES = tuple(_SECTIONS)
 
 # --- loading ---------------------------------------------------------------------------------
 

@@ -258,7 +258,11 @@ def test_read_only_fields_are_not_written_and_unknown_keys_are_refused() -> None
     ({"crawl.workers": "2.5"}, "crawl.workers",
      "[crawl] workers: expected an integer >= 1, found 2.5 (a float)"),
     ({"scope.max_pages": ""}, "scope.max_pages",
-     "[scope] max_pages: expected an integer >= 0, found '' (a string)"),
+     "[scope] max_pages: expected a number, found an empty field"),
+    ({"schedule.every": "daily 25:00"}, "schedule.every",
+     "[schedule] every: invalid schedule 'daily 25:00': the hour must be 0-23, found 25"),
+    ({"retention.keep_daily": "-7"}, "retention.keep_daily",
+     "[retention] keep_daily: expected an integer >= 0, found -7 (an integer)"),
     ({"crawl.delay": "soon"}, "crawl.delay",
      "[crawl] delay: expected a number >= 0, found 'soon' (a string)"),
     ({"scope.include": "ok\n("}, "scope.include",
@@ -364,6 +368,10 @@ _VALUES = st.fixed_dictionaries({
     "crawl.delay": st.floats(0, 1e6, allow_nan=False, allow_infinity=False).map(str),
     "crawl.user_agent": _LINE,
     "crawl.headers": st.lists(st.tuples(_TOKEN, _LINE), max_size=3).map(_headers),
+    "schedule.every": st.sampled_from(["", "hourly", "daily 03:15", "weekly sun 04:00",
+                                       "30 2 * * 1-5"]),
+    **{f"retention.keep_{rule}": st.integers(0, 99).map(str)
+       for rule in ("last", "daily", "weekly", "monthly")},
 })
 
 
