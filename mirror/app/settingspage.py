@@ -5,19 +5,24 @@ and after a Save that was refused; nothing is written while a problem remains.""
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 from urllib.parse import urlencode
 
 from aiohttp import web
 
 from mirror.app import rawfile, sitefile
+from mirror.app.library import SiteEntry
 from mirror.config import ConfigError
 
-if TYPE_CHECKING:
-    from mirror.app.library import SiteEntry
-    from mirror.app.server import LibraryApp
-
 SAVED = "saved"  # the banner after a Save
+
+
+class App(Protocol):
+    """What the pages need of the app (server.LibraryApp): its sites and its templates."""
+
+    def entry(self, request: web.Request) -> SiteEntry: ...
+
+    def page(self, template: str, status: int = 200, **context: Any) -> web.Response: ...
 
 
 def by_field(errors: list[ConfigError]) -> tuple[dict[str, list[str]], list[str]]:
@@ -37,7 +42,7 @@ def by_field(errors: list[ConfigError]) -> tuple[dict[str, list[str]], list[str]
 class SettingsPages:
     """The handlers of /site/{id}/settings (the form) and /site/{id}/settings/file."""
 
-    def __init__(self, app: LibraryApp) -> None:
+    def __init__(self, app: App) -> None:
         self.app = app
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
