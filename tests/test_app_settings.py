@@ -182,7 +182,9 @@ async def test_the_file_editor_fixes_what_the_form_cannot(
 
 
 @pytest.mark.browser
-async def test_four_bad_fields_in_one_save_in_a_browser(ui: UiProcess, library: Path) -> None:
+async def test_four_bad_fields_in_one_save_in_a_browser(ui: UiProcess, library: Path,
+                                                        tmp_path: Path) -> None:
+    shots = tmp_path  # the pages as a person sees them, to look at when the test fails
     async with chromium() as browser:
         context = await browser.new_context(viewport={"width": 1280, "height": 800})
         page = await context.new_page()
@@ -209,6 +211,7 @@ async def test_four_bad_fields_in_one_save_in_a_browser(ui: UiProcess, library: 
             "schedule.every": "[schedule] every: invalid schedule 'daily 25:00': the hour "
                               "must be 0-23, found 25"}
         assert (library / "kept.toml").read_text() == KEPT
+        await page.screenshot(path=str(shots / "app-settings-errors.png"), full_page=True)
 
         # the file editor: the browser sends CRLF, the file keeps its LF
         await page.click("text=Edit the whole file")
@@ -218,6 +221,7 @@ async def test_four_bad_fields_in_one_save_in_a_browser(ui: UiProcess, library: 
         await page.click("button:has-text('Save the file')")
         assert "[crawl] workr: unknown key; did you mean 'workers'?" in \
             await page.inner_text("#problems")
+        await page.screenshot(path=str(shots / "app-settings-file.png"), full_page=True)
         await page.fill("#site-file", text.replace("per_host = 2", "per_host = 3  # kept"))
         await page.click("button:has-text('Save the file')")
         await page.wait_for_url(re.compile(r"/site/kept/settings\?message=saved$"))
