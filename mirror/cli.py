@@ -259,7 +259,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except ConfigError as exc:
-        print(f"mirror: {exc}", file=sys.stderr)
+        for one in exc.errors:  # every problem of the file, one a line
+            print(f"mirror: {one}", file=sys.stderr)
+        if len(exc.errors) > 1:
+            print(f"mirror: {exc.path}: {len(exc.errors)} errors", file=sys.stderr)
         return ExitCode.USAGE
     except (UsageError, ManifestError, LibraryUsageError) as exc:
         print(f"mirror: {exc}", file=sys.stderr)

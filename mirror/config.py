@@ -31,12 +31,40 @@ class ConfigError(Exception):
 
     `key` is "section.key" ("section" for a whole section, the bare name for an unknown
     top-level key) and None for file-level errors (unreadable file, invalid TOML).
+    `message` is the problem, `hint` the advice after it ("did you mean 'workers'?", or "")
+    and `detail` both, as str(exc) shows them after the file name. `errors` lists every
+    problem of the file: this one alone, or each of a ConfigErrors.
     """
 
-    def __init__(self, path: Path, key: str | None, message: str) -> None:
-        super().__init__(f"{path}: {message}")
-        self.path = path
-        self.key = key
+    def __init__(self, path: Path, key: str | None, message: str, hint: str = "") -> None:
+        self.path, self.key, self.message, self.hint = path, key, message, hint
+        self.detail = f"{message}; {hint}" if hint else message
+        super().__init__(f"{path}: {self.detail}")
+
+    @property
+    def errors(self) -> "list[ConfigError]":
+        return [self]
+
+
+class ConfigErrors(ConfigError):
+    """Several problems of one file, in the order the file is checked: str(exc) lists them
+    one a line; path, key, message and hint are the first one's, for callers that show one."""
+
+    def __init__(self, errors: list[ConfigError]) -> None:
+        first = errors[0]
+        super().__init__(first.path, first.key, first.message, first.hint)
+        self.args = ("\n".join(map(str, errors)),)
+        self._errors = errors
+
+    @property
+    def errors(self) -> "list[ConfigError]":
+        return list(self._errors)
+
+
+def config_error(errors: list[ConfigError]) -> ConfigError:
+    """One error for a non-empty list: itself when alone, else a ConfigErrors of all."""
+    flat = [one for error in errors for one in error.errors]
+    return flat[0] if len(flat) == 1 else ConfigErrors(flat)
 
 
 # --- rules: one per key, each checks a raw TOML value and converts it -----------------------
@@ -98,8 +126,14 @@ def _check(expected: str, ok: Callable[[Any], bool],
     return rule
 
 
+#: the least value of each number rule, and whether that value is allowed (>=) or not (>)
+_MINIMUM: dict[Rule, tuple[float, bool]] = {}
+
+
 def _integer(minimum: int) -> Rule:
-    return _check(f"an integer >= {minimum}", lambda v: _is_int(v) and v >= minimum)
+    rule = _check(f"an integer >= {minimum}", lambda v: _is_int(v) and v >= minimum)
+    _MINIMUM[rule] = (minimum, True)
+    return rule
 
 
 def _number(minimum: float, *, inclusive: bool) -> Rule:
@@ -108,7 +142,9 @@ def _number(minimum: float, *, inclusive: bool) -> Rule:
         if not (_is_int(v) or isinstance(v, float)) or not math.isfinite(v):
             return False
         return bool(v >= minimum if inclusive else v > minimum)
-    return _check(f"a number {'>=' if inclusive else '>'} {minimum:g}", ok, float)
+    rule = _check(f"a number {'>=' if inclusive else '>'} {minimum:g}", ok, float)
+    _MINIMUM[rule] = (minimum, inclusive)
+    return rule
 
 
 def _boolean() -> Rule:
@@ -526,6 +562,18 @@ _SECTIONS: dict[str, type] = {
     name: kind for name, kind in get_type_hints(SiteConfig).items() if name != "path"
 }
 
+
+def minimum_of(key: str) -> tuple[float, bool] | None:
+    """The least value of a number key ("crawl.workers" -> (1, True)) and whether that
+    value itself is allowed; None for a key that is not a number."""
+    section, name = key.split(".")
+    rule = next(f.metadata["rule"] for f in fields(_SECTIONS[section]) if f.name == name)
+    return _MINIMUM.get(rule)
+
+
+#: the sections in the order they are checked and shown
+SECTION_NAMES = tuple(_SECTIONS)
+
 # --- loading ---------------------------------------------------------------------------------
 
 
@@ -543,7 +591,9 @@ def load_config(path: str | os.PathLike[str]) -> SiteConfig:
 
 
 def parse_config(text: str, path: Path) -> SiteConfig:
-    """Validate TOML text; `path` names the file in messages and anchors relative paths."""
+    """Validate TOML text; `path` names the file in messages and anchors relative paths.
+    Every problem of the text is found before one ConfigError (a ConfigErrors when there
+    are several) is raised; invalid TOML is the one problem found alone."""
     path = Path(path)
     try:
         raw = tomllib.loads(text)
@@ -551,14 +601,19 @@ def parse_config(text: str, path: Path) -> SiteConfig:
         raise ConfigError(path, None, _syntax_message(exc, text)) from exc
     absolute = Path(os.path.abspath(path))
     ctx = _Context(base=absolute.parent)
-    _reject_unknown_top_level(raw, path)
-    sections: dict[str, Any] = {
-        name: _parse_section(kind, name, raw.get(name, {}), ctx, path)
-        for name, kind in _SECTIONS.items()
-    }
-    if sections["login"].fields and not sections["login"].url:
-        raise ConfigError(path, "login.url", "[login] url: required when [login] fields are "
-                          "given (the address the login form is sent to)")
+    errors = _unknown_top_level(raw, path)
+    sections: dict[str, Any] = {}
+    for name, kind in _SECTIONS.items():
+        try:
+            sections[name] = _parse_section(kind, name, raw.get(name, {}), ctx, path)
+        except ConfigError as exc:
+            errors += exc.errors
+    login = sections.get("login")
+    if login is not None and login.fields and not login.url:
+        errors.append(ConfigError(path, "login.url", "[login] url: required when [login] "
+                                  "fields are given (the address the login form is sent to)"))
+    if errors:
+        raise config_error(errors)
     return SiteConfig(path=absolute, **sections)
 
 
@@ -584,7 +639,8 @@ def _hint(name: str, valid: list[str], plural: str, *, guess: bool = True) -> st
     return f"valid {plural} are: {', '.join(valid)}"
 
 
-def _reject_unknown_top_level(raw: dict[str, Any], path: Path) -> None:
+def _unknown_top_level(raw: dict[str, Any], path: Path) -> list[ConfigError]:
+    errors = []
     for name, value in raw.items():
         if name in _SECTIONS:
             continue
@@ -597,34 +653,42 @@ def _reject_unknown_top_level(raw: dict[str, Any], path: Path) -> None:
         else:  # a key written above its section header
             hint = f"did you mean [{homes[0]}] {name}?"
         message = f"[{name}]: unknown section" if table else f"{name}: unknown top-level key"
-        raise ConfigError(path, name, f"{message}; {hint}")
+        errors.append(ConfigError(path, name, message, hint))
+    return errors
 
 
 T = TypeVar("T")
 
 
 def _parse_section(kind: type[T], section: str, raw: object, ctx: _Context, path: Path) -> T:
+    """The section's dataclass; a ConfigError holding every problem of the section."""
     if not isinstance(raw, dict):
         raise ConfigError(path, section, f"[{section}]: {_expected('a table', raw).detail}")
     keys = fields(kind)  # type: ignore[arg-type]
-    for name in raw:
-        if name not in {key.name for key in keys}:
-            hint = _hint(name, [key.name for key in keys], "keys")
-            raise ConfigError(path, f"{section}.{name}", f"[{section}] {name}: unknown key; {hint}")
+    errors = [ConfigError(path, f"{section}.{name}", f"[{section}] {name}: unknown key",
+                          _hint(name, [key.name for key in keys], "keys"))
+              for name in raw if name not in {key.name for key in keys}]
     values: dict[str, Any] = {}
     for key in keys:
         where = f"[{section}] {key.name}"
         if key.name in raw:
             value = raw[key.name]
         elif key.metadata["default_from"]:
-            value = key.metadata["default_from"](values)
+            try:
+                value = key.metadata["default_from"](values)
+            except KeyError:  # the key it derives from is invalid, and reported
+                continue
         elif key.default is dataclasses.MISSING:
-            raise ConfigError(path, f"{section}.{key.name}", f"{where}: required key is missing")
+            errors.append(ConfigError(path, f"{section}.{key.name}",
+                                      f"{where}: required key is missing"))
+            continue
         else:
             continue  # the dataclass default applies
         try:
             values[key.name] = key.metadata["rule"](value, ctx)
         except _Invalid as exc:
-            raise ConfigError(path, f"{section}.{key.name}",
-                              f"{where}{exc.where}: {exc.detail}") from None
+            errors.append(ConfigError(path, f"{section}.{key.name}",
+                                      f"{where}{exc.where}: {exc.detail}"))
+    if errors:
+        raise config_error(errors)
     return kind(**values)

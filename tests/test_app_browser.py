@@ -96,11 +96,11 @@ async def test_the_library_app_in_a_browser(
             await page.click("text=Add a site")
             await page.fill("#f-site\\.start_urls", hostile.base)
             await page.fill("#f-site\\.name", "hostile")
-            await page.fill("#f-crawl\\.workers", "lots")
+            await page.fill("#f-crawl\\.workers", "0")  # a number input: no text in it
             await page.click("button:has-text('Add')")
             invalid = page.locator(".field.invalid")
             assert await invalid.count() == 1
-            assert "[crawl] workers: expected an integer >= 1, found 'lots'" in \
+            assert "[crawl] workers: expected an integer >= 1, found 0 (an integer)" in \
                 await invalid.inner_text()
             await page.fill("#f-crawl\\.workers", "2")
             await page.click("button:has-text('Add')")

@@ -97,6 +97,22 @@ def test_bad_config_exits_2_with_a_specific_message(cli: Cli, tmp_path: Path, to
     assert not (tmp_path / "archive").exists()  # nothing written for a bad config
 
 
+def test_check_prints_every_error_of_the_file_and_exits_2(cli: Cli, tmp_path: Path):
+    (tmp_path / "site.toml").write_text(
+        '[site]\nname = "x"\nstart_urls = ["http//example.com/"]\n'
+        '[crawl]\nworker = 3\nper_host = "four"\ntimeout = 0\n')
+    code, out, err = cli("check", "site.toml")
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        "mirror: site.toml: [site] start_urls[0]: expected an absolute http(s) URL such as "
+        "'https://example.com/', found 'http//example.com/' (a string)",
+        "mirror: site.toml: [crawl] worker: unknown key; did you mean 'workers'?",
+        "mirror: site.toml: [crawl] per_host: expected an integer >= 1, found 'four' (a string)",
+        "mirror: site.toml: [crawl] timeout: expected a number > 0, found 0 (an integer)",
+        "mirror: site.toml: 4 errors",
+    ]
+
+
 def test_missing_config_file(cli: Cli):
     code, _, err = cli("run", "nope.toml")
     assert code == 2

@@ -10,6 +10,7 @@ from mirror import __version__
 from mirror.config import (
     ArchiveSection,
     ConfigError,
+    ConfigErrors,
     CrawlSection,
     RetentionSection,
     ScopeSection,
@@ -152,7 +153,6 @@ FORMS = '"hourly", "daily HH:MM", "weekly DAY HH:MM" or a 5-field cron expressio
 
 CASES = [
     # [site]
-    ("", "site.name", "[site] name: required key is missing"),
     ("[site]" + URLS, "site.name", "[site] name: required key is missing"),
     ('[site]\nname = "ex"\n', "site.start_urls", "[site] start_urls: required key is missing"),
     ('[site]\nname = "my site"' + URLS, "site.name",
@@ -377,9 +377,6 @@ CASES = [
      f"speed: unknown top-level key; valid sections are: {SECTIONS}"),
     (SITE + '[headers]\nCookie = "x"', "headers",
      "[headers]: unknown section; did you mean [crawl.headers]?"),
-    # unknown names are reported before bad values
-    (SITE + "[crawl]\nworkers = 0\nworker = 3", "crawl.worker",
-     "[crawl] worker: unknown key; did you mean 'workers'?"),
 ]
 
 
@@ -389,6 +386,46 @@ def test_error_message(text: str, key: str, message: str) -> None:
     assert str(exc) == f"site.toml: {message}"
     assert exc.key == key
     assert exc.path == Path("site.toml")
+
+
+def test_every_error_of_a_file_at_once() -> None:
+    exc = error('typo = 1\n[site]\nname = "ex"\nstart_urls = ["ftp://example.com/"]\n'
+                '[crawl]\nworker = 3\nworkers = "many"\ndelay = -1\n'
+                '[login]\nfields = { user = "me" }\n')
+    assert [(e.key, e.detail) for e in exc.errors] == [
+        ("typo", f"typo: unknown top-level key; valid sections are: {SECTIONS}"),
+        ("site.start_urls", "[site] start_urls[0]: expected an absolute http(s) URL such as "
+                            "'https://example.com/', found 'ftp://example.com/' (a string)"),
+        ("crawl.worker", "[crawl] worker: unknown key; did you mean 'workers'?"),
+        ("crawl.workers", "[crawl] workers: expected an integer >= 1, found 'many' (a string)"),
+        ("crawl.delay", "[crawl] delay: expected a number >= 0, found -1 (an integer)"),
+        ("login.url", "[login] url: required when [login] fields are given (the address the "
+                      "login form is sent to)"),
+    ]
+    assert str(exc) == "\n".join(f"site.toml: {e.detail}" for e in exc.errors)
+    assert (exc.key, exc.path, exc.message) == ("typo", Path("site.toml"),
+                                                "typo: unknown top-level key")
+    assert isinstance(exc, ConfigErrors)
+    worker = exc.errors[2]
+    assert (worker.message, worker.hint) == ("[crawl] worker: unknown key",
+                                             "did you mean 'workers'?")
+
+
+def test_a_key_derived_from_an_invalid_key_adds_no_error() -> None:
+    """output_dir's default comes from the name: a bad name is one error, not two."""
+    exc = error('[site]\nname = "a b"\nstart_urls = ["https://example.com/"]\n')
+    assert [e.key for e in exc.errors] == ["site.name"]
+    assert not isinstance(exc, ConfigErrors)
+
+
+def test_a_missing_file_section_is_every_required_key() -> None:
+    assert [e.detail for e in error("").errors] == [
+        "[site] name: required key is missing", "[site] start_urls: required key is missing"]
+
+
+def test_invalid_toml_is_one_error() -> None:
+    exc = error('[site]\nname = \nworkers = "x"\n')
+    assert exc.errors == [exc] and exc.key is None and exc.hint == ""
 
 
 def test_message_uses_the_path_as_given() -> None:

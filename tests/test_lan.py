@@ -384,6 +384,7 @@ async def test_ui_lan_refuses_a_change_that_would_pass_every_other_door(
         for method, path, data in [
                 ("POST", "add", {"csrf": csrf, "site.start_urls": "http://new.test/"}),
                 ("POST", "site/h/settings", {"csrf": csrf, "crawl.workers": "9"}),
+                ("POST", "site/h/settings/file", {"csrf": csrf, "text": "", "seen": ""}),
                 ("POST", "site/h/run", {"csrf": csrf}),
                 ("POST", "site/h/export", {"csrf": csrf, "kind": "wacz"}),
                 ("POST", "site/h/remove", {"csrf": csrf, "delete_archive": "1"}),

@@ -307,7 +307,11 @@ def test_read_only_fields_are_not_written_and_unknown_keys_are_refused() -> None
     ({"crawl.workers": "2.5"}, "crawl.workers",
      "[crawl] workers: expected an integer >= 1, found 2.5 (a float)"),
     ({"scope.max_pages": ""}, "scope.max_pages",
-     "[scope] max_pages: expected an integer >= 0, found '' (a string)"),
+     "[scope] max_pages: expected a number, found an empty field"),
+    ({"schedule.every": "daily 25:00"}, "schedule.every",
+     "[schedule] every: invalid schedule 'daily 25:00': the hour must be 0-23, found 25"),
+    ({"retention.keep_daily": "-7"}, "retention.keep_daily",
+     "[retention] keep_daily: expected an integer >= 0, found -7 (an integer)"),
     ({"crawl.delay": "soon"}, "crawl.delay",
      "[crawl] delay: expected a number >= 0, found 'soon' (a string)"),
     ({"scope.include": "ok\n("}, "scope.include",
@@ -336,6 +340,48 @@ def test_read_only_fields_are_not_written_and_unknown_keys_are_refused() -> None
 def test_a_bad_value_names_its_field(values: dict[str, str], key: str, message: str) -> None:
     exc = error(HAND, values)
     assert (exc.key, str(exc)) == (key, f"site.toml: {message}")
+
+
+def test_every_bad_field_is_reported_at_once() -> None:
+    exc = error(HAND, {"site.start_urls": "blog.example.org", "crawl.workers": "0",
+                       "scope.include": "(", "crawl.headers": "no colon",
+                       "schedule.every": "sometimes", "crawl.delay": "2"})
+    assert [e.key for e in exc.errors] == ["crawl.headers", "site.start_urls", "scope.include",
+                                           "crawl.workers", "schedule.every"]
+    assert exc.errors[-1].detail.startswith("[schedule] every: expected \"hourly\"")
+    assert str(exc).count("site.toml: ") == 5
+
+
+def test_a_problem_of_the_file_outside_the_form_is_reported_with_the_fields() -> None:
+    exc = error(HAND + "[crawl]\n", {"crawl.workers": "0"})  # a table defined twice
+    assert exc.key is None and "invalid TOML" in str(exc)
+    exc = error(HAND.replace("timeout = 30.0", "timeout = 30.0\nworker = 3"),
+                {"crawl.workers": "0"})
+    assert [(e.key, e.hint) for e in exc.errors] == [
+        ("crawl.worker", "did you mean 'workers'?"), ("crawl.workers", "")]
+
+
+def test_schedule_and_retention_are_written_in_their_sections() -> None:
+    text = HAND + "\n[hooks]\n# tell me\nafter = \"true\"\n"
+    assert edit(text, schedule__every="", retention__keep_last="0") == text  # defaults
+    new = edit(text, schedule__every="daily 03:15", retention__keep_daily="7")
+    assert new == HAND + ('\n[schedule]\nevery = "daily 03:15"\n\n[hooks]\n# tell me\n'
+                          'after = "true"\n\n[retention]\nkeep_daily = 7\n')
+    config = parse_config(new, SITE)
+    assert config.schedule.every is not None and config.schedule.every.text == "daily 03:15"
+    assert config.retention.keep_daily == 7
+    assert form_values(new)["schedule.every"] == "daily 03:15"
+    assert edit(new, schedule__every="") == new.replace('every = "daily 03:15"', 'every = ""')
+
+
+def test_number_fields_know_their_least_value() -> None:
+    fields = {f.key: f for f in FORM_FIELDS}
+    assert fields["crawl.workers"].minimum == 1 and fields["scope.max_pages"].minimum == 0
+    assert fields["crawl.delay"].minimum == 0.0 and fields["retention.keep_last"].minimum == 0
+    assert fields["crawl.user_agent"].minimum is None
+    assert [fields["crawl.workers"].input_type(v) for v in ("16", "", "2.5", "many")] == [
+        "number", "number", "number", "text"]
+    assert fields["schedule.every"].input_type("7") == "text"
 
 
 def test_a_file_that_is_not_toml() -> None:
@@ -413,6 +459,10 @@ _VALUES = st.fixed_dictionaries({
     "crawl.delay": st.floats(0, 1e6, allow_nan=False, allow_infinity=False).map(str),
     "crawl.user_agent": _LINE,
     "crawl.headers": st.lists(st.tuples(_TOKEN, _LINE), max_size=3).map(_headers),
+    "schedule.every": st.sampled_from(["", "hourly", "daily 03:15", "weekly sun 04:00",
+                                       "30 2 * * 1-5"]),
+    **{f"retention.keep_{rule}": st.integers(0, 99).map(str)
+       for rule in ("last", "daily", "weekly", "monthly")},
 })
 
 

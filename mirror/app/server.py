@@ -23,6 +23,7 @@ from mirror.app.replays import Replays
 from mirror.app.reportpage import report_context
 from mirror.app.schedules import Schedules, routes
 from mirror.app.search import Results, SearchError, clamp_page, search_library
+from mirror.app.settingspage import SettingsPages, by_field
 from mirror.app.status import Reports, SiteState, SiteStatus, live_progress, site_status
 from mirror.app.uistate import StateFile
 from mirror.app.views import environment
@@ -108,8 +109,7 @@ class LibraryApp:
         r.add_post("/site/{id}/stop", self.stop)
         r.add_post("/site/{id}/verify", self.verify)
         r.add_post("/site/{id}/export", self.export)
-        r.add_get("/site/{id}/settings", self.settings_form)
-        r.add_post("/site/{id}/settings", self.settings)
+        SettingsPages(self).add_routes(r)
         r.add_get("/site/{id}/runs/{run}", self.report)
         r.add_get("/site/{id}/explain", self.explain)
         r.add_get("/site/{id}/browse", self.browse)
@@ -356,8 +356,9 @@ class LibraryApp:
                  detail_key: str = "site.name") -> web.Response:
         key = error.key if error else (detail_key if detail else None)
         if error is not None:
-            detail = str(error).removeprefix(f"{error.path}: ")
+            detail = error.detail  # the first; the fields below show all
         return self.page("add.html", status=status, values=values, error=detail, key=key,
+                         beside=by_field(error.errors if error else [])[0],
                          fields=[f for f in sitefile.FORM_FIELDS if f.key not in _ADD_OWN],
                          known={f.key for f in sitefile.FORM_FIELDS} | _ADD_OWN)
 
@@ -382,35 +383,6 @@ class LibraryApp:
                                  detail_key=("site.start_urls" if isinstance(
                                      exc, sitefile.Covered) else "site.name"))
         raise web.HTTPSeeOther(f"/site/{path.stem}?" + _q(f"added {path}"))
-
-    async def settings_form(self, request: web.Request) -> web.Response:
-        entry = self.entry(request)
-        text = entry.file.read_text(encoding="utf-8-sig")
-        return self.settings_page(entry, text, sitefile.form_values(text), None,
-                                  request.query.get("message", ""))
-
-    def settings_page(self, entry: SiteEntry, text: str, values: dict[str, str],
-                      error: ConfigError | None, message: str, status: int = 200) -> web.Response:
-        key = error.key if error else None
-        detail = str(error).removeprefix(f"{error.path}: ") if error else ""
-        fields = list(sitefile.FORM_FIELDS)
-        return self.page("settings.html", status=status, entry=entry, fields=fields,
-                         values=values, error=detail, key=key, message=message, text=text,
-                         known={f.key for f in fields})
-
-    async def settings(self, request: web.Request) -> web.Response:
-        entry = self.entry(request)
-        form = await request.post()
-        values = {f.key: str(form.get(f.key, "")) for f in sitefile.FORM_FIELDS
-                  if f.key in form}
-        text = entry.file.read_text(encoding="utf-8-sig")
-        try:
-            new = sitefile.apply_form(text, entry.file, values)
-        except ConfigError as exc:
-            return self.settings_page(entry, text, {**sitefile.form_values(text), **values},
-                                      exc, "", status=400)
-        await asyncio.to_thread(sitefile.write_site_file, entry.file, new)
-        raise web.HTTPSeeOther(f"/site/{entry.id}/settings?message=" + _q("saved"))
 
     # -- live ------------------------------------------------------------------------------
     async def events(self, request: web.Request) -> web.StreamResponse:

@@ -16,13 +16,25 @@ from tomlkit.items import AoT, Comment, Item, String, Table, Whitespace
 from tomlkit.toml_document import TOMLDocument
 
 from mirror.archive.fsutil import atomic_write_text
-from mirror.config import ConfigError, CrawlSection, ScopeSection, SiteSection, parse_config
+from mirror.config import (
+    SECTION_NAMES,
+    ConfigError,
+    CrawlSection,
+    RetentionSection,
+    ScheduleSection,
+    ScopeSection,
+    SiteSection,
+    config_error,
+    minimum_of,
+    parse_config,
+)
 from mirror.web.http import REDACTED, SECRET_HEADERS
 from mirror.web.urls import InvalidURL, host_of, site_key
 
 Kind = Literal["lines", "int", "float", "headers", "text"]
-_SECTIONS: dict[str, type] = {"site": SiteSection, "scope": ScopeSection, "crawl": CrawlSection}
-_ORDER = ("site", "scope", "crawl", "archive")  # where config.py checks them, and shows them
+_SECTIONS: dict[str, type] = {"site": SiteSection, "scope": ScopeSection, "crawl": CrawlSection,
+                              "schedule": ScheduleSection, "retention": RetentionSection}
+_ORDER = SECTION_NAMES  # where config.py checks them, and shows them
 
 
 class SiteFileError(Exception):
@@ -55,6 +67,24 @@ class FormField:
     kind: Kind  # lines: one item per line; headers: one "Name: value" per line
     readonly: bool = False  # shown, never written by apply_form
 
+    @property
+    def minimum(self) -> float | None:
+        """The least value a number field takes (its input's min), if that value is allowed."""
+        least = minimum_of(self.key) if self.kind in ("int", "float") else None
+        if least is None or not least[1]:
+            return None
+        return int(least[0]) if self.kind == "int" else least[0]
+
+    def input_type(self, value: str) -> str:
+        """"number" for a number field, unless it holds a text a number input would drop."""
+        if self.kind not in ("int", "float"):
+            return "text"
+        try:
+            float(value or "0")
+        except ValueError:
+            return "text"
+        return "number"
+
 
 FORM_FIELDS: tuple[FormField, ...] = (
     FormField("site.name", "Name", "Names the archive's files; chosen when the site was added.",
@@ -83,6 +113,19 @@ FORM_FIELDS: tuple[FormField, ...] = (
     FormField("crawl.headers", "Extra request headers",
               f"One 'Name: value' per line. Secret values (Authorization, Cookie) are never "
               f"shown: leave {REDACTED} to keep the saved one.", "headers"),
+    FormField("schedule.every", "Schedule",
+              'When scheduled runs start, on this computer\'s clock: "hourly", "daily 03:15", '
+              '"weekly sun 04:00" or a cron expression ("30 2 * * 1-5"); empty: none. Saving '
+              "changes the file; mirror schedule apply installs the timer.", "text"),
+    FormField("retention.keep_last", "Keep the last runs",
+              "mirror prune (and each scheduled run) keeps the N newest runs; 0: this rule "
+              "is off. With all four keep rules at 0 every run is kept.", "int"),
+    FormField("retention.keep_daily", "Keep daily runs",
+              "The last run of each of the N newest days that have runs; 0: off.", "int"),
+    FormField("retention.keep_weekly", "Keep weekly runs",
+              "The last run of each of the N newest weeks; 0: off.", "int"),
+    FormField("retention.keep_monthly", "Keep monthly runs",
+              "The last run of each of the N newest months; 0: off.", "int"),
 )
 _FIELDS = {f.key: f for f in FORM_FIELDS}
 
@@ -231,8 +274,16 @@ def _refuse_covered(library: Path, url: str) -> None:
 
 def _declared_name(path: Path) -> str:
     try:
-        name = tomllib.loads(path.read_text(encoding="utf-8-sig"))["site"]["name"]
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError, TypeError):
+        return declared_name(path.read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def declared_name(text: str) -> str:
+    """The [site] name a site file's text declares; "" when it declares none it can read."""
+    try:
+        name = tomllib.loads(text.removeprefix("\ufeff"))["site"]["name"]
+    except (tomllib.TOMLDecodeError, KeyError, TypeError):
         return ""
     return name if isinstance(name, str) else ""
 
@@ -250,7 +301,8 @@ def form_values(text: str, path: Path | None = None) -> dict[str, str]:
 def apply_form(text: str, path: Path, values: dict[str, str]) -> str:
     """The site file `text` with the form's values set: comments, order and other keys kept,
     keys whose value did not change left alone (an absent key stays absent), read-only
-    fields ignored. Raises ConfigError, its .key naming the field, if the result is invalid."""
+    fields ignored. Raises ConfigError, its .errors each naming its field, if the
+    result is invalid."""
     text = text.removeprefix("\ufeff")
     raw = _load(text, path)
     try:
@@ -259,17 +311,34 @@ def apply_form(text: str, path: Path, values: dict[str, str]) -> str:
         raise ConfigError(path, None, f"cannot edit: {exc}") from exc
     if unknown := set(values) - set(_FIELDS):
         raise ValueError(f"not in FORM_FIELDS: {', '.join(sorted(unknown))}")
+    errors: list[ConfigError] = []
     for field in FORM_FIELDS:
         if field.key in values and not field.readonly:
             current = _current(raw, field.key)
-            new = _convert(field, values[field.key], current, path)
+            try:
+                new = _convert(field, values[field.key], current, path)
+            except ConfigError as exc:  # the other fields are still checked
+                errors.append(exc)
+                continue
             if not _same(new, current):
                 _set(doc, field.key, new, text, path)
     new_text = tomlkit.dumps(doc)
     if "\r\n" in text:  # the lines tomlkit added end as the file's do
         new_text = re.sub(r"(?<!\r)\n", "\r\n", new_text)
-    parse_config(new_text, path)
+    unread = {error.key for error in errors}  # their own message says it better
+    errors += [error for error in problems(new_text, path) if error.key not in unread]
+    if errors:
+        raise config_error(errors)
     return new_text
+
+
+def problems(text: str, path: Path) -> list[ConfigError]:
+    """Every problem of a site file's text, as `mirror check` finds them; [] for none."""
+    try:
+        parse_config(text.removeprefix("\ufeff"), path)
+    except ConfigError as exc:
+        return exc.errors
+    return []
 
 
 def _load(text: str, path: Path) -> dict[str, Any]:
@@ -290,6 +359,8 @@ def _current(raw: dict[str, Any], key: str) -> Any:
     default = next(f.default for f in fields(_SECTIONS[section]) if f.name == name)
     if default is MISSING:
         return None
+    if default is None:  # [schedule] every: "" is none in the file
+        return ""
     if isinstance(default, tuple):
         return dict(default) if _FIELDS[key].kind == "headers" else list(default)
     return default
@@ -312,6 +383,10 @@ def _convert(field: FormField, typed: str, current: Any, path: Path) -> Any:
     """The form string as a TOML value; a string parse_config will reject when it does not
     read as the field's kind, so that the message is config.py's own."""
     text = typed.strip()
+    section, name = field.key.split(".")
+    if field.kind in ("int", "float") and not text:
+        raise ConfigError(path, field.key, f"[{section}] {name}: expected a number, found an "
+                          "empty field")
     if field.kind == "lines":
         return [line.strip() for line in typed.splitlines() if line.strip()]
     if field.kind in ("int", "float"):  # "2.5" for an int: "found 2.5 (a float)"
