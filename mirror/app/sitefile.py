@@ -116,7 +116,8 @@ FORM_FIELDS: tuple[FormField, ...] = (
     FormField("schedule.every", "Schedule",
               'When scheduled runs start, on this computer\'s clock: "hourly", "daily 03:15", '
               '"weekly sun 04:00" or a cron expression ("30 2 * * 1-5"); empty: none. Saving '
-              "changes the file; mirror schedule apply installs the timer.", "text"),
+              "changes the file; Apply on the site's page (or mirror schedule apply) installs the "
+              "timer.", "text"),
     FormField("retention.keep_last", "Keep the last runs",
               "mirror prune (and each scheduled run) keeps the N newest runs; 0: this rule "
               "is off. With all four keep rules at 0 every run is kept.", "int"),
