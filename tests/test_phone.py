@@ -71,17 +71,18 @@ BANNER_JS = """() => {
 
 
 def garden(site: TestSite, version: int) -> TestSite:
-    """A small site with a long article address, a link that is gone, and a page whose
-    text changes between the two runs."""
+    """A small site with a long article address that links to a long address that is gone
+    (the report's broken links), and whose text changes between the two runs."""
     site.page("/", "<html><head><title>Balcony garden</title></head><body><h1>Balcony garden"
                    f'</h1><a href="{ARTICLE}">tomatoes</a> <a href="/herbs.html">herbs</a> '
-                   f'<a href="{GONE}">old notes</a> <a href="/missing.html">missing</a>'
+                   '<a href="/missing.html">missing</a>'
                    "</body></html>")
     extra = " Water them in the evening, never at noon." if version == 2 else ""
     site.page(ARTICLE, "<html><head><title>Growing tomatoes on a balcony</title></head><body>"
                        "<p>Tomatoes want six hours of sun and a deep pot. Pinch out the side "
                        f"shoots every week.{extra}</p>\n<p>Feed them once the first truss "
-                       f'has set.</p><a href="/herbs.html">herbs</a></body></html>')
+                       f'has set.</p><a href="/herbs.html">herbs</a> <a href="{GONE}">notes</a>'
+                       "</body></html>")
     site.page("/herbs.html", "<html><head><title>Herbs that survive the winter</title></head>"
                              "<body><p>Thyme, sage and rosemary ask for little; tomatoes "
                              "like basil beside them.</p></body></html>")
