@@ -34,7 +34,7 @@ _STYLE = (
     "#mirror-frame{flex:1 1 auto;width:100%;border:0}"
     # a phone: the address on a line of its own, the rest wraps, the search box fills a line
     "@media (max-width:640px){#mirror-banner{flex-wrap:wrap;gap:0 .8em;padding:3px 8px}"
-    "#mb-url{order:-1;flex-basis:100%;white-space:nowrap}"
+    "#mb-url{flex-basis:100%}"
     "#mirror-banner form{flex:1 1 9em}#mirror-banner input{width:100%}}"
 )
 

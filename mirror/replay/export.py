@@ -239,7 +239,8 @@ _STYLE = (
     "td.n{text-align:right;white-space:nowrap}table.pages td:first-child,.u{overflow-wrap:anywhere}"
     ".u{color:#555;font-size:90%}input{font:inherit;max-width:100%}input[type=search]{width:20em}"
     ".scroll{overflow-x:auto}"  # a table too wide for a phone scrolls inside its own box
-    "@media (max-width:640px){body{margin:1em auto;padding:0 .6em}h1{font-size:1.5em}}"
+    "@media (max-width:640px){body{margin:1em auto;padding:0 .6em}h1{font-size:1.3em}"
+    "td,th{padding:.25em .3em}}"
 )
 
 #: a phone lays the page out at its own width (without it: at 980 px, shrunk)
