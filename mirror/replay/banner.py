@@ -32,8 +32,8 @@ _STYLE = (
     "#mirror-banner input{font:inherit;width:11em;padding:0 .3em;border:1px solid #c8ced6;"
     "border-radius:3px}"
     "#mirror-frame{flex:1 1 auto;width:100%;border:0}"
-    # a phone: the address on a line of its own, the rest wraps, the search box fills a line
-    "@media (max-width:640px){#mirror-banner{flex-wrap:wrap;gap:0 .8em;padding:3px 8px}"
+    # a phone or a narrow window: the address on a line of its own, the rest wraps
+    "@media (max-width:900px){#mirror-banner{flex-wrap:wrap;gap:0 .8em;padding:3px 8px}"
     "#mb-url{flex-basis:100%}"
     "#mirror-banner form{flex:1 1 9em}#mirror-banner input{width:100%}}"
 )

@@ -281,7 +281,8 @@ def contents_page(contents: list[tuple[Entry, str | None, int]]) -> bytes:
         "<button>Search the text</button></form>"
         f"<p>{len(contents)} pages. "
         '<input id="q" type="search" placeholder="filter" autofocus></p>'
-        f'<table class="pages"><tr><th>page</th><th>status</th><th>bytes</th></tr>\n{rows}\n</table>'
+        '<table class="pages"><tr><th>page</th><th>status</th><th>bytes</th></tr>\n'
+        f"{rows}\n</table>"
         "<script>document.getElementById('q').oninput=function(){var q=this.value."
         "toLowerCase();document.querySelectorAll('tr').forEach(function(r,i){if(i)r.style."
         "display=r.textContent.toLowerCase().includes(q)?'':'none'})}</script>"

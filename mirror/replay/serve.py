@@ -252,8 +252,9 @@ class Replay:
                 f"{_text_search_form()}{_runs_table(self.source.runs(), home)}"
                 f"{_search_form(query, show_all)}"
                 f"<p>{len(caps)} {'URLs' if show_all else 'pages'}; newest capture of each. "
-                f"{_pager(page, len(caps), query, show_all)}</p><table class=\"pages\"><tr><th>page</th>"
-                f"<th>status</th><th>bytes</th></tr>{page_rows(rows)}</table>")
+                f"{_pager(page, len(caps), query, show_all)}</p>"
+                '<table class="pages"><tr><th>page</th><th>status</th>'
+                f"<th>bytes</th></tr>{page_rows(rows)}</table>")
         return _ui(200, f"{self.site.name} archive", body)
 
     async def _info(self, archive: CaptureIndex, cap: Capture) -> tuple[str, int]:
