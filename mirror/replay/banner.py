@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from warcio.timeutils import timestamp_to_iso_date
 
 from mirror.replay.captures import Capture
-from mirror.replay.export import shown_url
+from mirror.replay.export import VIEWPORT, shown_url
 from mirror.replay.pages import PAGE, attr, history_href, replay_path, shown_time
 
 #: served by this server (pages.FRAME_CSP allows scripts from 'self' only)
@@ -32,6 +32,10 @@ _STYLE = (
     "#mirror-banner input{font:inherit;width:11em;padding:0 .3em;border:1px solid #c8ced6;"
     "border-radius:3px}"
     "#mirror-frame{flex:1 1 auto;width:100%;border:0}"
+    # a phone or a narrow window: the address on a line of its own, the rest wraps
+    "@media (max-width:900px){#mirror-banner{flex-wrap:wrap;gap:0 .8em;padding:3px 8px}"
+    "#mb-url{flex-basis:100%}"
+    "#mirror-banner form{flex:1 1 9em}#mirror-banner input{width:100%}}"
 )
 
 
@@ -100,7 +104,7 @@ def frame_page(info: CaptureInfo, site_name: str, library: str = "") -> bytes:
         '<form action="/_search" method="get" role="search"><input type="search" name="q" '
         'placeholder="Search the archive" aria-label="Search the archive"></form></header>')
     return (
-        '<!doctype html>\n<html><head><meta charset="utf-8">'
+        f'<!doctype html>\n<html><head><meta charset="utf-8">{VIEWPORT}'
         f"<title>{html.escape(title)}</title><style>{_STYLE}</style>"
         f'<script src="{BANNER_JS}" defer></script></head>\n<body>\n{banner}\n'
         f'<iframe id="mirror-frame" name="mirror-frame" src="{attr(info.frame())}" '

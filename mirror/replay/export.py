@@ -234,15 +234,22 @@ def export_folder(archive: CaptureIndex, out: Path, at: str | None = None,
 
 _STYLE = (
     "body{font:15px/1.45 system-ui,sans-serif;margin:2em auto;max-width:60em;padding:0 1em}"
-    "table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:.25em .5em;"
-    "border-bottom:1px solid #ddd;vertical-align:top}td.n{text-align:right}"
-    ".u{color:#555;font-size:90%;word-break:break-all}input{font:inherit}input[type=search]{width:20em}"
+    "h1{overflow-wrap:anywhere}table{border-collapse:collapse;width:100%}"
+    "td,th{text-align:left;padding:.25em .5em;border-bottom:1px solid #ddd;vertical-align:top}"
+    "td.n{text-align:right;white-space:nowrap}table.pages td:first-child,.u{overflow-wrap:anywhere}"
+    ".u{color:#555;font-size:90%}input{font:inherit;max-width:100%}input[type=search]{width:20em}"
+    ".scroll{overflow-x:auto}"  # a table too wide for a phone scrolls inside its own box
+    "@media (max-width:640px){body{margin:1em auto;padding:0 .6em}h1{font-size:1.3em}"
+    "td,th{padding:.25em .3em}}"
 )
+
+#: a phone lays the page out at its own width (without it: at 980 px, shrunk)
+VIEWPORT = '<meta name="viewport" content="width=device-width, initial-scale=1">'
 
 
 def html_page(title: str, body: str, head: str = "") -> bytes:
     return (
-        f'<!doctype html>\n<html><head><meta charset="utf-8">{head}'
+        f'<!doctype html>\n<html><head><meta charset="utf-8">{VIEWPORT}{head}'
         f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>\n"
         f"<body>\n{body}\n</body></html>\n"
     ).encode()
@@ -274,7 +281,8 @@ def contents_page(contents: list[tuple[Entry, str | None, int]]) -> bytes:
         "<button>Search the text</button></form>"
         f"<p>{len(contents)} pages. "
         '<input id="q" type="search" placeholder="filter" autofocus></p>'
-        f"<table><tr><th>page</th><th>status</th><th>bytes</th></tr>\n{rows}\n</table>"
+        '<table class="pages"><tr><th>page</th><th>status</th><th>bytes</th></tr>\n'
+        f"{rows}\n</table>"
         "<script>document.getElementById('q').oninput=function(){var q=this.value."
         "toLowerCase();document.querySelectorAll('tr').forEach(function(r,i){if(i)r.style."
         "display=r.textContent.toLowerCase().includes(q)?'':'none'})}</script>"

@@ -89,11 +89,11 @@ def history_html(url: str, rows: Sequence[HistoryRow]) -> str:
     if comparable:
         body.append('<form method="get" action="/_compare">')
     head = "<th>from</th><th>to</th>" if comparable else ""
-    body.append(f"<table><tr>{head}<th>captured</th><th>run</th><th>status</th>"
-                "<th>bytes</th><th>record</th><th>content</th></tr>")
+    body.append(f'<div class="scroll"><table><tr>{head}<th>captured</th><th>run</th>'
+                "<th>status</th><th>bytes</th><th>record</th><th>content</th></tr>")
     for i, (row, earlier) in enumerate(newest_first(rows)):
         body.append(_history_row(url, row, i, earlier, comparable))
-    body.append("</table>")
+    body.append("</table></div>")
     if comparable:
         body.append("<p><button>Compare the two</button></p></form>")
     return "\n".join(body)
@@ -224,10 +224,11 @@ def _side_link(side: Side, with_url: bool) -> str:
 
 #: added to the page's style: the diff keeps its lines; the frames share the width
 COMPARE_STYLE = (
-    "html body{max-width:none}.diff{white-space:pre-wrap;border:1px solid #ddd;padding:.75em;"
-    "background:#fafafa}ins{background:#c8f7c5;text-decoration:none}"
-    "del{background:#fbd0d0}del+ins{margin-left:.3em}"
+    "html body{max-width:none}.diff{white-space:pre-wrap;overflow-wrap:anywhere;"
+    "border:1px solid #ddd;padding:.75em;background:#fafafa}"
+    "ins{background:#c8f7c5;text-decoration:none}del{background:#fbd0d0}del+ins{margin-left:.3em}"
     ".frames{display:flex;gap:1em}.frames figure{flex:1;margin:0}"
     ".frames iframe{width:100%;height:70vh;border:1px solid #ccc}.note{color:#8a4b00}"
     ".fold{color:#666;font-style:italic;background:#eee}"
+    "@media (max-width:640px){.frames{flex-direction:column}}"  # a phone: one above the other
 )

@@ -253,8 +253,9 @@ class Replay:
                 f"{_text_search_form()}{_runs_table(self.source.runs(), home)}"
                 f"{_search_form(query, show_all)}"
                 f"<p>{len(caps)} {'URLs' if show_all else 'pages'}; newest capture of each. "
-                f"{_pager(page, len(caps), query, show_all)}</p><table><tr><th>page</th>"
-                f"<th>status</th><th>bytes</th></tr>{page_rows(rows)}</table>")
+                f"{_pager(page, len(caps), query, show_all)}</p>"
+                '<table class="pages"><tr><th>page</th><th>status</th>'
+                f"<th>bytes</th></tr>{page_rows(rows)}</table>")
         return _ui(200, f"{self.site.name} archive", body)
 
     async def _info(self, archive: CaptureIndex, cap: Capture) -> tuple[str, int]:
@@ -290,8 +291,8 @@ def _runs_table(runs: list[Run], home: str | None) -> str:
         f"<tr><td>{_run_link(r, home)}</td><td>{html.escape(r.started_at)}</td>"
         f"<td>{html.escape(r.finished_at or '')}</td><td>{html.escape(r.state)}</td></tr>"
         for r in runs)
-    return ("<h2>Runs</h2><table><tr><th>run</th><th>started</th><th>finished</th>"
-            f"<th>state</th></tr>{rows}</table>" if rows else "")
+    return ('<h2>Runs</h2><div class="scroll"><table><tr><th>run</th><th>started</th>'
+            f"<th>finished</th><th>state</th></tr>{rows}</table></div>" if rows else "")
 
 
 def _run_link(run: Run, home: str | None) -> str:
