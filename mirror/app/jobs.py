@@ -7,13 +7,13 @@ import itertools
 import logging
 import os
 import signal
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mirror.archive.lock import ArchiveLock
+from mirror.launch import mirror_argv
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +68,7 @@ class Launcher:
             raise ActionError("a run of this site is starting")
         self.state_dir.mkdir(parents=True, exist_ok=True)
         output = self.state_dir / f"{site_id}.out"
-        argv = [sys.executable, "-m", "mirror", "run", "--quiet", str(site_file)]
-        if new_run:
-            argv.append("--new-run")
+        argv = mirror_argv("run", "--quiet", str(site_file), *(["--new-run"] if new_run else []))
         with open(output, "ab") as out:
             out.write(f"\n$ mirror run{' --new-run' if new_run else ''} {site_file}\n".encode())
             out.flush()
