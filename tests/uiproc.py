@@ -33,11 +33,14 @@ class UiProcess:
     lines: list[str] = field(default_factory=list)
 
     @classmethod
-    def start(cls, library: Path, *extra: str, timeout: float = 20.0) -> UiProcess:
+    def start(cls, library: Path, *extra: str, timeout: float = 20.0,
+              command: list[str] | None = None, cwd: Path | None = None,
+              env: dict[str, str] | None = None) -> UiProcess:
+        """command: what starts `mirror ui` (default: this Python's, over `library`)."""
         proc = subprocess.Popen(
-            [sys.executable, "-m", "mirror", "ui", str(library), "--no-browser", "--port", "0",
-             *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            [*(command or [sys.executable, "-m", "mirror", "ui", str(library)]), "--no-browser",
+             "--port", "0", *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            cwd=cwd, env={**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"})
         assert proc.stdout is not None
         lines: list[str] = []
         deadline = time.monotonic() + timeout
