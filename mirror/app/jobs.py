@@ -161,6 +161,11 @@ class Jobs:
     def busy(self, site_id: str) -> bool:
         return any(j.state == "running" for j in self.of(site_id))
 
+    def verifying(self, site_id: str, holder: str | None) -> bool:
+        """The archive's lock (`holder`) is held by this app's own verify of the site."""
+        return holder == str(os.getpid()) and any(
+            j.state == "running" and j.kind == "verify" for j in self.of(site_id))
+
     def start(self, site_id: str, kind: str, work: Work) -> Job:
         if self.busy(site_id):
             raise ActionError("another export or verify of this site is going on")
