@@ -26,20 +26,20 @@ PURE = ("web.urls", "web.extract", "web.css", "web.codings", "web.rewrite", "web
 LAYERS = {
     "web": {"web", "model"},
     "archive": {"archive", "web", "model", "layout", "crashpoints"},
-    "crawl": {"crawl", "archive", "web", "model", "layout", "crashpoints", "config"},
+    "crawl": {"crawl", "archive", "web", "model", "layout", "crashpoints", "config", "launch"},
     "replay": {"replay", "archive", "web", "model", "layout", "webapp"},
     "verify": {"verify", "archive", "web", "model", "layout"},
     "demo": {"demo", "web", "webapp", "config"},
     # OS timers, the wait for a run still going, hooks: for the cli and the app
-    "schedule": {"schedule", "archive", "model", "layout", "config"},
+    "schedule": {"schedule", "archive", "model", "layout", "config", "launch"},
     # the fleet (many sites on PostgreSQL + Procrastinate): registrations, the worker and
     # its jobs, which run `mirror run` as a child process; it restores and pushes archives
     # (archive.storesync) and reads a run's progress.json (crawl.progressfile)
-    "fleet": {"fleet", "archive", "crawl", "model", "layout", "config", "schedule"},
+    "fleet": {"fleet", "archive", "crawl", "model", "layout", "config", "schedule", "launch"},
     # the library app sits above everything but cli
     "app": {"app", "archive", "web", "model", "layout", "config", "crawl", "replay", "verify",
             "webapp", "report", "runreport", "explain", "progress", "crashpoints",
-            "schedule", "fleet"},
+            "schedule", "fleet", "launch"},
 }
 
 

@@ -95,3 +95,21 @@ def test_a_run_without_a_display_loads_no_display_library(tmp_path: Path,
     seen = loaded("-m", "mirror", "run", str(toml), "--quiet")
     assert "mirror.crawl.crawler" in seen and "rich" not in seen
     assert sorted(served.log) == ["/", "/a"]
+
+
+def test_version_is_answered_without_loading_the_command_line() -> None:
+    """`mirror --version`, by the console script's entry point as pyproject.toml names it:
+    the version of the package, with none of the command line's modules loaded."""
+    import tomllib
+
+    entry = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["mirror"]
+    module, _, function = entry.partition(":")
+    script = (f"import sys; sys.argv[1:] = ['--version']; from {module} import {function}; "
+              f"{function}()")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert (proc.returncode, proc.stdout) == (0, f"mirror {version}\n"), proc.stderr
+    seen = loaded("-c", script)
+    assert not {"argparse", "mirror.cli", "mirror.config", "aiohttp", "lxml"} & seen
+    assert {"argparse", "mirror.cli"} <= loaded("-m", "mirror", "--help")  # the control

@@ -34,13 +34,15 @@ class UiProcess:
 
     @classmethod
     def start(cls, library: Path, *extra: str, timeout: float = 20.0,
-              port: str | None = "0") -> UiProcess:
-        """With `port` None, no --port: the port of the last start when it is free."""
+              port: str | None = "0", command: list[str] | None = None,
+              cwd: Path | None = None, env: dict[str, str] | None = None) -> UiProcess:
+        """With `port` None, no --port: the port of the last start when it is free.
+        command: what starts `mirror ui` (default: this Python's, over `library`)."""
         ports = ["--port", port] if port is not None else []
         proc = subprocess.Popen(
-            [sys.executable, "-m", "mirror", "ui", str(library), "--no-browser", *ports,
-             *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            [*(command or [sys.executable, "-m", "mirror", "ui", str(library)]), "--no-browser",
+             *ports, *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            cwd=cwd, env={**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"})
         assert proc.stdout is not None
         lines: list[str] = []
         deadline = time.monotonic() + timeout

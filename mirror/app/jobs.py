@@ -7,13 +7,13 @@ import itertools
 import logging
 import os
 import signal
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mirror.archive.lock import ArchiveLock
+from mirror.launch import mirror_argv
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +68,7 @@ class Launcher:
             raise ActionError("a run of this site is starting")
         self.state_dir.mkdir(parents=True, exist_ok=True)
         output = self.state_dir / f"{site_id}.out"
-        argv = [sys.executable, "-m", "mirror", "run", "--quiet", str(site_file)]
-        if new_run:
-            argv.append("--new-run")
+        argv = mirror_argv("run", "--quiet", str(site_file), *(["--new-run"] if new_run else []))
         with open(output, "ab") as out:
             out.write(f"\n$ mirror run{' --new-run' if new_run else ''} {site_file}\n".encode())
             out.flush()
@@ -162,6 +160,11 @@ class Jobs:
 
     def busy(self, site_id: str) -> bool:
         return any(j.state == "running" for j in self.of(site_id))
+
+    def verifying(self, site_id: str, holder: str | None) -> bool:
+        """The archive's lock (`holder`) is held by this app's own verify of the site."""
+        return holder == str(os.getpid()) and any(
+            j.state == "running" and j.kind == "verify" for j in self.of(site_id))
 
     def start(self, site_id: str, kind: str, work: Work) -> Job:
         if self.busy(site_id):

@@ -69,6 +69,11 @@ class Row:
         return self.entry.id
 
 
+async def favicon(request: web.Request) -> web.FileResponse:
+    """What browsers ask for on their own, for any page: the app's icon, not a 404."""
+    return web.FileResponse(STATIC / "icon.svg")
+
+
 class LibraryApp:
     """The request handlers and what they share; one per `mirror ui` process."""
 
@@ -121,6 +126,7 @@ class LibraryApp:
         if self.fleet_db is not None:
             r.add_get("/fleet", self.fleet)
         r.add_static("/static", STATIC, append_version=False)
+        r.add_get("/favicon.ico", favicon)
         app.on_shutdown.append(self._shutdown)
         app.on_cleanup.append(self._cleanup)
         return app
@@ -182,6 +188,8 @@ class LibraryApp:
             shown = status.state.value
             if signature.starting and status.state != SiteState.RUNNING:
                 shown = "starting"
+            elif self.jobs.verifying(entry.id, status.holder):  # not "busy pid <the app's>"
+                shown = "verifying"
             row = Row(entry, status, shown, self.launcher.last_output(entry.id))
         self._rows[entry.id] = (signature, row)
         return row

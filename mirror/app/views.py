@@ -15,7 +15,7 @@ from mirror.report import human_bytes
 
 STATE_CLASS = {
     "running": "run", "starting": "run", "busy": "run", "idle": "ok", "never run": "none",
-    "interrupted": "warn", "failed": "bad", "broken": "bad",
+    "interrupted": "warn", "failed": "bad", "broken": "bad", "verifying": "run",
 }
 EXIT_MEANING = {
     0: "complete", 1: "internal error", 2: "bad config", 3: "some URLs failed",

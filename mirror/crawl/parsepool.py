@@ -25,7 +25,6 @@ import logging
 import os
 import pickle
 import signal
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from typing import Any
 from mirror.config import SiteConfig
 from mirror.crawl.discover import Discovery
 from mirror.crawl.parsehelper import LENGTH, Page, frame, from_wire
+from mirror.launch import module_argv
 from mirror.model import NOTHING, Discovered, UrlItem
 
 log = logging.getLogger(__name__)
@@ -40,10 +40,9 @@ log = logging.getLogger(__name__)
 #: helper deaths tolerated in one run before parsing stays in the crawler's process
 MAX_RESTARTS = 5
 STOP_TIMEOUT = 5.0
-#: the helper's command line; -P: not the current folder first on sys.path, so that a
-#: `mirror` folder where the crawl was started (a checkout of another version) is not
-#: what the helper imports
-HELPER = (sys.executable, "-P", "-m", "mirror.crawl.parsehelper")
+#: the helper's command line (-P: a `mirror` folder where the crawl was started, a library
+#: or a checkout of another version, is not what the helper imports)
+HELPER = tuple(module_argv("mirror.crawl.parsehelper"))
 #: longest wait for a new helper to come up, for a page whose helper died
 READY_TIMEOUT = 30.0
 

@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from mirror.schedule.timers import scheduled_argv
+
 log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -22,7 +24,7 @@ _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 def run_argv(site_file: Path, python: str = sys.executable) -> list[str]:
     """What a job runs: this Python's mirror, as a timer would (quiet, scheduled)."""
-    return [python, "-m", "mirror", "run", "--quiet", "--scheduled", str(site_file)]
+    return scheduled_argv(site_file, python)
 
 
 def _die_with(parent: int) -> Callable[[], None] | None:

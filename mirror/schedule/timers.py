@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mirror.launch import mirror_argv
 from mirror.schedule import crontab, systemd
 from mirror.schedule.spec import Schedule
 
@@ -23,7 +24,7 @@ class TimerError(Exception):
 
 def scheduled_argv(site_file: Path, python: str = sys.executable) -> list[str]:
     """What a timer runs: this Python's mirror, quietly, as a scheduled run of the site."""
-    return [python, "-m", "mirror", "run", "--quiet", "--scheduled", str(site_file)]
+    return mirror_argv("run", "--quiet", "--scheduled", str(site_file), python=python)
 
 
 @dataclass(frozen=True)
