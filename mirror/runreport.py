@@ -13,8 +13,9 @@ from mirror.config import SiteConfig
 from mirror.crawl.history import Changes, compare
 from mirror.crawl.politeness import UNREACHABLE
 from mirror.layout import ArchiveLayout
-from mirror.model import UNFINISHED, ExitCode, RunState
+from mirror.model import UNFINISHED, ExitCode, Run, RunState
 from mirror.report import RunData, build_report
+from mirror.runhealth import start_problem
 
 
 def report_path(cfg: SiteConfig, run_id: int) -> Path:
@@ -23,9 +24,19 @@ def report_path(cfg: SiteConfig, run_id: int) -> Path:
 
 def changes(manifest: ManifestReader, run_id: int) -> Changes:
     """This run against the run before it (everything is new in the first run)."""
-    earlier = [r.id for r in manifest.runs() if r.id < run_id and r.state != RunState.ABANDONED]
-    before = manifest.run_contents(earlier[-1]) if earlier else {}
-    return compare(before, manifest.run_contents(run_id))
+    runs = manifest.runs()
+    earlier = [r.id for r in runs if r.id < run_id and r.state != RunState.ABANDONED]
+    this = next(r for r in runs if r.id == run_id)
+    return changes_between(manifest, earlier[-1] if earlier else None, this)
+
+
+def changes_between(manifest: ManifestReader, before: int | None, run: Run) -> Changes:
+    """`run` against the run `before` (None: nothing before it). Only a complete run says a
+    URL it has not captured is gone; one interrupted or stopped at a limit has not reached
+    it yet (pending), and a URL that failed in `run` is a failure, not gone."""
+    return compare(manifest.run_contents(before) if before is not None else {},
+                   manifest.run_contents(run.id), complete=run.state == RunState.COMPLETE,
+                   failed={url for url, _ in manifest.failed(run.id)})
 
 
 def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
@@ -62,6 +73,8 @@ def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
         needs_browser=m.needs_browser(run),
         changes=changes(m, run),
         skipped_urls=m.skipped_urls(run),
+        pages_stored=m.count_pages_stored(run),
+        start_urls=[(u, start_problem(s, st, r)) for u, s, st, r in m.start_urls(run)],
         warc_files=[p.name for p in index.warc_files(ArchiveLayout(cfg.site.output_dir).warc)],
         archive=str(cfg.site.output_dir),
     )
