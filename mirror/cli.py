@@ -504,20 +504,20 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 @contextmanager
-def _history(args: argparse.Namespace) -> Iterator[tuple[list[Run], ManifestReader]]:
-    """The runs of the site file's archive (not the abandoned ones), and its manifest."""
+def _history(args: argparse.Namespace) -> Iterator[tuple[SiteConfig, list[Run], ManifestReader]]:
+    """The site, the runs of its archive (not the abandoned ones), and its manifest."""
     cfg = load_config(args.config)
     manifest = ManifestReader(ArchiveLayout(cfg.site.output_dir).manifest)
     try:
-        yield [r for r in manifest.runs() if r.state != RunState.ABANDONED], manifest
+        yield cfg, [r for r in manifest.runs() if r.state != RunState.ABANDONED], manifest
     finally:
         manifest.close()
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from mirror.runreport import changes_between
+    from mirror.runreport import changes_between, health_of
 
-    with _history(args) as (runs, manifest):
+    with _history(args) as (cfg, runs, manifest):
         if not runs:
             print("no runs yet")
         totals, before = manifest.run_totals(), None
@@ -525,15 +525,17 @@ def cmd_runs(args: argparse.Namespace) -> int:
             counts = {**changes_between(manifest, before, r).counts(),
                       "failed": len(manifest.failed(r.id))}
             before = r.id
+            failed = health_of(cfg, r).text()
             print(f"run {r.id:<4} {r.state:<11} {r.started_at} -> {r.finished_at or '...':<20} "
-                  f"{totals.get(r.id, (0, 0))[0]:>6} captures  " + counts_text(counts))
+                  f"{totals.get(r.id, (0, 0))[0]:>6} captures  " + counts_text(counts)
+                  + (f"  FAILED: {failed}" if failed else ""))
     return ExitCode.OK
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from mirror.runreport import changes_between
 
-    with _history(args) as (runs, manifest):
+    with _history(args) as (_, runs, manifest):
         ids = [r.id for r in runs]
         chosen: list[int] = args.runs
         if len(chosen) > 2 or any(i not in ids for i in chosen):

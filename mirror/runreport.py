@@ -15,7 +15,7 @@ from mirror.crawl.politeness import UNREACHABLE
 from mirror.layout import ArchiveLayout
 from mirror.model import UNFINISHED, ExitCode, Run, RunState
 from mirror.report import RunData, build_report
-from mirror.runhealth import start_problem
+from mirror.runhealth import Health, health, numbers_of, start_problem
 
 
 def report_path(cfg: SiteConfig, run_id: int) -> Path:
@@ -78,6 +78,16 @@ def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
         warc_files=[p.name for p in index.warc_files(ArchiveLayout(cfg.site.output_dir).warc)],
         archive=str(cfg.site.output_dir),
     )
+
+
+def health_of(cfg: SiteConfig, run: Run) -> Health:
+    """The verdict (runhealth) of a run's written report; none without a report."""
+    try:
+        data = json.loads(report_path(cfg, run.id).read_bytes())
+    except (OSError, ValueError):
+        return Health()
+    return health(numbers_of(data, run.state not in UNFINISHED)) if isinstance(data, dict) \
+        else Health()
 
 
 def write_report(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> tuple[RunData, Path]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 import socket
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -140,6 +141,9 @@ async def test_a_run_against_a_closed_port_is_failed_with_its_reason(library: Pa
     reason = f"connection refused: 127.0.0.1:{port}"
     assert out.splitlines()[0].startswith(
         f"dead: run 1 FAILED: stored no page ({reason}); exit 3: 0 captures, 1 failed"), out
+    runs = subprocess.run([sys.executable, "-m", "mirror", "runs", str(path)],
+                          capture_output=True, text=True, timeout=60).stdout
+    assert runs.rstrip().endswith(f"failed 1  FAILED: stored no page ({reason})"), runs
     ui = UiProcess.start(library)
     try:
         row, site = await pages_of(ui, "dead")
