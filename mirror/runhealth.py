@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
-from mirror.web.urls import InvalidURL, site_key
+from urllib.parse import urlsplit
 
 #: how the crawler prefixes the failures of a host it gave up on (crawl.politeness)
 _UNREACHABLE = "host unreachable: "
@@ -113,9 +112,10 @@ def _start_problem(starts: Sequence[tuple[str, str | None]]) -> str | None:
 
 
 def _host(url: str) -> str:
+    """'host[:port]' of a manifest URL (normalised: no default port, no user info)."""
     try:
-        return site_key(url)
-    except InvalidURL:
+        return urlsplit(url).netloc.rpartition("@")[2] or url
+    except ValueError:
         return url
 
 

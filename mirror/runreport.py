@@ -6,7 +6,6 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from mirror.archive import index
 from mirror.archive.fsutil import atomic_write_text
 from mirror.archive.manifest_queries import ManifestReader
 from mirror.config import SiteConfig
@@ -42,6 +41,8 @@ def changes_between(manifest: ManifestReader, before: int | None, run: Run) -> C
 def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
     """Everything the report says, from the manifest alone (so that a later process can
     write the report of a run whose process died writing it)."""
+    from mirror.archive import index  # warcio: not for `mirror runs`, which takes changes
+
     m, run = manifest, run_id
     stats = m.capture_stats(run)
     info = next(r for r in m.runs() if r.id == run)
