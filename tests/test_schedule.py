@@ -486,7 +486,7 @@ def test_a_scheduled_run_waits_for_the_run_going_and_one_waiter_is_enough(
     assert first.returncode == 3, err
     assert f"a run is still going (pid {os.getpid()}); this scheduled run waits" in err
     assert "has finished; this scheduled run starts" in err
-    assert "a: run 1 complete" in out
+    assert "a: run 1 FAILED: stored no page" in out  # its start URL is refused
     log = (archive / "mirror.log").read_text()
     assert "this scheduled run waits for it to finish" in log and "is skipped" in log
     assert waiting(archive) is None
