@@ -23,12 +23,12 @@ from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
 from mirror.archive.objstore import StoreError
 from mirror.archive.workerfolder import no_manifest, shared_worker_note
 from mirror.config import ConfigError, SiteConfig, load_config
-from mirror.crawl.history import compare
 from mirror.layout import ArchiveLayout
 from mirror.librarycmds import LibraryUsageError
 from mirror.model import SNAPSHOT_CODES, ExitCode, RunState
 from mirror.report import (
     RunStatus,
+    counts_text,
     render_changes,
     render_status,
     render_summary,
@@ -447,8 +447,8 @@ def _hooks(cfg: SiteConfig, code: int) -> None:
     layout = ArchiveLayout(cfg.site.output_dir)
     last = last_run(layout.root)  # the run this one worked on (or, failing early, the one before)
     report = layout.report(last.id) if last else None
-    outcome = Outcome(cfg.site.name, cfg.path, layout.root, last.id if last else None, code,
-                      report if report and report.exists() else None)
+    outcome = Outcome.of(cfg.site.name, cfg.path, layout.root, last.id if last else None, code,
+                         report if report and report.exists() else None)
     with _logging(layout.log, verbose=False, display=None):
         run_hooks(cfg.hooks, outcome, layout.log)
 
@@ -514,45 +514,55 @@ def cmd_status(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _history(args: argparse.Namespace) -> tuple[list[Run], Callable[[int], dict[str, Any]]]:
+@contextmanager
+def _history(args: argparse.Namespace) -> Iterator[tuple[SiteConfig, list[Run], ManifestReader]]:
+    """The site, the runs of its archive (not the abandoned ones), and its manifest."""
     cfg = load_config(args.config)
     manifest = ManifestReader(ArchiveLayout(cfg.site.output_dir).manifest)
-    runs = [r for r in manifest.runs() if r.state != RunState.ABANDONED]
-    contents = {r.id: manifest.run_contents(r.id) for r in runs}
-    manifest.close()
-    return runs, contents.__getitem__
+    try:
+        yield cfg, [r for r in manifest.runs() if r.state != RunState.ABANDONED], manifest
+    finally:
+        manifest.close()
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    runs, contents = _history(args)
-    if not runs:
-        print("no runs yet")
-    before: dict[str, Any] = {}
-    for r in runs:
-        counts = compare(before, contents(r.id)).counts()
-        before = contents(r.id)
-        print(f"run {r.id:<4} {r.state:<11} {r.started_at} -> {r.finished_at or '...':<20} "
-              f"{len(before):>6} captures  " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    from mirror.runreport import changes_between, health_of
+
+    with _history(args) as (cfg, runs, manifest):
+        if not runs:
+            print("no runs yet")
+        totals, before = manifest.run_totals(), None
+        for r in runs:
+            counts = {**changes_between(manifest, before, r).counts(),
+                      "failed": len(manifest.failed(r.id))}
+            before = r.id
+            failed = health_of(cfg, r).text()
+            print(f"run {r.id:<4} {r.state:<11} {r.started_at} -> {r.finished_at or '...':<20} "
+                  f"{totals.get(r.id, (0, 0))[0]:>6} captures  " + counts_text(counts)
+                  + (f"  FAILED: {failed}" if failed else ""))
     return ExitCode.OK
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    runs, contents = _history(args)
-    ids = [r.id for r in runs]
-    chosen: list[int] = args.runs
-    if len(chosen) > 2 or any(i not in ids for i in chosen):
-        raise UsageError(f"diff takes up to two run ids among {ids or 'none (no runs yet)'}")
-    if len(chosen) < 2:
-        newer = chosen[0] if chosen else (ids[-1] if ids else 0)
-        older = [i for i in ids if i < newer]
-        if not older:
-            raise UsageError("diff needs two runs; this archive has "
-                             f"{'only run ' + str(newer) if ids else 'no runs'}")
-        chosen = [older[-1], newer]
-    a, b = chosen
-    if args.page:
-        return _page_diff(args, a, b)
-    print(render_changes(f"run {a} -> run {b}", compare(contents(a), contents(b))))
+    from mirror.runreport import changes_between
+
+    with _history(args) as (_, runs, manifest):
+        ids = [r.id for r in runs]
+        chosen: list[int] = args.runs
+        if len(chosen) > 2 or any(i not in ids for i in chosen):
+            raise UsageError(f"diff takes up to two run ids among {ids or 'none (no runs yet)'}")
+        if len(chosen) < 2:
+            newer = chosen[0] if chosen else (ids[-1] if ids else 0)
+            older = [i for i in ids if i < newer]
+            if not older:
+                raise UsageError("diff needs two runs; this archive has "
+                                 f"{'only run ' + str(newer) if ids else 'no runs'}")
+            chosen = [older[-1], newer]
+        a, b = chosen
+        if args.page:
+            return _page_diff(args, a, b)
+        later = runs[ids.index(b)]
+        print(render_changes(f"run {a} -> run {b}", changes_between(manifest, a, later)))
     return ExitCode.OK
 
 

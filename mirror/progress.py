@@ -16,7 +16,7 @@ from rich.text import Text
 
 from mirror.crawl.progressfile import LiveProgress
 from mirror.model import UrlState
-from mirror.report import RunData, human_bytes, unreachable_line
+from mirror.report import RunData, human_bytes, run_outcome, unreachable_line
 
 BAR_WIDTH = 30
 
@@ -98,8 +98,9 @@ def progress_renderable(site: str, p: LiveProgress) -> RenderableType:
 def summary_table(d: RunData, max_items: int = 10) -> Table:
     """The end-of-run summary (report.render_summary's content) as a table."""
     rate = d.captures / d.duration if d.duration > 0 else 0.0
-    table = Table(title=f"{d.site}: run {d.run_id} {d.state} (exit {d.exit_code})",
-                  title_justify="left", show_header=False)
+    table = Table(title=f"{d.site}: run {d.run_id} {run_outcome(d)}",
+                  title_justify="left", show_header=False,
+                  title_style="bold red" if d.health().failed else None)
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
 
@@ -116,7 +117,7 @@ def summary_table(d: RunData, max_items: int = 10) -> Table:
     row("captures", str(d.captures))
     row("failed", str(failed), "red" if failed else "")
     row("changes", f"{c['new']} new, {c['changed']} changed, {c['unchanged']} unchanged, "
-                   f"{c['gone']} gone")
+                   f"{c['gone']} gone" + (f", {c['pending']} pending" if c["pending"] else ""))
     row("status", _joined(dict(sorted(d.status_classes.items()))))
     row("content types", _joined({k or "(none)": v for k, v in d.content_types.items()}))
     if d.skipped:

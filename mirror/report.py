@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from mirror.crawl.history import Changes
-from mirror.model import RunState, UrlState
+from mirror.model import UNFINISHED, RunState, UrlState
+from mirror.runhealth import Health, RunNumbers, health
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,13 @@ class RunData:
     sitemap_only_pages: int = 0  # pages no link of the run reached, only a sitemap
     unreachable_hosts: list[tuple[str, str, int]] = field(default_factory=list)  # host, why, URLs
     needs_browser: list[tuple[str, str]] = field(default_factory=list)  # page, why
+    pages_stored: int = 0  # pages with a 2xx or 304 answer
+    start_urls: list[tuple[str, str | None]] = field(default_factory=list)  # url, problem
+
+    def health(self) -> Health:
+        """Whether the run archived what it was asked to (runhealth)."""
+        return health(RunNumbers(self.state not in UNFINISHED, self.pages_stored,
+                                 self.failed, self.start_urls))
 
 
 def build_report(d: RunData) -> dict[str, object]:
@@ -49,6 +57,10 @@ def build_report(d: RunData) -> dict[str, object]:
     out["unreachable_hosts"] = [{"host": h, "reason": r, "urls": n}
                                 for h, r, n in d.unreachable_hosts]
     out["failed"] = [{"url": u, "error": e} for u, e in d.failed]
+    out["start_urls"] = [{"url": u, "problem": p} for u, p in d.start_urls]
+    verdict = d.health()
+    out["health"] = {"failed": verdict.failed, "problem": verdict.problem,
+                     "reason": verdict.reason, "text": verdict.text()}
     out["broken_links"] = [
         {"url": u, "status": s, "linked_from": ref} for u, s, ref in d.broken_links
     ]
@@ -66,22 +78,40 @@ def human_bytes(n: float) -> str:
 
 
 def summary_line(d: RunData) -> str:
-    """The one line a cron mail shows."""
+    """The one line a cron mail shows; a failed run (runhealth) says so first, with why."""
     rate = d.captures / d.duration if d.duration > 0 else 0.0
     failed = d.url_states.get(UrlState.FAILED, 0)
     c = d.changes.counts()
+    pending = f", {c['pending']} pending" if c["pending"] else ""
     return (
-        f"{d.site}: run {d.run_id} {d.state} (exit {d.exit_code}): {d.captures} captures, "
+        f"{d.site}: run {d.run_id} {run_outcome(d)}: {d.captures} captures, "
         f"{failed} failed, {c['new']} new, {c['changed']} changed, {c['unchanged']} unchanged, "
-        f"{c['gone']} gone, {human_bytes(d.payload_bytes)} in {d.duration:.1f}s "
+        f"{c['gone']} gone{pending}, {human_bytes(d.payload_bytes)} in {d.duration:.1f}s "
         f"({rate:.1f} pages/s)"
     )
 
 
+def run_outcome(d: RunData) -> str:
+    """'complete (exit 0)', or 'FAILED: stored no page (connection refused: h:80); exit 3'."""
+    verdict = d.health()
+    if verdict.failed:
+        return f"FAILED: {verdict.text()}; exit {d.exit_code}"
+    return f"{d.state} (exit {d.exit_code})"
+
+
+def shown_counts(counts: dict[str, int]) -> dict[str, int]:
+    """The counts a person reads: `pending` only when a run left some (J2)."""
+    return {k: v for k, v in counts.items() if v or k != "pending"}
+
+
+def counts_text(counts: dict[str, int]) -> str:
+    """'new 1, changed 0, unchanged 3, gone 0' (and 'pending 5' when a run left some)."""
+    return ", ".join(f"{k} {v}" for k, v in shown_counts(counts).items())
+
+
 def render_changes(title: str, changes: Changes, max_items: int = 50) -> str:
     """`mirror diff`: the counts, then the URLs of each kind of change."""
-    counts = ", ".join(f"{k} {v}" for k, v in changes.counts().items())
-    lines = [f"{title}: {counts}"]
+    lines = [f"{title}: {counts_text(changes.counts())}"]
     for kind in ("new", "changed", "gone"):
         urls: list[str] = getattr(changes, kind)
         if urls:
@@ -120,7 +150,7 @@ def render_summary(d: RunData, max_items: int = 10) -> str:
     lines += _counts("status", dict(sorted(d.status_classes.items())))
     lines += _counts("content types", {k or "(none)": v for k, v in d.content_types.items()})
     lines += _counts("skipped", d.skipped)
-    lines += _counts("changes", {**d.changes.counts(), "failed": len(d.failed)})
+    lines += _counts("changes", shown_counts({**d.changes.counts(), "failed": len(d.failed)}))
     lines.append(f"  {'bytes':<14} payload {human_bytes(d.payload_bytes)}, "
                  f"WARC {human_bytes(d.warc_bytes)}")
     if d.unreachable_hosts:

@@ -6,15 +6,15 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from mirror.archive import index
 from mirror.archive.fsutil import atomic_write_text
 from mirror.archive.manifest_queries import ManifestReader
 from mirror.config import SiteConfig
 from mirror.crawl.history import Changes, compare
 from mirror.crawl.politeness import UNREACHABLE
 from mirror.layout import ArchiveLayout
-from mirror.model import UNFINISHED, ExitCode, RunState
+from mirror.model import UNFINISHED, ExitCode, Run, RunState
 from mirror.report import RunData, build_report
+from mirror.runhealth import Health, health, numbers_of, start_problem
 
 
 def report_path(cfg: SiteConfig, run_id: int) -> Path:
@@ -23,14 +23,26 @@ def report_path(cfg: SiteConfig, run_id: int) -> Path:
 
 def changes(manifest: ManifestReader, run_id: int) -> Changes:
     """This run against the run before it (everything is new in the first run)."""
-    earlier = [r.id for r in manifest.runs() if r.id < run_id and r.state != RunState.ABANDONED]
-    before = manifest.run_contents(earlier[-1]) if earlier else {}
-    return compare(before, manifest.run_contents(run_id))
+    runs = manifest.runs()
+    earlier = [r.id for r in runs if r.id < run_id and r.state != RunState.ABANDONED]
+    this = next(r for r in runs if r.id == run_id)
+    return changes_between(manifest, earlier[-1] if earlier else None, this)
+
+
+def changes_between(manifest: ManifestReader, before: int | None, run: Run) -> Changes:
+    """`run` against the run `before` (None: nothing before it). Only a complete run says a
+    URL it has not captured is gone; one interrupted or stopped at a limit has not reached
+    it yet (pending), and a URL that failed in `run` is a failure, not gone."""
+    return compare(manifest.run_contents(before) if before is not None else {},
+                   manifest.run_contents(run.id), complete=run.state == RunState.COMPLETE,
+                   failed={url for url, _ in manifest.failed(run.id)})
 
 
 def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
     """Everything the report says, from the manifest alone (so that a later process can
     write the report of a run whose process died writing it)."""
+    from mirror.archive import index  # warcio: not for `mirror runs`, which takes changes
+
     m, run = manifest, run_id
     stats = m.capture_stats(run)
     info = next(r for r in m.runs() if r.id == run)
@@ -62,9 +74,21 @@ def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
         needs_browser=m.needs_browser(run),
         changes=changes(m, run),
         skipped_urls=m.skipped_urls(run),
+        pages_stored=m.count_pages_stored(run),
+        start_urls=[(u, start_problem(s, st, r)) for u, s, st, r in m.start_urls(run)],
         warc_files=[p.name for p in index.warc_files(ArchiveLayout(cfg.site.output_dir).warc)],
         archive=str(cfg.site.output_dir),
     )
+
+
+def health_of(cfg: SiteConfig, run: Run) -> Health:
+    """The verdict (runhealth) of a run's written report; none without a report."""
+    try:
+        data = json.loads(report_path(cfg, run.id).read_bytes())
+    except (OSError, ValueError):
+        return Health()
+    return health(numbers_of(data, run.state not in UNFINISHED)) if isinstance(data, dict) \
+        else Health()
 
 
 def write_report(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> tuple[RunData, Path]:

@@ -47,6 +47,16 @@ def test_a_sites_state_comes_from_its_lock_its_last_run_and_its_live_file(
     assert classify(holder, last, live) == state
 
 
+def test_a_run_whose_report_says_it_failed_makes_the_site_failed() -> None:
+    """Exit 3 with no page stored (runhealth): failed, not idle; a running site is still
+    running, and a stopped one still resumable."""
+    why = "stored no page (connection refused: 127.0.0.1:9)"
+    assert classify(None, run("complete", 3), False, why) == SiteState.FAILED
+    assert classify(None, run("complete", 3), False, None) == SiteState.IDLE
+    assert classify("12", run("running", None), True, why) == SiteState.RUNNING
+    assert classify(None, run("interrupted", 130), False, why) == SiteState.INTERRUPTED
+
+
 @pytest.mark.parametrize(("origin", "referer", "ok"), [
     ("http://127.0.0.1:8700", None, True),
     ("http://127.0.0.1:8700", "http://evil.test/", True),  # Origin decides when present
@@ -96,6 +106,7 @@ def test_formatting() -> None:
     assert ago("2020-01-01T00:00:00Z", now) == "2020-01-01 00:00:00 UTC"
     assert ago("2026-11-24T05:59:30.123456Z", now) == "30 s ago"  # a WARC-Date's fractions
     assert exit_text(3) == "exit 3 (some URLs failed)" and exit_text(None) == ""
+    assert exit_text(3, "stored no page") == "exit 3 (run failed)"
 
 
 def test_highlight_marks_the_spans_and_escapes_everything_else() -> None:

@@ -3,6 +3,7 @@ variables, bounded in time, their output in mirror.log; never the run's exit cod
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -33,14 +34,29 @@ def test_the_exit_code_chooses_the_hook(code: int, hook: str) -> None:
 
 
 def test_the_environment_tells_the_run(tmp_path: Path) -> None:
-    env = environment(outcome(tmp_path, 3), {"PATH": "/bin", "MIRROR_SITE": "stale"})
+    report = tmp_path / "archive" / "reports" / "4.json"
+    report.parent.mkdir(parents=True)
+    report.write_text(json.dumps({"changes": {"counts": {
+        "new": 1, "changed": 2, "unchanged": 3, "gone": 0, "pending": 7, "failed": 4}},
+        "health": {"text": "stored no page (HTTP 503: h.test)"}}))
+    told = Outcome.of("ex", tmp_path / "ex.toml", tmp_path / "archive", 4, 3, report)
+    env = environment(told, {"PATH": "/bin", "MIRROR_SITE": "stale"})
     assert env == {"PATH": "/bin", "MIRROR_SITE": "ex",
                    "MIRROR_SITE_FILE": str(tmp_path / "ex.toml"),
                    "MIRROR_ARCHIVE": str(tmp_path / "archive"), "MIRROR_RUN_ID": "4",
-                   "MIRROR_EXIT_CODE": "3",
-                   "MIRROR_REPORT": str(tmp_path / "archive" / "reports" / "4.json")}
+                   "MIRROR_EXIT_CODE": "3", "MIRROR_REPORT": str(report),
+                   "MIRROR_NEW": "1", "MIRROR_CHANGED": "2", "MIRROR_UNCHANGED": "3",
+                   "MIRROR_GONE": "0", "MIRROR_PENDING": "7", "MIRROR_FAILED": "4",
+                   "MIRROR_FAILURE": "stored no page (HTTP 503: h.test)"}
     early = environment(outcome(tmp_path, 1, run_id=None), {})
-    assert (early["MIRROR_RUN_ID"], early["MIRROR_REPORT"]) == ("", "")
+    assert (early["MIRROR_RUN_ID"], early["MIRROR_REPORT"], early["MIRROR_PENDING"],
+            early["MIRROR_FAILURE"]) == ("", "", "", "")
+
+
+def test_a_run_that_failed_by_its_report_calls_on_failure() -> None:
+    both = HooksSection(after="a", on_failure="f")
+    assert choose(both, 3, failed=True) == ("on_failure", "f")
+    assert choose(both, 0, failed=False) == ("after", "a")
 
 
 def test_a_hook_runs_through_the_shell_with_its_output_in_the_log(
@@ -120,20 +136,25 @@ def site(tmp_path: Path, hooks_toml: str) -> Path:
 
 def test_mirror_run_calls_the_hook_and_keeps_its_exit_code(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The start URL is refused: the run completes with a failed URL (exit 3), `after`
-    runs, fails, and the exit code is still the run's."""
-    path = site(tmp_path, '[hooks]\nafter = "env | grep ^MIRROR_ | sort > env.txt; exit 9"\n'
-                          'on_failure = "touch failure-ran"\n')
+    """The start URL is refused: the run completes with a failed URL (exit 3) and no page
+    stored, a failed run (runhealth): `on_failure` runs, told why, fails, and the exit
+    code is still the run's."""
+    path = site(tmp_path, '[hooks]\non_failure = "env | grep ^MIRROR_ | sort > env.txt; '
+                          'exit 9"\nafter = "touch after-ran"\n')
     assert mirror_cli.main(["run", "-q", str(path)]) == 3
     env = dict(line.split("=", 1) for line in (tmp_path / "env.txt").read_text().splitlines())
     assert env == {"MIRROR_ARCHIVE": str(tmp_path / "archive"), "MIRROR_EXIT_CODE": "3",
                    "MIRROR_REPORT": str(tmp_path / "archive" / "reports" / "1.json"),
-                   "MIRROR_RUN_ID": "1", "MIRROR_SITE": "ex", "MIRROR_SITE_FILE": str(path)}
+                   "MIRROR_RUN_ID": "1", "MIRROR_SITE": "ex", "MIRROR_SITE_FILE": str(path),
+                   "MIRROR_NEW": "0", "MIRROR_CHANGED": "0", "MIRROR_UNCHANGED": "0",
+                   "MIRROR_GONE": "0", "MIRROR_PENDING": "0", "MIRROR_FAILED": "1",
+                   "MIRROR_FAILURE": "stored no page (connection refused: 127.0.0.1:9)"}
     assert (tmp_path / "archive" / "reports" / "1.json").exists()
-    assert not (tmp_path / "failure-ran").exists()
+    assert not (tmp_path / "after-ran").exists()
     err = capsys.readouterr().err
-    assert "hook after: failed with exit 9" in err and "exit code stays 3" in err
-    assert "hook after: failed with exit 9" in (tmp_path / "archive" / "mirror.log").read_text()
+    assert "hook on_failure: failed with exit 9" in err and "exit code stays 3" in err
+    assert "hook on_failure: failed with exit 9" in (
+        tmp_path / "archive" / "mirror.log").read_text()
 
 
 def test_a_run_that_fails_calls_on_failure(tmp_path: Path) -> None:

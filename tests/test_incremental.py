@@ -120,7 +120,8 @@ async def test_second_run_is_incremental(aiohttp_server, crawl):
     report = json.loads((second.archive / "reports" / "2.json").read_text())
     counts = report["changes"]["counts"]
     # run 1 had 22 URLs: /, /deep, 10 /v/, 10 /s/; 3 changed, 2 gone, so 17 are unchanged
-    assert counts == {"new": 1, "changed": 3, "unchanged": 17, "gone": 2, "failed": 0}
+    assert counts == {"new": 1, "changed": 3, "unchanged": 17, "gone": 2, "pending": 0,
+                      "failed": 0}
     assert sorted(report["changes"]["changed"]) == sorted(
         [base, base + "v/3", base + "s/5"])  # the start page lists other links now
     assert sorted(report["changes"]["gone"]) == [base + "s/8", base + "v/7"]

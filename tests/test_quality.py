@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "mirror"
 #: modules that decide without I/O: no aiohttp, no SQL, no network client, however deep
 PURE = ("web.urls", "web.extract", "web.css", "web.codings", "web.rewrite", "web.charset",
-        "web.html", "web.http", "report",
+        "web.html", "web.http", "report", "runhealth",
         "explain", "model", "crawl.scope", "crawl.history", "crawl.discover",
         "crawl.politeness", "crawl.robots", "replay.textdiff", "replay.pages",
         "schedule.spec", "fleet.duetime", "archive.searchrank")
@@ -38,7 +38,7 @@ LAYERS = {
     "fleet": {"fleet", "archive", "crawl", "model", "layout", "config", "schedule", "launch"},
     # the library app sits above everything but cli
     "app": {"app", "archive", "web", "model", "layout", "config", "crawl", "replay", "verify",
-            "webapp", "report", "runreport", "explain", "progress", "crashpoints",
+            "webapp", "report", "runhealth", "runreport", "explain", "progress", "crashpoints",
             "schedule", "fleet", "launch"},
 }
 

@@ -446,14 +446,14 @@ def test_the_cron_line_runs_a_scheduled_run(real_crontab: str, cli: Cli, tmp_pat
     run of the site, with its hook."""
     path = site_file(tmp_path / "lib", "a", "hourly")
     with path.open("a") as f:
-        f.write('[hooks]\nafter = "echo ran $MIRROR_RUN_ID:$MIRROR_EXIT_CODE > hook.txt"\n')
+        f.write('[hooks]\non_failure = "echo ran $MIRROR_RUN_ID:$MIRROR_EXIT_CODE > hook.txt"\n')
     cli("schedule", "apply", "lib", "--timer", "cron")
     (line,) = [t for t in crontab_lines(real_crontab) if "mirror-schedule" in t]
     command = line.split(" ", 5)[5].replace("\\%", "%")
     proc = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True,
                           timeout=120, cwd=tmp_path)
-    assert proc.returncode == 3, proc.stderr  # the start URL is refused: a failed URL
-    assert "a: run 1 complete (exit 3)" in proc.stdout
+    assert proc.returncode == 3, proc.stderr  # the start URL is refused: a failed run
+    assert "a: run 1 FAILED: stored no page (connection refused" in proc.stdout
     assert (tmp_path / "lib" / "hook.txt").read_text() == "ran 1:3\n"
 
 
@@ -486,7 +486,7 @@ def test_a_scheduled_run_waits_for_the_run_going_and_one_waiter_is_enough(
     assert first.returncode == 3, err
     assert f"a run is still going (pid {os.getpid()}); this scheduled run waits" in err
     assert "has finished; this scheduled run starts" in err
-    assert "a: run 1 complete" in out
+    assert "a: run 1 FAILED: stored no page" in out  # its start URL is refused
     log = (archive / "mirror.log").read_text()
     assert "this scheduled run waits for it to finish" in log and "is skipped" in log
     assert waiting(archive) is None

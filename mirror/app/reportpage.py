@@ -8,9 +8,10 @@ from mirror.app.status import Reports
 from mirror.archive.manifest_queries import ManifestError, ManifestReader
 from mirror.config import SiteConfig
 from mirror.layout import ArchiveLayout
-from mirror.model import RunState
+from mirror.model import UNFINISHED, RunState
 from mirror.replay.serve import run_timestamp
 from mirror.report import build_report
+from mirror.runhealth import health, numbers_of
 from mirror.runreport import gather
 
 #: URLs listed per section before "and N more"
@@ -46,6 +47,7 @@ def report_context(cfg: SiteConfig, run_id: int, reports: Reports) -> dict[str, 
         if isinstance(changes, dict) else {}
     return {
         "run": run, "report": report, "live": live, "shown": SHOWN, "lists": lists,
+        "failure": health(numbers_of(report, run.state not in UNFINISHED)).text(),
         "ts": stamp(run.finished_at or run.started_at),
         "before_ts": stamp(earlier[-1].finished_at) if earlier else "",
         # the run this one's changes are measured against (runreport.changes), for compare

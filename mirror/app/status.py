@@ -14,6 +14,7 @@ from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
 from mirror.crawl.progressfile import LiveProgress, read_progress
 from mirror.layout import ArchiveLayout
 from mirror.model import SNAPSHOT_CODES, UNFINISHED, RunState
+from mirror.runhealth import Health, health, numbers_of
 from mirror.schedule.spec import Schedule, next_run, period
 from mirror.schedule.wait import waiting
 
@@ -28,13 +29,15 @@ class SiteState(StrEnum):
     RUNNING = "running"
     BUSY = "busy"  # the lock is held by something that is not a run (verify, index)
     INTERRUPTED = "interrupted"  # resumable: the next `mirror run` takes it up
-    FAILED = "failed"  # the last run ended on an internal error
+    FAILED = "failed"  # the last run ended on an internal error, or archived ~nothing (runhealth)
     BROKEN = "broken"  # the site file cannot be used
 
 
-def classify(holder: str | None, last: Run | None, live: bool) -> SiteState:
-    """The state of a site from who holds its lock, its last run and whether a live
-    progress file of the lock's holder exists."""
+def classify(holder: str | None, last: Run | None, live: bool,
+             failure: str | None = None) -> SiteState:
+    """The state of a site from who holds its lock, its last run, whether a live
+    progress file of the lock's holder exists, and what the last run's report says went
+    wrong (`failure`, runhealth: it stored no page, ...), whatever its exit code."""
     if holder is not None:
         running = live or (last is not None and last.state == RunState.RUNNING)
         return SiteState.RUNNING if running else SiteState.BUSY
@@ -42,7 +45,7 @@ def classify(holder: str | None, last: Run | None, live: bool) -> SiteState:
         return SiteState.NEVER_RUN
     if last.state in UNFINISHED:
         return SiteState.INTERRUPTED
-    if last.exit_code not in SNAPSHOT_CODES:
+    if last.exit_code not in SNAPSHOT_CODES or failure:
         return SiteState.FAILED
     return SiteState.IDLE
 
@@ -58,8 +61,10 @@ class RunSummary:
     exit_code: int | None
     duration: float | None = None
     captures: int | None = None
-    changes: dict[str, int] = field(default_factory=dict)  # new, changed, unchanged, gone, failed
+    #: new, changed, unchanged, gone, pending (not reached yet: an interrupted run), failed
+    changes: dict[str, int] = field(default_factory=dict)
     broken_links: int | None = None  # None: no report (the manifest has to say)
+    failure: str | None = None  # the run failed (runhealth): what and why, from its report
 
 
 @dataclass(frozen=True)
@@ -89,11 +94,13 @@ class Reports:
         broken, listed = data.get("broken_links_total"), data.get("broken_links")
         if not isinstance(broken, int) and isinstance(listed, list) and len(listed) < 50:
             broken = len(listed)  # a report from before broken_links_total, not cut short
+        verdict = health(numbers_of(data, run.state not in UNFINISHED)) if data else Health()
         return RunSummary(run.id, run.state, run.started_at, run.finished_at, run.exit_code,
                           float(duration) if isinstance(duration, int | float) else None,
                           captures if isinstance(captures, int) else None,
                           {k: v for k, v in counts.items() if isinstance(v, int)},
-                          broken if isinstance(broken, int) else None)
+                          broken if isinstance(broken, int) else None,
+                          verdict.text() or None)
 
     def load(self, path: Path) -> dict[str, object]:
         """The report's JSON without its long lists; {} when missing or unreadable."""
@@ -142,7 +149,8 @@ def site_status(root: Path, reports: Reports) -> SiteStatus:
     try:
         runs = [r for r in manifest.runs() if r.state != RunState.ABANDONED]
         last = runs[-1] if runs else None
-        state = classify(holder, last, live is not None)
+        ended = reports.summary(layout, last) if last and holder is None else None
+        state = classify(holder, last, live is not None, ended.failure if ended else None)
         shown = last
         if state == SiteState.RUNNING and len(runs) > 1:
             shown = runs[-2]  # the row's "last run" is the last one that ended

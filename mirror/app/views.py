@@ -53,10 +53,12 @@ def ago(iso: str | None, now: float | None = None) -> str:
     return iso.replace("T", " ").removesuffix("Z") + " UTC"
 
 
-def exit_text(code: int | None) -> str:
+def exit_text(code: int | None, failure: str | None = None) -> str:
+    """'exit 3 (some URLs failed)'; 'exit 3 (run failed)' when the run's report says it
+    failed (runhealth: it stored no page, ...) whatever its code."""
     if code is None:
         return ""
-    return f"exit {code} ({EXIT_MEANING.get(code, 'error')})"
+    return f"exit {code} ({'run failed' if failure else EXIT_MEANING.get(code, 'error')})"
 
 
 def highlight(text: str, spans: Iterable[tuple[int, int]]) -> Markup:

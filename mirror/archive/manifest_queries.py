@@ -291,6 +291,20 @@ class ManifestReader(TextQueries):
             "AND state IN ('done', 'failed', 'leased')", (run_id,)
         ).fetchone()[0])
 
+    def count_pages_stored(self, run_id: int) -> int:
+        """Pages of the run with a 2xx or 304 answer (revisits too): what a person can read."""
+        return int(self.sql.execute(
+            "SELECT COUNT(*) FROM captures c JOIN urls u ON u.id = c.url_id "
+            "WHERE c.run_id=? AND u.mode='page' AND u.via != 'robots' "
+            "AND (c.status BETWEEN 200 AND 299 OR c.status = 304)", (run_id,)
+        ).fetchone()[0])
+
+    def start_urls(self, run_id: int) -> list[tuple[str, str, int | None, str | None]]:
+        """(url, state, status, reason) of the run's start URLs."""
+        return [(u, s, st, r) for u, s, st, r in self.sql.execute(
+            "SELECT url, state, status, reason FROM urls WHERE run_id=? AND via='start' "
+            "ORDER BY id", (run_id,))]
+
     def host_usage(self, run_id: int) -> dict[str, tuple[int, int]]:
         """site -> (URLs fetched, body bytes) in this run, for the per-host budgets."""
         rows = self.sql.execute(

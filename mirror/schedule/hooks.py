@@ -4,13 +4,14 @@ never changes the run's exit code."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
 import subprocess
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mirror.config import HooksSection
@@ -32,11 +33,42 @@ class Outcome:
     run_id: int | None  # None: the run failed before the manifest had one
     exit_code: int
     report: Path | None  # None: no report was written
+    #: new, changed, unchanged, gone, pending, failed: the report's counts (none: no report)
+    counts: Mapping[str, int] = field(default_factory=dict)
+    failure: str = ""  # the report says the run failed (runhealth): what and why
+
+    @classmethod
+    def of(cls, site: str, site_file: Path, archive: Path, run_id: int | None,
+           exit_code: int, report: Path | None) -> Outcome:
+        """The outcome, with the counts and the verdict of its report when it has one."""
+        counts, failure = report_facts(report) if report else ({}, "")
+        return cls(site, site_file, archive, run_id, exit_code, report, counts, failure)
 
 
-def choose(hooks: HooksSection, exit_code: int) -> tuple[str, str] | None:
-    """(name, command) of the hook that follows a run ending with exit_code, or None."""
-    name, command = (("after", hooks.after) if exit_code in SNAPSHOT_CODES
+#: the counts a hook is told, as MIRROR_<NAME> (the report's changes.counts)
+COUNTS = ("new", "changed", "unchanged", "gone", "pending", "failed")
+
+
+def report_facts(report: Path) -> tuple[dict[str, int], str]:
+    """(change counts, failure text) from a run's JSON report; ({}, "") if unreadable."""
+    try:
+        data = json.loads(report.read_bytes())
+    except (OSError, ValueError):
+        return {}, ""
+    changes = data.get("changes") if isinstance(data, dict) else None
+    counts = changes.get("counts") if isinstance(changes, dict) else None
+    verdict = data.get("health") if isinstance(data, dict) else None
+    failure = verdict.get("text") if isinstance(verdict, dict) else None
+    return ({k: v for k, v in counts.items() if k in COUNTS and isinstance(v, int)}
+            if isinstance(counts, dict) else {},
+            failure if isinstance(failure, str) else "")
+
+
+def choose(hooks: HooksSection, exit_code: int, failed: bool = False) -> tuple[str, str] | None:
+    """(name, command) of the hook that follows a run ending with exit_code, or None. A run
+    whose report says it failed (it stored no page, ...) calls for on_failure, whatever
+    its exit code."""
+    name, command = (("after", hooks.after) if exit_code in SNAPSHOT_CODES and not failed
                      else ("on_failure", hooks.on_failure))
     return (name, command) if command.strip() else None
 
@@ -49,13 +81,15 @@ def environment(outcome: Outcome, base: Mapping[str, str]) -> dict[str, str]:
             "MIRROR_ARCHIVE": str(outcome.archive),
             "MIRROR_RUN_ID": "" if outcome.run_id is None else str(outcome.run_id),
             "MIRROR_EXIT_CODE": str(outcome.exit_code),
-            "MIRROR_REPORT": "" if outcome.report is None else str(outcome.report)}
+            "MIRROR_REPORT": "" if outcome.report is None else str(outcome.report),
+            **{f"MIRROR_{k.upper()}": str(outcome.counts.get(k, "")) for k in COUNTS},
+            "MIRROR_FAILURE": outcome.failure}
 
 
 def run_hooks(hooks: HooksSection, outcome: Outcome, log_file: Path) -> int | None:
     """Run the hook that follows this outcome, if any, through /bin/sh in the site file's
     folder; returns its exit status (None: none ran, it could not start, or it timed out)."""
-    chosen = choose(hooks, outcome.exit_code)
+    chosen = choose(hooks, outcome.exit_code, bool(outcome.failure))
     if chosen is None:
         return None
     name, command = chosen
