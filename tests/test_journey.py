@@ -323,12 +323,13 @@ class Day:
         assert f"({size} on disk) is kept unless you tick the box below" in await self.text()
         await self.page.click(f"button:has-text('Remove {name}')")
         await self.page.wait_for_url(re.compile(r"/\?message="), timeout=TIMEOUT)
+        archive = self.library / "archive" / name
         assert await self.row(name).count() == 0
         assert await self.row(other).count() == 1
         assert name not in await self.text("table.sites")
-        archive = self.library / "archive" / name
         assert not (self.library / f"{name}.toml").exists()
-        assert [r.state for r in archive_runs(archive)] == ["complete"]
+        assert f"kept its archive {archive} ({size} on disk)" in await self.text("p.message")
+        assert [r.state for r in archive_runs(archive)] == ["complete", "complete"]
 
     async def screenshots(self, browser: Any, folder: Path, urls: dict[str, str]) -> None:
         """Each page at a phone's and a desktop's size: kept, and none scrolls sideways."""
