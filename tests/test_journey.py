@@ -15,8 +15,10 @@ search pages at 390x844 and 1280x800 go to MIRROR_SCREENSHOTS (else tmp_path).""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import time
 from collections.abc import Awaitable, Callable
@@ -34,6 +36,7 @@ from test_phone import DESKTOP, PHONE, Shots, context_for
 from test_schedule import crontab_command
 from uiproc import UiProcess, archive_runs, chain_site
 
+from mirror.archive.lock import ArchiveLock
 from mirror.schedule.crontab import CRONTAB_ENV, TAG
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -289,13 +292,13 @@ class Day:
         cron_env = {"HOME": str(self.home), "LOGNAME": "root", "SHELL": "/bin/sh",
                     "PATH": "/usr/bin:/bin"}
         proc = await asyncio.create_subprocess_exec(
-            "/bin/sh", "-c", command, cwd=self.home, env=cron_env,
+            "/bin/sh", "-c", command, cwd=self.home, env=cron_env, start_new_session=True,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         try:
             out, _ = await asyncio.wait_for(proc.communicate(), 120)
         finally:
-            if proc.returncode is None:
-                proc.kill()
+            if proc.returncode is None:  # the shell and the mirror it started
+                os.killpg(proc.pid, signal.SIGKILL)
                 await proc.wait()
         assert proc.returncode == 0, out.decode()
 
@@ -348,6 +351,16 @@ class Day:
         assert not problems, "\n".join(problems)
 
 
+def stop_runs(archives: Path) -> None:
+    """Stop, by the pid in its archive's lock, any run the app started that is still going
+    (a step failed while it ran): runs go on after the app stops."""
+    for archive in archives.glob("*"):
+        holder = ArchiveLock.holder(archive)
+        if holder and holder.isdigit():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(holder), signal.SIGTERM)
+
+
 def small_home(home: Path, bin_dir: Path, crontab: str) -> dict[str, str]:
     """The environment of `mirror ui` started by a person in a fresh home."""
     return {"HOME": str(home), "PATH": f"{bin_dir}:/usr/bin:/bin", "LANG": "C.UTF-8",
@@ -393,6 +406,7 @@ async def test_a_day_with_mirror(installed: Path, tmp_path: Path,
                 raise
             await context.close()
     finally:
+        stop_runs(home / "mirror" / "archive")
         assert ui.stop() == 0, "".join(ui.lines)
     print(f"\nthe journey ({installed}): {time.monotonic() - started:.1f} s wall time; "
           f"screenshots in {shots}")
