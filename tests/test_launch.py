@@ -14,7 +14,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,42 +25,7 @@ from uiproc import UiProcess, archive_runs, chain_site, post, site_file, until
 
 from mirror.schedule.crontab import TAG
 
-REPO = Path(__file__).resolve().parents[1]
 PAGES = 4
-
-
-@pytest.fixture(scope="session")
-def regular_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`pip install <this checkout>` (no -e) into a fresh venv without system site
-    packages, its dependencies from pip's indexes and cache; the venv's bin folder. The
-    source is copied first, so that the build leaves nothing in the checkout."""
-    root = tmp_path_factory.mktemp("regular")
-    source = root / "source"
-    shutil.copytree(REPO / "mirror", source / "mirror",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(REPO / name, source / name)
-    venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
-                   timeout=120)
-    pip = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"),
-                          "install", "--quiet", str(source)],
-                         capture_output=True, text=True, timeout=900)
-    assert pip.returncode == 0, pip.stderr[-3000:]
-    return venv / "bin"
-
-
-@pytest.fixture(params=["editable", pytest.param("regular", marks=pytest.mark.slow)])
-def installed(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
-    """The bin folder of an install of mirror (its python, its `mirror` script), checked
-    to be the kind the test names."""
-    bin_dir = (Path(sys.executable).parent if request.param == "editable"
-               else request.getfixturevalue("regular_install"))
-    where = subprocess.run([str(bin_dir / "python"), "-c", "import mirror; print(mirror.__file__)"],
-                           cwd=tmp_path, capture_output=True, text=True, timeout=60, check=True)
-    inside = Path(where.stdout.strip()).is_relative_to(REPO)
-    assert inside == (request.param == "editable"), where.stdout
-    return bin_dir
 
 
 @dataclass
