@@ -36,7 +36,7 @@ def shown(text: object) -> str:
 # --- add ------------------------------------------------------------------------------------
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from mirror.app.sitefile import Covered, NameTaken, SiteFileError, add_site
+    from mirror.app.newsite import Covered, NameTaken, SiteFileError, add_site
 
     library = _library_folder(args)
     try:

@@ -10,17 +10,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirror.app.sitefile import (
-    FORM_FIELDS,
+from mirror.app.newsite import (
     Covered,
     NameTaken,
     SiteFileError,
     add_site,
-    apply_form,
-    form_values,
     free_name,
     new_site_text,
     site_name,
+)
+from mirror.app.sitefile import (
+    FORM_FIELDS,
+    apply_form,
+    form_values,
     write_site_file,
 )
 from mirror.config import ConfigError, CrawlSection, ScopeSection, load_config, parse_config

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
-from mirror.app import removepage, sitefile
+from mirror.app import newsite, removepage, sitefile
 from mirror.app.guard import CSRF_FIELD, Secrets, guard
 from mirror.app.jobs import ActionError, Jobs, Launcher
 from mirror.app.library import Library, SiteEntry
@@ -371,7 +371,7 @@ class LibraryApp:
                          known={f.key for f in sitefile.FORM_FIELDS} | _ADD_OWN)
 
     async def add_form(self, request: web.Request) -> web.Response:
-        values = sitefile.form_values(sitefile.new_site_text("https://example.com/"))
+        values = sitefile.form_values(newsite.new_site_text("https://example.com/"))
         return self.add_page({**values, "site.start_urls": "", "site.name": ""})
 
     async def add(self, request: web.Request) -> web.Response:
@@ -380,16 +380,16 @@ class LibraryApp:
                   if f.key in form}
         url, name = values.pop("site.start_urls", ""), values.pop("site.name", "")
         try:
-            path = await asyncio.to_thread(sitefile.add_site, self.library.folder, url,
+            path = await asyncio.to_thread(newsite.add_site, self.library.folder, url,
                                            name or None, values)
         except ConfigError as exc:
             return self.add_page({**values, "site.start_urls": url, "site.name": name}, exc,
                                  status=400)
-        except sitefile.SiteFileError as exc:
+        except newsite.SiteFileError as exc:
             return self.add_page({**values, "site.start_urls": url, "site.name": name},
                                  status=409, detail=str(exc),
                                  detail_key=("site.start_urls" if isinstance(
-                                     exc, sitefile.Covered) else "site.name"))
+                                     exc, newsite.Covered) else "site.name"))
         raise web.HTTPSeeOther(f"/site/{path.stem}?" + _q(f"added {path}"))
 
     # -- live ------------------------------------------------------------------------------
