@@ -32,10 +32,13 @@ def changes(manifest: ManifestReader, run_id: int) -> Changes:
 def changes_between(manifest: ManifestReader, before: int | None, run: Run) -> Changes:
     """`run` against the run `before` (None: nothing before it). Only a complete run says a
     URL it has not captured is gone; one interrupted or stopped at a limit has not reached
-    it yet (pending), and a URL that failed in `run` is a failure, not gone."""
+    it yet (pending), nor the URLs still in its frontier (pending too), and a URL that
+    failed in `run` is a failure, not gone."""
+    complete = run.state == RunState.COMPLETE
     return compare(manifest.run_contents(before) if before is not None else {},
-                   manifest.run_contents(run.id), complete=run.state == RunState.COMPLETE,
-                   failed={url for url, _ in manifest.failed(run.id)})
+                   manifest.run_contents(run.id), complete=complete,
+                   failed={url for url, _ in manifest.failed(run.id)},
+                   queued=() if complete else manifest.queued_urls(run.id))
 
 
 def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -190,10 +191,11 @@ async def test_a_stopped_run_counts_what_it_did_not_reach_as_pending_until_resum
     assert "idle" in row and "2 gone · 0 failed" in row and "pending" not in row, row
 
 
-async def test_a_stopped_first_run_has_nothing_gone_or_pending(
+async def test_a_stopped_first_run_counts_its_queued_urls_as_pending(
         tmp_path: Path, make_site: Callable[[], Awaitable[TestSite]]) -> None:
-    """A first run stopped early: everything it stored is new, nothing is gone or pending
-    (there is no run before it to miss anything of)."""
+    """A first run stopped early: everything it stored is new, nothing is gone, and the URLs
+    it found but had not fetched yet are pending (there is no run before it, so these are
+    its frontier's)."""
     site, gate = await make_site(), Gate()
     big_site(site, gate, range(PAGES))
     path = site_file(tmp_path, site.base)
@@ -203,6 +205,13 @@ async def test_a_stopped_first_run_has_nothing_gone_or_pending(
     code, out = await finished(proc)
     assert code == 130, out
     counts = report(tmp_path, 1)
-    assert counts["gone"] == counts["pending"] == 0 and 10 < counts["new"] < PAGES, counts
+    with sqlite3.connect(tmp_path / "archive" / "big" / "manifest.sqlite3") as db:
+        queued = db.execute("SELECT COUNT(*) FROM urls WHERE state IN ('pending', 'leased') "
+                            "AND via != 'robots'").fetchone()[0]
+    assert counts["gone"] == 0 and 10 < counts["new"] < PAGES, counts
+    assert counts["pending"] == queued > 0, (counts, queued)
+    first = out.splitlines()[0]
+    assert first.startswith("big: run 1 interrupted (exit 130)") and \
+        f"0 gone, {queued} pending," in first, out
     row = await home_row(tmp_path)
-    assert "interrupted" in row and "0 gone ·" in row and "pending" not in row, row
+    assert "interrupted" in row and f"0 gone · {queued} pending" in row, row

@@ -84,6 +84,20 @@ def test_only_a_complete_run_says_a_url_is_gone() -> None:
     assert done.counts() == {"new": 0, "changed": 0, "unchanged": 1, "gone": 2, "pending": 0}
 
 
+def test_a_stopped_runs_own_queue_is_pending() -> None:
+    """URLs the stopped run found and still has queued are pending, whether a run before it
+    had them ("c") or not ("q"); one it captured meanwhile ("a") or failed ("d") is not;
+    a complete run has no queue to count."""
+    before = {u: (200, "d") for u in ("a", "c", "d")}
+    after = {"a": (200, "d"), "n": (200, "e")}
+    stopped = compare(before, after, complete=False, failed={"d"}, queued={"a", "c", "q"})
+    assert (stopped.new, stopped.pending, stopped.gone) == (["n"], ["c", "q"], [])
+    first = compare({}, after, complete=False, queued={"q", "r"})
+    assert (first.new, first.pending) == (["a", "n"], ["q", "r"])
+    done = compare(before, after, complete=True, failed={"d"}, queued={"q"})
+    assert (done.pending, done.gone) == ([], ["c"])
+
+
 # -- what a person sees ----------------------------------------------------------------------
 
 

@@ -141,6 +141,13 @@ class ManifestReader(TextQueries):
             "SELECT url, status, payload_digest FROM captures WHERE run_id=?", (run_id,))
         return {u: (s, d) for u, s, d in rows}
 
+    def queued_urls(self, run_id: int) -> list[str]:
+        """The URLs the run still has to fetch (pending or leased; robots.txt aside)."""
+        rows = self.sql.execute(
+            f"SELECT url FROM urls WHERE run_id=? AND state IN ('pending', 'leased') "
+            f"AND {FRONTIER_URLS}", (run_id,))
+        return [u for (u,) in rows]
+
     def run_totals(self) -> dict[int, tuple[int, int]]:
         """run id -> (captures, payload bytes)."""
         rows = self.sql.execute(

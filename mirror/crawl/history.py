@@ -100,7 +100,8 @@ class Changes:
 
 
 def compare(before: dict[str, tuple[int, str]], after: dict[str, tuple[int, str]], *,
-            complete: bool, failed: Collection[str] = ()) -> Changes:
+            complete: bool, failed: Collection[str] = (),
+            queued: Collection[str] = ()) -> Changes:
     """Classify URLs by their (status, payload digest) in two runs.
 
     new: only in `after`; gone: was there (not 404/410) and is now 404/410, or missing from
@@ -108,12 +109,17 @@ def compare(before: dict[str, tuple[int, str]], after: dict[str, tuple[int, str]
     (interrupted, running, stopped at a limit), so not reached, not gone; unchanged: same
     payload (a 304 counts as the same); changed: anything else. A URL of `failed` (the
     later run's failed URLs) that has no capture is none of these: the run counts it as
-    failed.
+    failed. `queued`: URLs the later run still has in its frontier (it is not complete);
+    those it found itself, not in `before`, are pending too (a first run stopped early has
+    them all).
     """
     changes = Changes()
-    for url in sorted(before.keys() | after.keys()):
+    waiting = set() if complete else set(queued) - before.keys() - after.keys()
+    for url in sorted(before.keys() | after.keys() | waiting):
         old, new = before.get(url), after.get(url)
-        if old is None:
+        if url in waiting:
+            changes.pending.append(url)
+        elif old is None:
             changes.new.append(url)
         elif old[0] in GONE_STATUSES and (new is None or new[0] in GONE_STATUSES):
             continue  # missing then, missing now: nothing to say
