@@ -131,7 +131,7 @@ def status_row(entry: SiteEntry) -> tuple[str, ...]:
         f"{exit_text(last.exit_code)}".rstrip(", ")))
     view = schedule_view(entry.config.schedule.every, status, datetime.now().astimezone())
     next_text = "not scheduled" if view is None else f"{view.every}: {clock(view.next_run)}"
-    return (entry.id, state, last_text, str(status.pages), human_bytes(status.warc_bytes),
+    return (entry.id, state, last_text, str(status.pages), human_bytes(status.disk_bytes),
             next_text)
 
 

@@ -15,7 +15,8 @@ from conftest import TestSite
 from uiproc import UiProcess, chain_site, crawl, post, site_file
 
 from mirror.app.library import Library
-from mirror.app.removal import RemovalError, disk_usage, find_site, plan, remove
+from mirror.app.removal import RemovalError, find_site, plan, remove
+from mirror.archive.fsutil import disk_usage
 from mirror.archive.lock import ArchiveLock
 from mirror.report import human_bytes
 
@@ -43,10 +44,16 @@ async def test_remove_asks_naming_the_size_then_keeps_the_archive(
     path, archive = await archived(library, "one", make_site)
     async with session.get(ui.base + "site/one") as r:
         assert r.status == 200
-        assert 'href="/site/one/remove">Remove from the library…</a>' in await r.text()
+        site_page = await r.text()
+    assert 'href="/site/one/remove">Remove from the library…</a>' in site_page
+    # the row's size on disk is the confirmation's (the whole archive folder, not only its
+    # WARC files), give or take the -shm file SQLite makes when the app first reads it
+    shown = re.search(r'<td class="n" title="[^"]+ of WARC files">([\d.]+) KB</td>', site_page)
+    assert shown, site_page
+    size = human_bytes(disk_usage(archive))
+    assert abs(float(shown[1]) - float(size.removesuffix(" KB"))) <= 33, (shown[1], size)
     async with session.get(ui.base + "site/one/remove") as r:
         page = await r.text()
-    size = human_bytes(disk_usage(archive))
     assert f"Its archive <code>{archive}</code> (<b class=\"size\">{size}</b> on disk) is " \
            "kept unless you tick the box below." in page
     assert f"Also delete the archive: {size} on disk" in page

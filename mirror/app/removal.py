@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mirror.app.library import Library, SiteEntry
+from mirror.archive.fsutil import disk_usage
 from mirror.archive.lock import ArchiveLock, ArchiveLocked
 from mirror.layout import ArchiveLayout
 from mirror.report import human_bytes
@@ -88,18 +89,6 @@ def _looks_like_archive(root: Path) -> bool:
     layout = ArchiveLayout(root)
     return root.is_dir() and (layout.manifest.exists() or layout.warc.is_dir()
                               or not any(root.iterdir()))
-
-
-def disk_usage(root: Path) -> int:
-    """Bytes the folder's files take on disk (blocks, as du counts them); 0 if absent."""
-    total = 0
-    for folder, _dirs, files in os.walk(root):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
-            except OSError:
-                pass
-    return total
 
 
 def remove(removal: Removal, *, delete_archive: bool,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from mirror.archive.fsutil import disk_usage
 from mirror.archive.lock import ArchiveLock
 from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
 from mirror.crawl.progressfile import LiveProgress, read_progress
@@ -74,7 +75,8 @@ class SiteStatus:
     live: LiveProgress | None = None
     last: RunSummary | None = None  # the last finished run (or the interrupted one)
     pages: int = 0
-    warc_bytes: int = 0
+    warc_bytes: int = 0  # of its WARC files
+    disk_bytes: int = 0  # of the whole archive folder (WARC, manifest, index, reports), as du
     broken_links: int = 0
     error: str | None = None  # why the archive cannot be read
     waiting: str | None = None  # pid of a scheduled run waiting for the lock's holder
@@ -136,15 +138,16 @@ def site_status(root: Path, reports: Reports) -> SiteStatus:
     holder = ArchiveLock.holder(root)
     live = live_progress(layout, holder)
     warc_bytes = _warc_bytes(layout.warc)
+    disk = disk_usage(root)  # what deleting the archive would free (the Remove page says it)
     if not layout.manifest.exists():
         state = SiteState.RUNNING if live else (SiteState.BUSY if holder else SiteState.NEVER_RUN)
-        return SiteStatus(state, holder, live, warc_bytes=warc_bytes)
+        return SiteStatus(state, holder, live, warc_bytes=warc_bytes, disk_bytes=disk)
     try:
         manifest = ManifestReader(layout.manifest)
     except ManifestError as exc:
         if holder is not None:  # the first run is creating it: no tables yet
             return SiteStatus(SiteState.RUNNING if live else SiteState.BUSY, holder, live,
-                              warc_bytes=warc_bytes)
+                              warc_bytes=warc_bytes, disk_bytes=disk)
         return SiteStatus(SiteState.FAILED, holder, live, error=str(exc))
     try:
         runs = [r for r in manifest.runs() if r.state != RunState.ABANDONED]
@@ -162,7 +165,7 @@ def site_status(root: Path, reports: Reports) -> SiteStatus:
             broken = manifest.count_broken_links(summary.id)  # over 10,000 captures)
         return SiteStatus(
             state, holder, live, last=summary, pages=manifest.count_pages(),
-            warc_bytes=warc_bytes, broken_links=broken or 0,
+            warc_bytes=warc_bytes, disk_bytes=disk, broken_links=broken or 0,
             waiting=waiting(root) if holder else None)
     except ManifestError as exc:
         return SiteStatus(SiteState.FAILED, holder, live, error=str(exc))

@@ -56,3 +56,15 @@ def _mode_for(path: Path) -> int:
         umask = os.umask(0)
         os.umask(umask)
         return 0o666 & ~umask
+
+
+def disk_usage(root: Path) -> int:
+    """Bytes the folder's files take on disk (blocks, as du counts them); 0 if absent."""
+    total = 0
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+            except OSError:
+                pass
+    return total
