@@ -50,7 +50,15 @@ def ago(iso: str | None, now: float | None = None) -> str:
                               (7 * 86400, "d", 86400)):
         if seconds < limit:
             return f"{int(seconds // size)} {unit} ago"
-    return iso.replace("T", " ").removesuffix("Z") + " UTC"
+    return utc_text(iso)
+
+
+def utc_text(iso: str | None) -> str:
+    """'2026-11-27 22:24:17 UTC' for a run time (YYYY-mm-ddTHH:MM:SSZ), as history and
+    compare show times; anything else as it is."""
+    if not iso or not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", iso):
+        return iso or ""
+    return re.sub(r"\.\d+Z$", "Z", iso).replace("T", " ").removesuffix("Z") + " UTC"
 
 
 def exit_text(code: int | None, failure: str | None = None) -> str:
@@ -87,6 +95,6 @@ def environment() -> jinja2.Environment:
         autoescape=True, undefined=jinja2.StrictUndefined,
         trim_blocks=True, lstrip_blocks=True)
     env.filters.update(bytes=human_bytes, duration=duration, ago=ago, exit=exit_text,
-                       highlight=highlight,
+                       highlight=highlight, utc=utc_text,
                        state_class=lambda s: STATE_CLASS.get(str(s), "none"), clock=clock)
     return env
