@@ -176,16 +176,31 @@ class TextQueries:
                                           offset))
             return [self._hit(*row) for row in rows.fetchall()]
 
-    def matching_urls(self, query: str) -> list[str]:
-        """The URL of every page whose newest text matches `query`, unranked (what a
-        search counts, and folds: searchrank.fold_key). Same errors as `search`."""
+    def matching_urls(self, query: str, *, run_id: int | None = None) -> list[str]:
+        """The URL of every page whose newest text (with `run_id`: whose capture in that
+        run) matches `query`, unranked: what a search counts, and folds
+        (searchrank.fold_key). Same errors as `search`."""
         if self.sql.dialect != "sqlite" or not query.strip():
             return []
+        join = ("JOIN latest_texts l ON l.text_id = texts.rowid "
+                "JOIN captures c ON c.id = l.capture_id") if run_id is None else \
+            "JOIN captures c ON c.text_id = texts.rowid AND c.run_id = ?"
+        params = () if run_id is None else (run_id,)
         with _query_errors(query):
-            rows = self.sql.execute(
-                "SELECT c.url FROM texts JOIN latest_texts l ON l.text_id = texts.rowid "
-                "JOIN captures c ON c.id = l.capture_id WHERE texts MATCH ?", (query,))
+            rows = self.sql.execute(f"SELECT DISTINCT c.url FROM texts {join} "
+                                    "WHERE texts MATCH ?", (*params, query))
             return [url for (url,) in rows.fetchall()]
+
+    def matching_versions(self, query: str) -> int:
+        """How many (URL, text) pairs match `query`: what a search of every version
+        counts. Same errors as `search`."""
+        if self.sql.dialect != "sqlite" or not query.strip():
+            return 0
+        with _query_errors(query):
+            return int(self.sql.execute(
+                "SELECT COUNT(*) FROM (SELECT DISTINCT c.url_id, c.text_id FROM texts "
+                "JOIN captures c ON c.text_id = texts.rowid WHERE texts MATCH ?)",
+                (query,)).fetchone()[0])
 
     def _newest_matches(self, query: str) -> tuple[str, tuple[int, ...]]:
         """The condition (and its parameter) that keeps a search to the newest
