@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -251,3 +252,60 @@ async def test_the_replay_servers_search_folds_variants_and_says_how_many(
 def test_printable_escapes_what_a_terminal_would_obey() -> None:
     assert printable("plain · text") == "plain · text"
     assert printable("a\x1b[31mb\x07c\x9bd\u202ee") == "a\\x1b[31mb\\x07c\\x9bd\\u202ee"
+
+
+def gamma_site(site: TestSite, run: int) -> TestSite:
+    """Sixteen pages; in run 1 every page says walrus and sea, in run 2 sea is rare and the
+    pages that keep it trade walrus for sea: ranked among every text (both runs') the two
+    words weigh alike, among the newest texts sea weighs more."""
+    site.page("/", page("Gamma home", "The gamma index.",
+                        tuple(f"/g{i}.html" for i in range(16))))
+    second = {0: (5, 1), 1: (1, 3), 2: (2, 2)}
+    for i in range(16):
+        if run == 1:
+            walrus, sea = i % 3 + 1, i % 4 + 1
+        else:
+            walrus, sea = second.get(i, (i % 4 + 1 if i < 12 else 0, 0))
+        words = ["walrus"] * walrus + ["sea"] * sea + ["ice", "floe"] * (i % 5 + 1)
+        site.page(f"/g{i}.html", page(f"Gamma {i} run {run}", " ".join(words)))
+    return site
+
+
+@pytest.mark.browser
+async def test_after_two_runs_one_order_everywhere(
+        tmp_path: Path, make_site: Callable[[], Awaitable[TestSite]]) -> None:
+    """A site crawled twice, its texts changed between the runs: the app, `mirror search`,
+    `mirror serve` and the export rank among the newest texts alike. The manifest without
+    its index of the newest texts (as an older mirror left it) ranks among every text,
+    and the order differs: what this test would catch."""
+    replayers.require_browser()
+    library = tmp_path / "library"
+    library.mkdir()
+    site = await make_site()
+    config = site_file(library, "gamma", gamma_site(site, 1).base)
+    assert await crawl(config) == 0
+    assert await crawl(site_file(library, "gamma", gamma_site(site, 2).base)) == 0
+    queries = ("walrus sea", "sea walrus*", "walrus", "sea", "floe")
+    out = tmp_path / "export"
+    export_folder(CaptureIndex.load(ArchiveLayout(library / "archive" / "gamma").root), out)
+    exported = await export_urls(out, queries)
+    ui = UiProcess.start(library)
+    try:
+        async with mirror_serve(config) as base:
+            for query in queries:
+                app = app_urls(await app_page(ui, query))[:10]
+                terminal = [str(f["url"]) for f in cli_urls(library, query, "--limit", "10")]
+                browser = ["http://" + u for u in exported[query][:10]]
+                replay = served_urls(await served_page(base, query))[:10]
+                assert app == terminal == browser == replay, query
+                assert app, query
+    finally:
+        ui.stop()
+    assert [u.rsplit("/", 1)[1] for u in exported["walrus sea"]] == ["g1.html", "g2.html",
+                                                                     "g0.html"]
+    manifest = ArchiveLayout(library / "archive" / "gamma").manifest
+    with sqlite3.connect(manifest) as db:
+        db.execute("DELETE FROM meta WHERE key='latest_indexed'")
+    db.close()
+    among_all = [str(f["url"]) for f in cli_urls(library, "walrus sea", "--limit", "10")]
+    assert among_all != ["http://" + u for u in exported["walrus sea"]]

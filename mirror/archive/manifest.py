@@ -9,6 +9,7 @@ from functools import partial
 from pathlib import Path
 
 from mirror import crashpoints
+from mirror.archive import latestindex
 from mirror.archive.manifest_fleet import FleetVerbs, fence, retried
 from mirror.archive.manifest_queries import END, ManifestReader
 from mirror.archive.manifest_schema import (
@@ -433,6 +434,7 @@ class Manifest(FleetVerbs, ManifestReader):
                     "FROM page_texts WHERE id > ? ORDER BY id", (done,))
                 self.sql.execute(_SET_META, ("texts_indexed", str(top)))
                 crashpoints.reached("texts:inside")
+            latestindex.sync(self.sql, max(top, done))
         self._unindexed = 0
         return max(cur.rowcount, 0) if top > done else 0
 
@@ -460,6 +462,7 @@ class Manifest(FleetVerbs, ManifestReader):
             self.sql.execute("DELETE FROM latest_texts")
             if self.sql.dialect == "sqlite":
                 self.sql.execute("INSERT INTO texts (texts) VALUES ('delete-all')")
+                latestindex.clear(self.sql)
             self.sql.execute("DELETE FROM page_texts")
             self.sql.execute("DELETE FROM meta WHERE key='texts_indexed'")
 
@@ -500,10 +503,12 @@ class Manifest(FleetVerbs, ManifestReader):
             texts = self.sql.execute(f"SELECT DISTINCT text_id FROM captures WHERE {gone} "
                                     "AND text_id IS NOT NULL", (*runs, *runs)).fetchall()
             self.sql.execute(f"DELETE FROM captures WHERE {gone}", (*runs, *runs))
-            self._drop_texts(texts)
             self._relatest([u for (u,) in self.sql.execute(
                 "SELECT url_id FROM latest_texts WHERE capture_id NOT IN "
                 "(SELECT id FROM captures)").fetchall()])
+            if self.sql.dialect == "sqlite":  # before the texts go: FTS5 deletes with them
+                latestindex.sync(self.sql, self._texts_indexed())
+            self._drop_texts(texts)
             self.sql.executemany(
                 'UPDATE captures SET filename=?, "offset"=?, length=?, req_offset=?, '
                 "req_length=? WHERE id=?", [(*m[1:], m[0]) for m in moves])
