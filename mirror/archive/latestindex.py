@@ -1,5 +1,5 @@
-"""The full-text index of the newest texts (`latest_index`): what a search of each page's
-newest capture ranks among.
+"""The newest text of each URL (`latest_texts`) and the full-text index of those texts
+(`latest_index`): what a search of each page's newest capture ranks among.
 
 bm25 weighs a word by how many of the indexed texts hold it, and a text's length against
 their mean (archive/searchrank.py). `texts` indexes every text a page ever had, so after a
@@ -12,13 +12,19 @@ text, cannot be exact: a prefix query's count of texts is a union over words, wh
 every old text's words, and grows with every run.) A search of one run, or of every
 version, still ranks among every text (`texts`).
 
-`latest_index_rows` lists the texts in the index (an external-content FTS5 table cannot
-list its own rows); meta 'latest_indexed' holds the `texts_indexed` mark it was brought up
-to date with: a reader trusts the index only when the two marks agree (a manifest written
-by an older mirror has no mark, and its searches rank among every text, as before).
+Every write to latest_texts goes through `set_newest` and `renew`, which note in
+`latest_changes` the texts whose standing may have changed (the URL's text before and
+after); `sync` looks at those alone, so bringing the index in step costs what changed since
+the last time, not the size of the site. `latest_index_rows` lists the texts in the index
+(an external-content FTS5 table cannot list its own rows); meta 'latest_indexed' holds the
+`texts_indexed` mark it was brought in step with: a reader trusts the index only when the
+two marks agree. A manifest whose marks disagree when a writer syncs (written by an older
+mirror, which knows nothing of the index) gets the index made again from latest_texts.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from mirror.archive.sqldb import SqlDb
 
@@ -27,36 +33,91 @@ MARK = "latest_indexed"
 
 _SET_MARK = ("INSERT INTO meta VALUES (?, ?) "
              "ON CONFLICT(key) DO UPDATE SET value=excluded.value")
-#: texts the index holds that no URL's newest capture has any more
-_GONE = ("SELECT text_id FROM latest_index_rows r WHERE NOT EXISTS "
-         "(SELECT 1 FROM latest_texts l WHERE l.text_id = r.text_id)")
-#: texts some URL's newest capture has that the index lacks
-_NEW = ("SELECT DISTINCT text_id FROM latest_texts l WHERE text_id <= ? AND NOT EXISTS "
-        "(SELECT 1 FROM latest_index_rows r WHERE r.text_id = l.text_id) ORDER BY text_id")
+_NOTE = "INSERT INTO latest_changes (text_id) VALUES (?) ON CONFLICT DO NOTHING"
+_LISTED = "EXISTS (SELECT 1 FROM latest_index_rows r WHERE r.text_id = c.text_id)"
+_NEWEST = "EXISTS (SELECT 1 FROM latest_texts l WHERE l.text_id = c.text_id)"
+#: of the changed texts up to a mark: those the index holds that no URL's newest capture
+#: has any more, and those some URL's newest capture has that the index lacks
+_GONE = f"SELECT text_id FROM latest_changes c WHERE text_id <= ? AND {_LISTED} AND NOT {_NEWEST}"
+_NEW = (f"SELECT text_id FROM latest_changes c WHERE text_id <= ? AND NOT {_LISTED} "
+        f"AND {_NEWEST} ORDER BY text_id")
+_ADD = f"INSERT INTO {TABLE} (rowid, title, body) SELECT id, title, body FROM page_texts "
+_REMOVE = (f"INSERT INTO {TABLE} ({TABLE}, rowid, title, body) "
+           "SELECT 'delete', id, title, body FROM page_texts WHERE id=?")
 
 
-def sync(sql: SqlDb, indexed: int) -> None:
+def set_newest(sql: SqlDb, url_id: int, capture_id: int | None, text_id: int) -> None:
+    """A URL's capture `capture_id` has text `text_id`: its newest text, unless the URL has
+    a newer capture with a text."""
+    before = sql.execute("SELECT text_id FROM latest_texts WHERE url_id=?",
+                         (url_id,)).fetchone()
+    sql.execute(
+        "INSERT INTO latest_texts (url_id, capture_id, text_id) VALUES (?, ?, ?) "
+        "ON CONFLICT(url_id) DO UPDATE SET capture_id=excluded.capture_id, "
+        "text_id=excluded.text_id WHERE excluded.capture_id > latest_texts.capture_id",
+        (url_id, capture_id, text_id))
+    if before is None or before[0] != text_id:
+        _note(sql, (text_id,) if before is None else (text_id, before[0]))
+
+
+def renew(sql: SqlDb, url_ids: Iterable[int]) -> None:
+    """latest_texts again for these URLs, from their captures (after captures went)."""
+    for url_id in url_ids:
+        _note(sql, [t for (t,) in sql.execute(
+            "DELETE FROM latest_texts WHERE url_id=? RETURNING text_id", (url_id,))])
+        _note(sql, [t for (t,) in sql.execute(
+            "INSERT INTO latest_texts (url_id, capture_id, text_id) "
+            "SELECT url_id, id, text_id FROM captures WHERE url_id=? AND text_id IS NOT "
+            "NULL ORDER BY id DESC LIMIT 1 RETURNING text_id", (url_id,))])
+
+
+def _note(sql: SqlDb, text_ids: Iterable[int]) -> None:
+    if sql.dialect == "sqlite":  # (PostgreSQL has no full-text index to keep in step)
+        sql.executemany(_NOTE, [(t,) for t in text_ids])
+
+
+def sync(sql: SqlDb, before: int, indexed: int) -> None:
     """Bring the index to the texts latest_texts names, inside the caller's transaction,
     while page_texts still has the rows of those that go (FTS5 deletes with the values it
-    indexed); `indexed` is the `texts_indexed` mark of the same transaction: texts after
-    it wait, as they wait for `texts`."""
-    for (text_id,) in sql.execute(_GONE).fetchall():
-        sql.execute(f"INSERT INTO {TABLE} ({TABLE}, rowid, title, body) "
-                    "SELECT 'delete', id, title, body FROM page_texts WHERE id=?", (text_id,))
-        sql.execute("DELETE FROM latest_index_rows WHERE text_id=?", (text_id,))
-    new = sql.execute(_NEW, (indexed,)).fetchall()
-    for (text_id,) in new:
-        sql.execute(f"INSERT INTO {TABLE} (rowid, title, body) "
-                    "SELECT id, title, body FROM page_texts WHERE id=?", (text_id,))
-    sql.executemany("INSERT INTO latest_index_rows (text_id) VALUES (?)", new)
+    indexed). `before` and `indexed` are the `texts_indexed` marks before and after the
+    caller's transaction: texts after `indexed` wait, as they wait for `texts`. An index
+    not in step with `before` is made again."""
+    mark = sql.execute("SELECT value FROM meta WHERE key=?", (MARK,)).fetchone()
+    if mark is None or mark[0] != str(before):
+        _empty(sql)
+        sql.execute(f"{_ADD} WHERE id IN (SELECT text_id FROM latest_texts WHERE "
+                    "text_id <= ?) ORDER BY id", (indexed,))
+        sql.execute("INSERT INTO latest_index_rows (text_id) SELECT DISTINCT text_id "
+                    "FROM latest_texts WHERE text_id <= ?", (indexed,))
+    else:
+        for (text_id,) in sql.execute(_GONE, (indexed,)).fetchall():
+            drop(sql, text_id)
+        new = sql.execute(_NEW, (indexed,)).fetchall()
+        for (text_id,) in new:
+            sql.execute(f"{_ADD} WHERE id=?", (text_id,))
+        sql.executemany("INSERT INTO latest_index_rows (text_id) VALUES (?)", new)
+    sql.execute("DELETE FROM latest_changes WHERE text_id <= ?", (indexed,))
     sql.execute(_SET_MARK, (MARK, str(indexed)))
 
 
+def drop(sql: SqlDb, text_id: int) -> None:
+    """Take a text out of the index, if it is there (before its page_texts row goes)."""
+    if sql.execute("DELETE FROM latest_index_rows WHERE text_id=? RETURNING text_id",
+                   (text_id,)).fetchall():
+        sql.execute(_REMOVE, (text_id,))
+
+
 def clear(sql: SqlDb) -> None:
-    """Empty the index (every page text is forgotten), inside the caller's transaction."""
+    """Empty the index (every page text is forgotten, or it is made again), inside the
+    caller's transaction."""
+    _empty(sql)
+    sql.execute("DELETE FROM latest_changes")
+    sql.execute("DELETE FROM meta WHERE key=?", (MARK,))
+
+
+def _empty(sql: SqlDb) -> None:
     sql.execute(f"INSERT INTO {TABLE} ({TABLE}) VALUES ('delete-all')")
     sql.execute("DELETE FROM latest_index_rows")
-    sql.execute("DELETE FROM meta WHERE key=?", (MARK,))
 
 
 def in_step(sql: SqlDb) -> bool:

@@ -232,6 +232,11 @@ CREATE VIRTUAL TABLE IF NOT EXISTS latest_index USING fts5(
 CREATE TABLE IF NOT EXISTS latest_index_rows (
     text_id INTEGER PRIMARY KEY
 );
+-- texts that were, or became, some URL's newest since latest_index was last brought in
+-- step: all it looks at then (latestindex.sync), so that costs what changed, not the site
+CREATE TABLE IF NOT EXISTS latest_changes (
+    text_id INTEGER PRIMARY KEY
+);
 CREATE TABLE IF NOT EXISTS errors (
     run_id INTEGER NOT NULL,
     url_id INTEGER NOT NULL,
