@@ -41,10 +41,17 @@ def crawl(m: Manifest, pages: dict[str, str | int]) -> tuple[int, dict[str, int]
     return run, ids
 
 
-def assert_in_step(m: Manifest) -> None:
-    """latest_index holds exactly the newest texts, as FTS5 would index them afresh."""
+def assert_in_step(m: Manifest, *, every_text_newest: bool = False) -> None:
+    """latest_index holds exactly the newest texts, as FTS5 would index them afresh; or,
+    `every_text_newest`, it is empty and its mark says that `texts` is that index."""
     db = m.db
     newest = {t for (t,) in db.execute(NEWEST)}
+    mark = db.execute("SELECT value FROM meta WHERE key=?", (latestindex.MARK,)).fetchone()
+    if every_text_newest:
+        assert newest == {t for (t,) in db.execute("SELECT id FROM page_texts")}
+        assert mark == (f"={m._texts_indexed()}",) and not latestindex.in_step(m.sql)
+        assert db.execute("SELECT COUNT(*) FROM latest_index_rows").fetchone()[0] == 0
+        return
     assert {t for (t,) in db.execute("SELECT text_id FROM latest_index_rows")} == newest
     assert latestindex.in_step(m.sql)
     db.execute("DROP TABLE IF EXISTS temp.fresh")
@@ -74,9 +81,9 @@ def test_the_index_of_the_newest_texts_equals_one_made_afresh_after_every_change
         _, one = crawl(m, {"same": "alpha stays", "edit": "bravo old", "back": "charlie first",
                            "shared": "delta both", "gone": "echo only once"})
         _, two = crawl(m, {"twin": one["shared"]})
-        assert_in_step(m)
-        # a page changed (its old text leaves), one unchanged, one of two sharing a text
-        # changes (the text stays: the other URL still has it)
+        assert_in_step(m, every_text_newest=True)  # so `texts` serves, nothing twice
+        # a page changed (its old text leaves; the index is made at the end of the run),
+        # one unchanged, one of two sharing a text changes (it stays: the other URL has it)
         crawl(m, {"same": one["same"], "edit": "bravo new", "back": "charlie second",
                   "shared": "foxtrot own"})
         assert_in_step(m)

@@ -41,6 +41,9 @@ _NEWEST = "EXISTS (SELECT 1 FROM latest_texts l WHERE l.text_id = c.text_id)"
 _GONE = f"SELECT text_id FROM latest_changes c WHERE text_id <= ? AND {_LISTED} AND NOT {_NEWEST}"
 _NEW = (f"SELECT text_id FROM latest_changes c WHERE text_id <= ? AND NOT {_LISTED} "
         f"AND {_NEWEST} ORDER BY text_id")
+#: a changed text up to a mark that is still kept but is no URL's newest any more
+_SUPERSEDED = ("SELECT 1 FROM latest_changes c WHERE text_id <= ? AND NOT " + _NEWEST
+               + " AND EXISTS (SELECT 1 FROM page_texts p WHERE p.id = c.text_id) LIMIT 1")
 _ADD = f"INSERT INTO {TABLE} (rowid, title, body) SELECT id, title, body FROM page_texts "
 _REMOVE = (f"INSERT INTO {TABLE} ({TABLE}, rowid, title, body) "
            "SELECT 'delete', id, title, body FROM page_texts WHERE id=?")
@@ -76,28 +79,47 @@ def _note(sql: SqlDb, text_ids: Iterable[int]) -> None:
         sql.executemany(_NOTE, [(t,) for t in text_ids])
 
 
-def sync(sql: SqlDb, before: int, indexed: int) -> None:
+def sync(sql: SqlDb, before: int, indexed: int, *, build: bool = True) -> None:
     """Bring the index to the texts latest_texts names, inside the caller's transaction,
     while page_texts still has the rows of those that go (FTS5 deletes with the values it
     indexed). `before` and `indexed` are the `texts_indexed` marks before and after the
-    caller's transaction: texts after `indexed` wait, as they wait for `texts`. An index
-    not in step with `before` is made again."""
+    caller's transaction: texts after `indexed` wait, as they wait for `texts`.
+
+    While every indexed text is some URL's newest (one run, or runs that changed no page),
+    `texts` is that index: the mark says so ('=' and the mark) and nothing is indexed twice.
+    Once a text is no URL's newest, or when the index is not in step with `before`, it is
+    made (with `build`: at the end of a run) and kept in step with each change after."""
     mark = sql.execute("SELECT value FROM meta WHERE key=?", (MARK,)).fetchone()
-    if mark is None or mark[0] != str(before):
+    value = mark[0] if mark else "=0" if before == 0 else ""
+    if value == str(before):
+        _follow(sql, indexed)
+        value = str(indexed)
+    elif value == f"={before}" and not sql.execute(_SUPERSEDED, (indexed,)).fetchone():
+        value = f"={indexed}"
+    elif build:
         _empty(sql)
         sql.execute(f"{_ADD} WHERE id IN (SELECT text_id FROM latest_texts WHERE "
                     "text_id <= ?) ORDER BY id", (indexed,))
         sql.execute("INSERT INTO latest_index_rows (text_id) SELECT DISTINCT text_id "
                     "FROM latest_texts WHERE text_id <= ?", (indexed,))
+        value = str(indexed)
     else:
-        for (text_id,) in sql.execute(_GONE, (indexed,)).fetchall():
-            drop(sql, text_id)
-        new = sql.execute(_NEW, (indexed,)).fetchall()
-        for (text_id,) in new:
-            sql.execute(f"{_ADD} WHERE id=?", (text_id,))
-        sql.executemany("INSERT INTO latest_index_rows (text_id) VALUES (?)", new)
+        value = ""
     sql.execute("DELETE FROM latest_changes WHERE text_id <= ?", (indexed,))
-    sql.execute(_SET_MARK, (MARK, str(indexed)))
+    if value:
+        sql.execute(_SET_MARK, (MARK, value))
+    else:  # out of step: a reader ranks among every text until the index is made
+        sql.execute("DELETE FROM meta WHERE key=?", (MARK,))
+
+
+def _follow(sql: SqlDb, indexed: int) -> None:
+    """The index in step again with the changed texts up to `indexed`."""
+    for (text_id,) in sql.execute(_GONE, (indexed,)).fetchall():
+        drop(sql, text_id)
+    new = sql.execute(_NEW, (indexed,)).fetchall()
+    for (text_id,) in new:
+        sql.execute(f"{_ADD} WHERE id=?", (text_id,))
+    sql.executemany("INSERT INTO latest_index_rows (text_id) VALUES (?)", new)
 
 
 def drop(sql: SqlDb, text_id: int) -> None:

@@ -321,7 +321,7 @@ class Manifest(FleetVerbs, ManifestReader):
         self.sql.executemany("DELETE FROM captures WHERE id=?", [(r[0],) for r in rows])
         self._drop_texts(texts)
         self._relatest({r[1] for r in rows})
-        self._sync_latest()
+        self._sync_latest(build=False)
         self.sql.executemany(
             f"UPDATE urls SET {_TO_PENDING}, status=NULL WHERE id=? AND run_id=?",
             [(r[1], run_id) for r in rows],
@@ -389,7 +389,7 @@ class Manifest(FleetVerbs, ManifestReader):
     def index_texts_due(self) -> None:
         """index_texts, once TEXT_BATCH texts wait for it."""
         if self._unindexed >= TEXT_BATCH:
-            self.index_texts()
+            self.index_texts(whole=False)
 
 
     def _text_id(self, original_id: int | None, text: PageText | None) -> int | None:
@@ -422,9 +422,10 @@ class Manifest(FleetVerbs, ManifestReader):
                 latestindex.drop(self.sql, text_id)
             self.sql.execute("DELETE FROM page_texts WHERE id=?", (text_id,))
 
-    def index_texts(self) -> int:
+    def index_texts(self, *, whole: bool = True) -> int:
         """Add the page texts the full-text index lacks, in one transaction; how many. (A
-        PostgreSQL manifest has no full-text index: manifest_text.)"""
+        PostgreSQL manifest has no full-text index: manifest_text.) Not `whole` (a batch
+        in a run): the index of the newest texts is kept in step, but not made."""
         if self.sql.dialect != "sqlite":
             return 0
         with self._tx():
@@ -436,7 +437,7 @@ class Manifest(FleetVerbs, ManifestReader):
                     "FROM page_texts WHERE id > ? ORDER BY id", (done,))
                 self.sql.execute(_SET_META, ("texts_indexed", str(top)))
                 crashpoints.reached("texts:inside")
-            latestindex.sync(self.sql, done, max(top, done))
+            latestindex.sync(self.sql, done, max(top, done), build=whole)
         self._unindexed = 0
         return max(cur.rowcount, 0) if top > done else 0
 
@@ -446,10 +447,10 @@ class Manifest(FleetVerbs, ManifestReader):
     def _relatest(self, url_ids: Iterable[int]) -> None:
         latestindex.renew(self.sql, url_ids)
 
-    def _sync_latest(self) -> None:
+    def _sync_latest(self, *, build: bool) -> None:
         """The index of the newest texts in step after captures went (latestindex.py)."""
         if self.sql.dialect == "sqlite":
-            latestindex.sync(self.sql, *[self._texts_indexed()] * 2)
+            latestindex.sync(self.sql, *[self._texts_indexed()] * 2, build=build)
 
     # -- the text index ------------------------------------------------------------------
     def clear_texts(self) -> None:
@@ -504,7 +505,7 @@ class Manifest(FleetVerbs, ManifestReader):
                 "SELECT url_id FROM latest_texts WHERE capture_id NOT IN "
                 "(SELECT id FROM captures)").fetchall()])
             self._drop_texts(texts)
-            self._sync_latest()
+            self._sync_latest(build=True)
             self.sql.executemany(
                 'UPDATE captures SET filename=?, "offset"=?, length=?, req_offset=?, '
                 "req_length=? WHERE id=?", [(*m[1:], m[0]) for m in moves])
