@@ -5,7 +5,8 @@ of the run), CPU ms per request and wall time, its difference to the first build
 load average at the start and end.
 
 Each build is a `mirror` command, e.g. from a venv with a commit installed:
-    git archive COMMIT | tar -x -C /tmp/src && python3 -m venv /tmp/v && /tmp/v/bin/pip install /tmp/src
+    git archive COMMIT | tar -x -C /tmp/src && python3 -m venv /tmp/v
+    /tmp/v/bin/pip install /tmp/src
 
 Usage: python bench/ab_crawl.py --pages 2000 --rounds 5 NAME=/tmp/a/bin/mirror NAME=...
 """
