@@ -265,3 +265,44 @@ async def test_search_into_a_pipe_closed_early_ends_quietly(make_site, crawl) ->
         "| head -c 1", shell=True, capture_output=True, text=True, timeout=60,
         executable="/bin/bash")
     assert proc.stdout == " " and proc.stderr == ""
+
+
+def latest_index_state(archive: Path, word: str) -> tuple[set[int], set[int], int]:
+    """(texts the index of the newest texts lists, texts latest_texts names, how many of
+    the index's texts hold `word` as FTS5's bm25 counts them)."""
+    with closing(sqlite3.connect(archive / "manifest.sqlite3")) as db:
+        listed = {r for (r,) in db.execute("SELECT text_id FROM latest_index_rows")}
+        latest = {r for (r,) in db.execute("SELECT text_id FROM latest_texts")}
+        db.execute("CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, latest_index, row)")
+        row = db.execute("SELECT doc FROM temp.v WHERE term=?", (word,)).fetchone()
+    return listed, latest, row[0] if row else 0
+
+
+async def test_the_index_of_the_newest_texts_follows_runs_and_prunes(make_site,
+                                                                     crawl) -> None:
+    """A search of the newest captures ranks among the newest texts only (latestindex.py):
+    after run 2 the old /compost text has left that index; after run 1 is pruned, and
+    after `mirror index --search`, which reads only run 2's texts again (every text is
+    then a page's newest), `texts` serves as that index and it stays empty."""
+    from mirror.archive.manifest import Manifest
+
+    site, done = await two_runs(make_site, crawl, "Turn the heap weekly now.")
+    archive = done.archive
+    listed, latest, monthly = latest_index_state(archive, "monthly")
+    assert listed == latest and len(latest) == 5 and monthly == 0  # run 1's word
+    assert latest_index_state(archive, "heap")[2] == 1
+    m = Manifest(archive / "manifest.sqlite3")
+    try:
+        m.drop_runs([1], [], "{}")
+    finally:
+        m.close()
+    listed, latest, weekly = latest_index_state(archive, "weekly")
+    assert listed == latest and weekly == 1
+    assert paths(search(archive, "heap"), site.base) == ["compost"]
+    assert main(["index", "--search", str(done.root / "site.toml")]) == 0
+    listed, latest, weekly = latest_index_state(archive, "weekly")
+    assert listed == set() and len(latest) == 5 and weekly == 0
+    with closing(sqlite3.connect(archive / "manifest.sqlite3")) as db:
+        assert db.execute("SELECT value FROM meta WHERE key='latest_indexed'").fetchone() \
+            == db.execute("SELECT '=' || value FROM meta WHERE key='texts_indexed'").fetchone()
+    assert paths(search(archive, "heap"), site.base) == ["compost"]

@@ -7,18 +7,16 @@ from dataclasses import dataclass, field
 from mirror.app.library import SiteEntry
 from mirror.archive.manifest_queries import ManifestError, ManifestReader
 from mirror.archive.manifest_text import Hit, SearchError
-from mirror.archive.searchrank import fold, fold_key, ranked
+from mirror.archive.searchpages import MAX_PAGES, best_pages
+from mirror.archive.searchrank import ranked
 from mirror.layout import ArchiveLayout
 from mirror.replay.serve import run_timestamp
 
-__all__ = ["PER_PAGE", "Found", "Results", "SearchError", "clamp_page", "search_library",
-           "site_pages"]
+__all__ = ["MAX_PAGES", "PER_PAGE", "Found", "Results", "SearchError", "clamp_page",
+           "search_library", "site_pages"]
 
 #: results on one page of the app's search
 PER_PAGE = 20
-#: pages one can step through: each site is asked for its best PER_PAGE * MAX_PAGES at most,
-#: so a query costs the same however far one pages
-MAX_PAGES = 25
 
 
 @dataclass(frozen=True)
@@ -112,32 +110,10 @@ def search_library(entries: list[SiteEntry], query: str, page: int = 1,
 
 def site_pages(manifest: ManifestReader, entry: SiteEntry, query: str,
                wanted: int) -> SiteFound:
-    """A site's best `wanted` pages for `query`, each once, and how many match. Every
-    matching URL is read (unranked, cheap), so the ranked search asks for just enough
-    rows to make `wanted` pages whatever their variants."""
-    by_page: dict[str, list[str]] = {}
-    for url in manifest.matching_urls(query):
-        by_page.setdefault(fold_key(url), []).append(url)
-    extra = sum(len(urls) - 1 for urls in by_page.values())
-    hits = ranked(best_hits(manifest, query, wanted + extra), lambda h: h.score,
-                  lambda h: h.url)
-    found = [Found(entry.id, entry.title, group.best,
-                   tuple(sorted(set(by_page.get(fold_key(group.best.url), ()))
-                                - {group.best.url})))
-             for group in fold(hits, lambda h: h.url)[:wanted]]
-    return SiteFound(found, len(by_page))
-
-
-def best_hits(manifest: ManifestReader, query: str, needed: int) -> list[Hit]:
-    """The best `needed` hits and every hit that ties with the last of them: FTS5 cuts
-    ties anywhere, and searchrank orders them by URL, so a cut must take all of them for
-    pages 1, 2, ... to show one order."""
-    limit = needed + 1
-    while True:
-        hits = manifest.search(query, limit=limit)
-        if len(hits) < limit or hits[-1].score != hits[needed - 1].score:
-            return hits
-        limit *= 2
+    """A site's best `wanted` pages for `query`, each once, and how many match."""
+    pages = best_pages(manifest, query, wanted)
+    return SiteFound([Found(entry.id, entry.title, p.hit, p.variants) for p in pages.found],
+                     pages.total)
 
 
 def _search_site(entry: SiteEntry, query: str,

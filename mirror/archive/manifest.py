@@ -9,6 +9,7 @@ from functools import partial
 from pathlib import Path
 
 from mirror import crashpoints
+from mirror.archive import latestindex
 from mirror.archive.manifest_fleet import FleetVerbs, fence, retried
 from mirror.archive.manifest_queries import END, ManifestReader
 from mirror.archive.manifest_schema import (
@@ -320,6 +321,7 @@ class Manifest(FleetVerbs, ManifestReader):
         self.sql.executemany("DELETE FROM captures WHERE id=?", [(r[0],) for r in rows])
         self._drop_texts(texts)
         self._relatest({r[1] for r in rows})
+        self._sync_latest(build=False)
         self.sql.executemany(
             f"UPDATE urls SET {_TO_PENDING}, status=NULL WHERE id=? AND run_id=?",
             [(r[1], run_id) for r in rows],
@@ -387,7 +389,7 @@ class Manifest(FleetVerbs, ManifestReader):
     def index_texts_due(self) -> None:
         """index_texts, once TEXT_BATCH texts wait for it."""
         if self._unindexed >= TEXT_BATCH:
-            self.index_texts()
+            self.index_texts(whole=False)
 
 
     def _text_id(self, original_id: int | None, text: PageText | None) -> int | None:
@@ -417,11 +419,13 @@ class Manifest(FleetVerbs, ManifestReader):
                 self.sql.execute("INSERT INTO texts (texts, rowid, title, body) "
                                 "SELECT 'delete', id, title, body FROM page_texts WHERE id=?",
                                 (text_id,))
+                latestindex.drop(self.sql, text_id)
             self.sql.execute("DELETE FROM page_texts WHERE id=?", (text_id,))
 
-    def index_texts(self) -> int:
+    def index_texts(self, *, whole: bool = True) -> int:
         """Add the page texts the full-text index lacks, in one transaction; how many. (A
-        PostgreSQL manifest has no full-text index: manifest_text.)"""
+        PostgreSQL manifest has no full-text index: manifest_text.) Not `whole` (a batch
+        in a run): the index of the newest texts is kept in step, but not made."""
         if self.sql.dialect != "sqlite":
             return 0
         with self._tx():
@@ -433,24 +437,20 @@ class Manifest(FleetVerbs, ManifestReader):
                     "FROM page_texts WHERE id > ? ORDER BY id", (done,))
                 self.sql.execute(_SET_META, ("texts_indexed", str(top)))
                 crashpoints.reached("texts:inside")
+            latestindex.sync(self.sql, done, max(top, done), build=whole)
         self._unindexed = 0
         return max(cur.rowcount, 0) if top > done else 0
 
     def _latest_text(self, url_id: int, capture_id: int | None, text_id: int) -> None:
-        self.sql.execute(
-            "INSERT INTO latest_texts (url_id, capture_id, text_id) VALUES (?, ?, ?) "
-            "ON CONFLICT(url_id) DO UPDATE SET capture_id=excluded.capture_id, "
-            "text_id=excluded.text_id WHERE excluded.capture_id > latest_texts.capture_id",
-            (url_id, capture_id, text_id))
+        latestindex.set_newest(self.sql, url_id, capture_id, text_id)
 
     def _relatest(self, url_ids: Iterable[int]) -> None:
-        """latest_texts again for these URLs, from their captures."""
-        for url_id in url_ids:
-            self.sql.execute("DELETE FROM latest_texts WHERE url_id=?", (url_id,))
-            self.sql.execute(
-                "INSERT INTO latest_texts (url_id, capture_id, text_id) "
-                "SELECT url_id, id, text_id FROM captures WHERE url_id=? AND text_id IS NOT "
-                "NULL ORDER BY id DESC LIMIT 1", (url_id,))
+        latestindex.renew(self.sql, url_ids)
+
+    def _sync_latest(self, *, build: bool) -> None:
+        """The index of the newest texts in step after captures went (latestindex.py)."""
+        if self.sql.dialect == "sqlite":
+            latestindex.sync(self.sql, *[self._texts_indexed()] * 2, build=build)
 
     # -- the text index ------------------------------------------------------------------
     def clear_texts(self) -> None:
@@ -460,6 +460,7 @@ class Manifest(FleetVerbs, ManifestReader):
             self.sql.execute("DELETE FROM latest_texts")
             if self.sql.dialect == "sqlite":
                 self.sql.execute("INSERT INTO texts (texts) VALUES ('delete-all')")
+                latestindex.clear(self.sql)
             self.sql.execute("DELETE FROM page_texts")
             self.sql.execute("DELETE FROM meta WHERE key='texts_indexed'")
 
@@ -500,10 +501,11 @@ class Manifest(FleetVerbs, ManifestReader):
             texts = self.sql.execute(f"SELECT DISTINCT text_id FROM captures WHERE {gone} "
                                     "AND text_id IS NOT NULL", (*runs, *runs)).fetchall()
             self.sql.execute(f"DELETE FROM captures WHERE {gone}", (*runs, *runs))
-            self._drop_texts(texts)
             self._relatest([u for (u,) in self.sql.execute(
                 "SELECT url_id FROM latest_texts WHERE capture_id NOT IN "
                 "(SELECT id FROM captures)").fetchall()])
+            self._drop_texts(texts)
+            self._sync_latest(build=True)
             self.sql.executemany(
                 'UPDATE captures SET filename=?, "offset"=?, length=?, req_offset=?, '
                 "req_length=? WHERE id=?", [(*m[1:], m[0]) for m in moves])

@@ -222,6 +222,21 @@ CREATE TABLE IF NOT EXISTS latest_texts (
     text_id INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS latest_texts_text ON latest_texts (text_id);
+-- The full-text index of the texts latest_texts names (FTS5, over page_texts): what a search
+-- of the newest captures ranks among, as an export's search does; derived like `texts`
+-- (archive/latestindex.py). latest_index_rows lists the texts in it.
+CREATE VIRTUAL TABLE IF NOT EXISTS latest_index USING fts5(
+    title, body, content = 'page_texts', content_rowid = 'id',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE TABLE IF NOT EXISTS latest_index_rows (
+    text_id INTEGER PRIMARY KEY
+);
+-- texts that were, or became, some URL's newest since latest_index was last brought in
+-- step: all it looks at then (latestindex.sync), so that costs what changed, not the site
+CREATE TABLE IF NOT EXISTS latest_changes (
+    text_id INTEGER PRIMARY KEY
+);
 CREATE TABLE IF NOT EXISTS errors (
     run_id INTEGER NOT NULL,
     url_id INTEGER NOT NULL,

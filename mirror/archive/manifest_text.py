@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from mirror.archive import latestindex
 from mirror.archive.manifest_schema import ManifestError
 from mirror.archive.searchrank import BODY_WEIGHT, TITLE_WEIGHT
 from mirror.archive.sqldb import SqlDb
@@ -37,9 +38,11 @@ SNIPPET_TOKENS = 24
 #: the ranking of searchrank.py. FTS5 sorts by this itself (ORDER BY rank is consumed), so
 #: SQLite pulls only the rows it returns, and highlight() and snippet() run for those alone
 _RANK = f"bm25({TITLE_WEIGHT}, {BODY_WEIGHT})"
-_MATCH = "texts MATCH ? AND rank MATCH ?"
-_RANKED = (f"texts.rowid, rank, highlight(texts, 0, ?, ?), "
-           f"snippet(texts, 1, ?, ?, ?, {SNIPPET_TOKENS})")
+#: {t}: the full-text table searched, `texts` (every text) or `latest_index` (the newest
+#: text of each URL: what a search of the newest captures ranks among, latestindex.py)
+_MATCH = "{t} MATCH ? AND rank MATCH ?"
+_RANKED = ("{t}.rowid, rank, highlight({t}, 0, ?, ?), "
+           f"snippet({{t}}, 1, ?, ?, ?, {SNIPPET_TOKENS})")
 _MARKS = (MARK_START, MARK_END, MARK_START, MARK_END, ELLIPSIS)
 #: most texts a search ranks: a query that matches more (a common word on a big site) is
 #: ranked among the newest RANKED_AT_MOST of them. bm25 reads every match's positions and
@@ -163,44 +166,69 @@ class TextQueries:
         with _query_errors(query):
             if all_runs:
                 return self._every_version(query, limit, offset)
+            t = self._searched(run_id)
             if run_id is not None:
-                join = "JOIN captures c ON c.text_id = texts.rowid AND c.run_id = ?"
+                join = f"JOIN captures c ON c.text_id = {t}.rowid AND c.run_id = ?"
                 params: tuple[object, ...] = (run_id,)
             else:
-                join = "JOIN latest_texts c ON c.text_id = texts.rowid"
+                join = f"JOIN latest_texts c ON c.text_id = {t}.rowid"
                 params = ()
-            newest, since = self._newest_matches(query)
+            newest, since = self._newest_matches(query, t)
             sql = (f"SELECT {_RANKED}, {'c.id' if run_id is not None else 'c.capture_id'}, 1 "
-                   f"FROM texts {join} WHERE {_MATCH}{newest} ORDER BY rank LIMIT ? OFFSET ?")
+                   f"FROM {t} {join} WHERE {_MATCH}{newest} ORDER BY rank LIMIT ? OFFSET ?"
+                   ).format(t=t)
             rows = self.sql.execute(sql, (*_MARKS, *params, query, _RANK, *since, limit,
                                           offset))
             return [self._hit(*row) for row in rows.fetchall()]
 
-    def matching_urls(self, query: str) -> list[str]:
-        """The URL of every page whose newest text matches `query`, unranked (what a
-        search counts, and folds: searchrank.fold_key). Same errors as `search`."""
+    def matching_urls(self, query: str, *, run_id: int | None = None) -> list[str]:
+        """The URL of every page whose newest text (with `run_id`: whose capture in that
+        run) matches `query`, unranked: what a search counts, and folds
+        (searchrank.fold_key). Same errors as `search`."""
         if self.sql.dialect != "sqlite" or not query.strip():
             return []
+        t = self._searched(run_id)
+        join = (f"JOIN latest_texts l ON l.text_id = {t}.rowid "
+                "JOIN captures c ON c.id = l.capture_id") if run_id is None else \
+            f"JOIN captures c ON c.text_id = {t}.rowid AND c.run_id = ?"
+        params = () if run_id is None else (run_id,)
         with _query_errors(query):
-            rows = self.sql.execute(
-                "SELECT c.url FROM texts JOIN latest_texts l ON l.text_id = texts.rowid "
-                "JOIN captures c ON c.id = l.capture_id WHERE texts MATCH ?", (query,))
+            rows = self.sql.execute(f"SELECT DISTINCT c.url FROM {t} {join} "
+                                    f"WHERE {t} MATCH ?", (*params, query))
             return [url for (url,) in rows.fetchall()]
 
-    def _newest_matches(self, query: str) -> tuple[str, tuple[int, ...]]:
+    def matching_versions(self, query: str) -> int:
+        """How many (URL, text) pairs match `query`: what a search of every version
+        counts. Same errors as `search`."""
+        if self.sql.dialect != "sqlite" or not query.strip():
+            return 0
+        with _query_errors(query):
+            return int(self.sql.execute(
+                "SELECT COUNT(*) FROM (SELECT DISTINCT c.url_id, c.text_id FROM texts "
+                "JOIN captures c ON c.text_id = texts.rowid WHERE texts MATCH ?)",
+                (query,)).fetchone()[0])
+
+    def _searched(self, run_id: int | None) -> str:
+        """The full-text table a search ranks among: the newest texts (latestindex.py)
+        for a search of the newest captures, when that index is up to date; else every
+        text."""
+        return latestindex.TABLE if run_id is None and latestindex.in_step(self.sql) \
+            else "texts"
+
+    def _newest_matches(self, query: str, t: str) -> tuple[str, tuple[int, ...]]:
         """The condition (and its parameter) that keeps a search to the newest
-        RANKED_AT_MOST texts matching `query`; none when fewer match. Walking the matches'
-        ids costs a tenth of ranking them."""
-        row = self.sql.execute("SELECT rowid FROM texts WHERE texts MATCH ? "
+        RANKED_AT_MOST texts of table `t` matching `query`; none when fewer match.
+        Walking the matches' ids costs a tenth of ranking them."""
+        row = self.sql.execute(f"SELECT rowid FROM {t} WHERE {t} MATCH ? "
                                "ORDER BY rowid DESC LIMIT 1 OFFSET ?",
                                (query, RANKED_AT_MOST - 1)).fetchone()
-        return ("", ()) if row is None else (" AND texts.rowid >= ?", (int(row[0]),))
+        return ("", ()) if row is None else (f" AND {t}.rowid >= ?", (int(row[0]),))
 
     def _every_version(self, query: str, limit: int, offset: int) -> list[Hit]:
         """--all-runs: each (URL, text) once, best text first, with its first capture."""
         hits: list[Hit] = []
-        rows = self.sql.execute(f"SELECT {_RANKED} FROM texts WHERE {_MATCH} ORDER BY rank",
-                               (*_MARKS, query, _RANK))
+        rows = self.sql.execute(f"SELECT {_RANKED} FROM texts WHERE {_MATCH} ORDER BY rank"
+                                .format(t="texts"), (*_MARKS, query, _RANK))
         seen = 0
         for text_id, rank, title, snippet in rows:  # pulled one by one: snippets are
             for first, count in self.sql.execute(  # made for these rows only

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from mirror.archive.manifest_queries import ManifestReader
-from mirror.archive.manifest_text import Hit, SearchError
+from mirror.archive.manifest_text import SearchError
+from mirror.archive.searchpages import MAX_PAGES, PageHit, best_pages
 from mirror.replay.export import shown_url
 from mirror.replay.pages import (
     attr,
@@ -45,7 +46,7 @@ def search_form(params: Mapping[str, str]) -> SearchForm:
     """The form from a query string; what does not read as a number is left out."""
     page = number(params.get("page", "")) or 1
     return SearchForm(params.get("q", "").strip()[:1000], number(params.get("run", "")),
-                      params.get("all") == "1", min(page, 100_000))
+                      params.get("all") == "1", min(page, MAX_PAGES))
 
 
 @dataclass(frozen=True)
@@ -53,30 +54,41 @@ class SearchResults:
     """What the manifest answered."""
 
     runs: Sequence[int]  # for the form's choice of run
-    hits: Sequence[Hit] | None  # one page of them; None when nothing was asked
+    hits: Sequence[PageHit] | None  # one page of them; None when nothing was asked
     more: bool  # there is a next page
     unindexed: int  # pages the text index lacks
     error: str | None = None  # the query cannot be read: why
+    total: int = 0  # pages found, each once (every version: each text of a URL)
 
 
 def run_search(manifest: ManifestReader, form: SearchForm) -> SearchResults:
+    """The form's page of results. Each page once, its query-string variants folded under
+    its best-ranked one (as the app shows a site: archive/searchpages.py), in the newest
+    captures or in one run's. "Every version" folds nothing: it asks for each text a URL
+    ever had, and a page's variants are versions of it too; one result per (URL, text)."""
     runs, unindexed = [r.id for r in manifest.runs()], manifest.unindexed_pages()
     if not form.query:
         return SearchResults(runs, None, False, unindexed)
     try:
-        hits = manifest.search(form.query, run_id=form.run, all_runs=form.all_runs,
-                               limit=RESULTS_PER_PAGE + 1, offset=form.offset)
+        if form.all_runs:
+            hits = manifest.search(form.query, all_runs=True, limit=RESULTS_PER_PAGE + 1,
+                                   offset=form.offset)
+            found = [PageHit(h) for h in hits]
+            total = manifest.matching_versions(form.query)
+        else:
+            pages = best_pages(manifest, form.query, form.offset + RESULTS_PER_PAGE + 1,
+                               form.run)
+            found, total = pages.found[form.offset:], pages.total
     except SearchError as exc:
         return SearchResults(runs, None, False, unindexed, str(exc))
-    return SearchResults(runs, hits[:RESULTS_PER_PAGE], len(hits) > RESULTS_PER_PAGE,
-                         unindexed)
+    more = len(found) > RESULTS_PER_PAGE and form.page < MAX_PAGES
+    return SearchResults(runs, found[:RESULTS_PER_PAGE], more, unindexed, total=total)
 
 
 def search_html(form: SearchForm, results: SearchResults) -> str:
-    """The form, then the error, the results and a pager."""
-    runs, hits, more, unindexed, error = (results.runs, results.hits, results.more,
-                                          results.unindexed, results.error)
-    out = [f'<h1>Search the archive</h1>{_form(form, runs)}']
+    """The form, then the error, the total, the results and a pager."""
+    hits, error, unindexed = results.hits, results.error, results.unindexed
+    out = [f'<h1>Search the archive</h1>{_form(form, results.runs)}']
     if unindexed:
         out.append(f'<p class="note">{unindexed:,} page{"s" if unindexed != 1 else ""} '
                    "captured before the text index existed cannot be found: "
@@ -84,12 +96,24 @@ def search_html(form: SearchForm, results: SearchResults) -> str:
     if error is not None:
         out.append(f'<p class="error"><b>{html.escape(error)}</b></p>')
     elif hits is not None and not hits:
-        out.append(f"<p>No page matches <b>{html.escape(form.query)}</b>.</p>")
+        out.append(f"<p>No page matches <b>{html.escape(form.query)}</b>"
+                   f"{f' on page {form.page}' if form.page > 1 else ''}.</p>")
     elif hits:
+        out.append(_total(form, results))
         items = "\n".join(_hit(h) for h in hits)
         out.append(f'<ol class="hits" start="{form.offset + 1}">{items}</ol>')
-        out.append(_pager(form, more))
+        out.append(_pager(form, results.more))
     return "\n".join(out)
+
+
+def _total(form: SearchForm, results: SearchResults) -> str:
+    """"17 pages · results 21-40, best first", as the app says it."""
+    what = "version" if form.all_runs else "page"
+    count = f'{results.total:,} {what}{"s" if results.total != 1 else ""}'
+    shown = len(results.hits or ())
+    where = (f" · results {form.offset + 1}–{form.offset + shown}"
+             if form.page > 1 or results.more else "")
+    return f'<p class="total">{count}{where}, best first</p>'
 
 
 def _form(form: SearchForm, runs: Sequence[int]) -> str:
@@ -105,7 +129,8 @@ def _form(form: SearchForm, runs: Sequence[int]) -> str:
             '</label> <button>Search</button> <a href="/">all pages</a></form>')
 
 
-def _hit(hit: Hit) -> str:
+def _hit(found: PageHit) -> str:
+    hit = found.hit
     ts = run_timestamp(hit.warc_date) or ""
     title = marked_html(hit.title, hit.title_marks) if hit.title else \
         html.escape(shown_url(hit.url))
@@ -113,7 +138,18 @@ def _hit(hit: Hit) -> str:
     return (f'<li><a href="{attr(replay_path(ts, hit.url))}">{title}</a>'
             f'<div class="u">{html.escape(shown_url(hit.url))} · captured '
             f"{html.escape(shown_time(ts))} · run {hit.run_id}{shared}</div>"
+            f"{_variants(found.variants, ts)}"
             f"<p>{marked_html(hit.snippet, hit.marks)}</p></li>")
+
+
+def _variants(urls: Sequence[str], ts: str) -> str:
+    """"+2 variants", opening to a link to each (the app's presentation)."""
+    if not urls:
+        return ""
+    links = "".join(f'<div class="variant"><a href="{attr(replay_path(ts, u))}">'
+                    f"{html.escape(shown_url(u))}</a></div>" for u in urls)
+    return (f'<details class="variants"><summary>+{len(urls)} '
+            f'variant{"s" if len(urls) != 1 else ""}</summary>{links}</details>')
 
 
 def _pager(form: SearchForm, more: bool) -> str:
@@ -128,5 +164,6 @@ def _pager(form: SearchForm, more: bool) -> str:
 #: added to the page's style
 SEARCH_STYLE = (
     "mark{background:#ffe58a}.hits li{margin:.8em 0}.hits p{margin:.2em 0}"
-    ".error{color:#a00}.note{color:#8a4b00}"
+    ".error{color:#a00}.note{color:#8a4b00}.total{color:#555}"
+    ".variants summary{cursor:pointer;color:#555}.variant{margin-left:1em;overflow-wrap:anywhere}"
 )
