@@ -257,6 +257,15 @@ class Discovered(NamedTuple):
 
 NOTHING = Discovered(None, [])
 
+#: the rule a page over its parse budget (time, nesting, size) is flagged under: its note
+#: starts with it, and its links were partly or not extracted
+PARSE_BUDGET = "parse-budget"
+
+
+def over_budget(why: str) -> Discovered:
+    """What discovery answers for a page whose links could not be read within budget."""
+    return Discovered(None, [], f"{PARSE_BUDGET}: {why}")
+
 
 # --- what the WARC writer is given (built by fetch and the history stage) ---------------
 

@@ -325,6 +325,22 @@ class ManifestReader(TextQueries):
         )
         return {r: n for r, n in rows}
 
+    def requisite_chain(self, url_id: int, limit: int) -> int:
+        """How many requisites in a row lead down to this URL from the page they serve
+        (itself included), counted up to `limit`: each URL's referrer is the one that first
+        found it."""
+        n = 0
+        row = self.sql.execute("SELECT referrer, mode, via FROM urls WHERE id=?",
+                               (url_id,)).fetchone()
+        while row is not None and row[1] == "requisite" and row[2] in ("requisite",
+                                                                      "redirect") and n < limit:
+            n += 1
+            if row[0] is None:
+                break
+            row = self.sql.execute("SELECT referrer, mode, via FROM urls WHERE id=?",
+                                   (row[0],)).fetchone()
+        return n
+
     def skipped_urls(self, run_id: int, per_rule: int = 1000) -> dict[str, list[str]]:
         """The skipped URLs of a run by rule (at most `per_rule` of each), for the report."""
         out: dict[str, list[str]] = {}
