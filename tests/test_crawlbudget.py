@@ -182,34 +182,48 @@ def test_a_helper_whose_reader_is_gone_exits_without_a_traceback(tmp_path):
     body = "".join(f'<a href="/{k}">k</a>' for k in range(20000)).encode()
     helper.stdin.write(_frame((1, item, Page(200, {"content-type": "text/html"}, body, None))))
     helper.stdin.close()
-    _, err = helper.communicate(timeout=60)
-    assert err == b""
-    assert helper.returncode == 0
+    assert helper.wait(60) == 0
+    assert helper.stderr is not None
+    with helper.stderr:
+        assert helper.stderr.read() == b""
 
 
 CRAWLER = """
-import subprocess, sys, time
+import os, pickle, subprocess, sys, time
+from mirror.crawl.parsehelper import PARENT_VARIABLE, frame
 helper = subprocess.Popen([sys.executable, "-m", "mirror.crawl.parsehelper"],
-                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-print(helper.pid, flush=True)
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          env={**os.environ, PARENT_VARIABLE: str(os.getpid())})
+helper.stdin.write(frame(pickle.loads(sys.stdin.buffer.read())))
+helper.stdin.flush()
+helper.stdout.read(8)  # it is ready (the length of its "ready")
+print(helper.pid, helper.stdin.fileno(), flush=True)
 time.sleep(600)
 """
 
 
 def test_a_helper_dies_with_its_crawler_killed_by_sigkill(tmp_path):
-    crawler = subprocess.Popen([sys.executable, "-c", CRAWLER], stdout=subprocess.PIPE)
-    assert crawler.stdout is not None
-    pid = int(crawler.stdout.readline())
-    os.kill(crawler.pid, signal.SIGKILL)
-    crawler.wait(10)
-    for _ in range(200):  # the kernel kills it at once; a zombie's /proc entry is gone soon
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().split()[2]
-        except FileNotFoundError:
-            break
-        if state == "Z":
-            break
-        time.sleep(0.05)
-    else:
-        os.kill(pid, signal.SIGKILL)
-        raise AssertionError("the helper outlived its crawler")
+    """Even while its input stays open (as when it is busy on a page, or another process
+    holds the pipe), a helper does not outlive its crawler."""
+    cfg = load_config(write_config(tmp_path, ["http://h.test/"]))
+    crawler = subprocess.Popen([sys.executable, "-c", CRAWLER], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE)
+    assert crawler.stdin is not None and crawler.stdout is not None
+    with crawler.stdin:
+        crawler.stdin.write(pickle.dumps(cfg))
+    with crawler.stdout:
+        pid, fd = map(int, crawler.stdout.readline().split())
+    with open(f"/proc/{crawler.pid}/fd/{fd}", "wb"):  # the helper's input stays open
+        os.kill(crawler.pid, signal.SIGKILL)
+        crawler.wait(10)
+        for _ in range(200):  # the kernel kills it at once (then init reaps it)
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+            except FileNotFoundError:
+                break
+            if state == "Z":
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            raise AssertionError("the helper outlived its crawler")

@@ -22,6 +22,8 @@ from mirror.model import Discovered, NewUrl, PageText
 
 LENGTH = struct.Struct("!Q")
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+#: the crawler's pid, in the helper's environment
+PARENT_VARIABLE = "MIRROR_PARSE_PARENT"
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,9 @@ def _die_with_parent() -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):  # no prctl: it ends at its next read or write
-        pass
+        return
+    if os.environ.get(PARENT_VARIABLE, str(os.getppid())) != str(os.getppid()):
+        raise SystemExit(0)  # the crawler died before the call: nobody waits for answers
 
 
 if __name__ == "__main__":

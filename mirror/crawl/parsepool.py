@@ -39,7 +39,7 @@ from typing import Any
 
 from mirror.config import SiteConfig
 from mirror.crawl.discover import Discovery
-from mirror.crawl.parsehelper import LENGTH, Page, frame, from_wire
+from mirror.crawl.parsehelper import LENGTH, PARENT_VARIABLE, Page, frame, from_wire
 from mirror.launch import module_argv
 from mirror.model import NOTHING, PARSE_BUDGET, Discovered, Exchange, UrlItem, over_budget
 
@@ -241,7 +241,8 @@ class _Helper:
                     ids: itertools.count[int], budget: float = PARSE_SECONDS) -> _Helper:
         here = str(Path(__file__).resolve().parent.parent)  # mirror importable from a checkout
         path = os.environ.get("PYTHONPATH")
-        env = {**os.environ, "PYTHONPATH": here + (os.pathsep + path if path else "")}
+        env = {**os.environ, "PYTHONPATH": here + (os.pathsep + path if path else ""),
+               PARENT_VARIABLE: str(os.getpid())}
         proc = await asyncio.create_subprocess_exec(
             *command, stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, env=env, limit=1 << 20)
