@@ -8,7 +8,7 @@ from functools import lru_cache
 from mirror.config import SiteConfig
 from mirror.crawl import sitemaps
 from mirror.crawl.scope import REQUISITE, Scope
-from mirror.model import PARSE_BUDGET, NOTHING, Discovered, LinkKind, NewUrl, UrlItem, Via
+from mirror.model import NOTHING, PARSE_BUDGET, Discovered, LinkKind, NewUrl, UrlItem, Via
 from mirror.web.codings import DecodeError, decode_body
 from mirror.web.extract import Link, extract, page_text
 from mirror.web.http import HTML_TYPES, REDIRECT_STATUSES, mime_of
