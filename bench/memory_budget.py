@@ -32,8 +32,11 @@ def site(big_mb: int) -> web.Application:
         resp = web.StreamResponse(headers={"Content-Type": "text/html"})
         resp.enable_chunked_encoding()
         await resp.prepare(request)
-        while True:  # until the crawler hangs up
-            await resp.write(CHUNK)
+        try:
+            while True:  # until the crawler hangs up
+                await resp.write(CHUNK)
+        except (ConnectionError, OSError):
+            return resp
 
     big = b"<!doctype html><title>big</title>" + CHUNK * (big_mb * 16)
     pages = {"/table": b"<table><tr><td>" * 40000}
