@@ -246,8 +246,9 @@ class PageText(NamedTuple):
 
 class Discovered(NamedTuple):
     """What discovery found in a stored response: where it redirects, the URLs it leads
-    to, a note on the page (why it may need a browser to archive), and its text, if any
-    (same parse as its links)."""
+    to, a note on the page (why it may need a browser to archive, or, starting with
+    PARSE_BUDGET, why its links were partly or not read), and its text, if any (same parse
+    as its links)."""
 
     target: str | None
     links: list[NewUrl]

@@ -393,7 +393,8 @@ class ManifestReader(TextQueries):
             (run_id,)).fetchone()[0])
 
     def needs_browser(self, run_id: int) -> list[tuple[str, str]]:
-        """(url, why) of the pages of a run that may need a browser to archive."""
+        """(url, note) of the pages of a run with a note: why one may need a browser to
+        archive, or why its links were partly or not read (`parse-budget: ...`)."""
         return self.sql.execute(
             "SELECT u.url, n.note FROM notes n JOIN urls u ON u.id = n.url_id "
             "WHERE n.run_id=? ORDER BY u.url", (run_id,)).fetchall()
