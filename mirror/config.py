@@ -373,6 +373,8 @@ class ScopeSection:
     max_segment_repeats: int = _key(_integer(0), 2)  # times one path segment may appear
     max_url_length: int = _key(_integer(0), 2083)  # characters of the canonical URL
     max_outlinks: int = _key(_integer(0), 6000)  # links taken from one page
+    # requisites of requisites in a row (frames in frames, @imports), 0: no limit
+    max_requisite_depth: int = _key(_integer(0), 5)
     max_host_pages: int = _key(_integer(0), 0)  # URLs fetched from one host per run
     max_host_bytes: int = _key(_integer(0), 0)  # body bytes fetched from one host per run
     robots: bool = _key(_boolean(), True)  # obey robots.txt (RFC 9309)

@@ -246,8 +246,9 @@ class PageText(NamedTuple):
 
 class Discovered(NamedTuple):
     """What discovery found in a stored response: where it redirects, the URLs it leads
-    to, a note on the page (why it may need a browser to archive), and its text, if any
-    (same parse as its links)."""
+    to, a note on the page (why it may need a browser to archive, or, starting with
+    PARSE_BUDGET, why its links were partly or not read), and its text, if any (same parse
+    as its links)."""
 
     target: str | None
     links: list[NewUrl]
@@ -256,6 +257,15 @@ class Discovered(NamedTuple):
 
 
 NOTHING = Discovered(None, [])
+
+#: the rule a page over its parse budget (time, nesting, size) is flagged under: its note
+#: starts with it, and its links were partly or not extracted
+PARSE_BUDGET = "parse-budget"
+
+
+def over_budget(why: str) -> Discovered:
+    """What discovery answers for a page whose links could not be read within budget."""
+    return Discovered(None, [], f"{PARSE_BUDGET}: {why}")
 
 
 # --- what the WARC writer is given (built by fetch and the history stage) ---------------

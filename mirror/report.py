@@ -39,6 +39,8 @@ class RunData:
     sitemap_only_pages: int = 0  # pages no link of the run reached, only a sitemap
     unreachable_hosts: list[tuple[str, str, int]] = field(default_factory=list)  # host, why, URLs
     needs_browser: list[tuple[str, str]] = field(default_factory=list)  # page, why
+    # pages whose links were partly or not read (parse-budget: time, nesting, size), why
+    parse_budget: list[tuple[str, str]] = field(default_factory=list)
     pages_stored: int = 0  # pages with a 2xx or 304 answer
     start_urls: list[tuple[str, str | None]] = field(default_factory=list)  # url, problem
 
@@ -54,6 +56,7 @@ def build_report(d: RunData) -> dict[str, object]:
     out["pages_per_second"] = round(d.captures / d.duration, 2) if d.duration > 0 else None
     out["top_errors"] = [{"error": e, "count": n} for e, n in d.top_errors]
     out["needs_browser"] = [{"url": u, "reason": r} for u, r in d.needs_browser]
+    out["parse_budget"] = [{"url": u, "reason": r} for u, r in d.parse_budget]
     out["unreachable_hosts"] = [{"host": h, "reason": r, "urls": n}
                                 for h, r, n in d.unreachable_hosts]
     out["failed"] = [{"url": u, "error": e} for u, e in d.failed]
@@ -159,6 +162,11 @@ def render_summary(d: RunData, max_items: int = 10) -> str:
         n = len(d.needs_browser)
         lines.append(f"  {'needs browser':<14} {n} page{'s' if n > 1 else ''} may need a browser "
                      f"to archive (scripts build them), e.g. {d.needs_browser[0][0]}")
+    if d.parse_budget:
+        n = len(d.parse_budget)
+        lines.append(f"  {'parse budget':<14} {n} page{'s' if n > 1 else ''} over the parse "
+                     f"budget, links partly or not read, e.g. {d.parse_budget[0][0]} "
+                     f"({d.parse_budget[0][1]})")
     if d.sitemap_only_pages:
         lines.append(f"  {'sitemaps':<14} {d.sitemap_only_pages} pages reached only "
                      "through a sitemap")

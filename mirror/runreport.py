@@ -12,7 +12,7 @@ from mirror.config import SiteConfig
 from mirror.crawl.history import Changes, compare
 from mirror.crawl.politeness import UNREACHABLE
 from mirror.layout import ArchiveLayout
-from mirror.model import UNFINISHED, ExitCode, Run, RunState
+from mirror.model import PARSE_BUDGET, UNFINISHED, ExitCode, Run, RunState
 from mirror.report import RunData, build_report
 from mirror.runhealth import Health, health, numbers_of, start_problem
 
@@ -52,6 +52,7 @@ def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
     seconds, sessions = m.run_time(run)
     if not sessions:  # a run recorded before sessions were: its start and end
         seconds = _seconds_between(info.started_at, info.finished_at)
+    notes = m.needs_browser(run)  # a page's one note: why it needs a browser, or its budget
     return RunData(
         site=cfg.site.name,
         run_id=run,
@@ -74,7 +75,8 @@ def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
         broken_links_total=m.count_broken_links(run),
         sitemap_only_pages=m.count_sitemap_only_pages(run),
         unreachable_hosts=m.unreachable_hosts(run, f"{UNREACHABLE}: "),
-        needs_browser=m.needs_browser(run),
+        needs_browser=[n for n in notes if not n[1].startswith(PARSE_BUDGET)],
+        parse_budget=[n for n in notes if n[1].startswith(PARSE_BUDGET)],
         changes=changes(m, run),
         skipped_urls=m.skipped_urls(run),
         pages_stored=m.count_pages_stored(run),

@@ -332,6 +332,22 @@ class ManifestReader(TextQueries):
         )
         return {r: n for r, n in rows}
 
+    def requisite_chain(self, url_id: int, limit: int) -> int:
+        """How many requisites in a row lead down to this URL from the page they serve
+        (itself included), counted up to `limit`: each URL's referrer is the one that first
+        found it."""
+        n = 0
+        row = self.sql.execute("SELECT referrer, mode, via FROM urls WHERE id=?",
+                               (url_id,)).fetchone()
+        while row is not None and row[1] == "requisite" and row[2] in ("requisite",
+                                                                      "redirect") and n < limit:
+            n += 1
+            if row[0] is None:
+                break
+            row = self.sql.execute("SELECT referrer, mode, via FROM urls WHERE id=?",
+                                   (row[0],)).fetchone()
+        return n
+
     def skipped_urls(self, run_id: int, per_rule: int = 1000) -> dict[str, list[str]]:
         """The skipped URLs of a run by rule (at most `per_rule` of each), for the report."""
         out: dict[str, list[str]] = {}
@@ -384,7 +400,8 @@ class ManifestReader(TextQueries):
             (run_id,)).fetchone()[0])
 
     def needs_browser(self, run_id: int) -> list[tuple[str, str]]:
-        """(url, why) of the pages of a run that may need a browser to archive."""
+        """(url, note) of the pages of a run with a note: why one may need a browser to
+        archive, or why its links were partly or not read (`parse-budget: ...`)."""
         return self.sql.execute(
             "SELECT u.url, n.note FROM notes n JOIN urls u ON u.id = n.url_id "
             "WHERE n.run_id=? ORDER BY u.url", (run_id,)).fetchall()

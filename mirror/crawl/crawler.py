@@ -27,9 +27,9 @@ from mirror.archive.warcwriter import (
     WarcWriter,
 )
 from mirror.config import SiteConfig
-from mirror.crawl import history
+from mirror.crawl import history, requisites
 from mirror.crawl.cookies import CookieFileError
-from mirror.crawl.discover import Discovery
+from mirror.crawl.discover import MAX_PARSE_BYTES, Discovery
 from mirror.crawl.fetch import (
     FetchError,
     Limits,
@@ -42,7 +42,7 @@ from mirror.crawl.fetch import (
 from mirror.crawl.frontier import Frontier
 from mirror.crawl.hostlease import SharedFrontier, default_ttl
 from mirror.crawl.login import LoginError, LoginKeeper
-from mirror.crawl.parsepool import ParserPool
+from mirror.crawl.parsepool import ParserPool, parse_cut
 from mirror.crawl.politeness import (
     BACKOFF_BASE,
     SOFT_FAILURES,
@@ -526,8 +526,12 @@ class Crawler:
         """Links first, then the records, with no await between; the manifest commit
         follows with the capture's group (CaptureStore)."""
         with self._guarded(item):
-            page = self.store.page(ex, prev, item=item)
-            links = await self.parsers.discover(item, page)
+            async with self.parsers.room(min(ex.body_length, MAX_PARSE_BYTES)):
+                page = self.store.page(ex, prev, item=item)
+                links = parse_cut(await self.parsers.discover(item, page), page, ex)
+            links = requisites.bounded(
+                links, item, functools.partial(self.manifest.requisite_chain, item.id),
+                self.cfg.scope.max_requisite_depth)
             self._store(item, ex, error, prev, links)
             self._usage[item.site] = _plus(self._usage.get(item.site), ex.body_length)
 

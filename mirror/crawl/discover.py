@@ -8,17 +8,22 @@ from functools import lru_cache
 from mirror.config import SiteConfig
 from mirror.crawl import sitemaps
 from mirror.crawl.scope import REQUISITE, Scope
-from mirror.model import NOTHING, Discovered, LinkKind, NewUrl, UrlItem, Via
+from mirror.model import NOTHING, PARSE_BUDGET, Discovered, LinkKind, NewUrl, UrlItem, Via
 from mirror.web.codings import DecodeError, decode_body
 from mirror.web.extract import Link, extract, page_text
 from mirror.web.http import HTML_TYPES, REDIRECT_STATUSES, mime_of
+from mirror.web.nesting import too_deep_at
 from mirror.web.urls import InvalidURL, canonical_site, join, normalize
 
 log = logging.getLogger(__name__)
 
 PARSED_TYPES = frozenset({"text/html", "application/xhtml+xml", "text/css"})
-#: most decompressed bytes handed to the link extractor (P4)
-MAX_PARSE_BYTES = 20_000_000
+#: most bytes of a body read for its links, and most decompressed bytes handed to the
+#: link extractor (P4): a page's parse holds a few times this in memory
+MAX_PARSE_BYTES = 8_000_000
+#: deepest nesting of elements that must be closed (web.nesting) parsed: libxml2 slows
+#: down super-linearly past it, and browsers flatten the DOM long before
+MAX_NESTING = 1000
 #: longest skipped reference (javascript:, data:, a trap URL) kept for the skip report
 MAX_SKIPPED_URL = 2083
 
@@ -66,9 +71,17 @@ class Discovery:
         if cut:  # past MAX_PARSE_BYTES, or a compressed stream that ends early
             log.warning("links of %s taken from a partial body (%d bytes decoded)",
                         item.url, len(text))
+        note = None
+        if mime in HTML_TYPES and (deep := too_deep_at(text, MAX_NESTING)) is not None:
+            log.warning("%s nests deeper than %d elements: links taken from its first %d "
+                        "bytes (%s)", item.url, MAX_NESTING, deep, PARSE_BUDGET)
+            text = text[:deep]
+            note = f"{PARSE_BUDGET}: markup nested deeper than {MAX_NESTING} elements, " \
+                   f"links read from the first {deep} bytes"
         found = extract(text, item.url, mime, headers.get("content-type"))
         words = page_text(found) if mime in HTML_TYPES else None
-        return Discovered(None, self.links(item, found.links), found.needs_browser, words)
+        return Discovered(None, self.links(item, found.links), note or found.needs_browser,
+                          words)
 
     def links(self, item: UrlItem, found: tuple[Link, ...]) -> list[NewUrl]:
         # requisites are never crawled further: only their own requisites are followed

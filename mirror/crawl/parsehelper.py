@@ -5,7 +5,9 @@ a helper starts in the time its imports take, once per crawl and after every dea
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import os
 import pickle
 import signal
 import struct
@@ -19,6 +21,9 @@ from mirror.crawl.discover import Discovery
 from mirror.model import Discovered, NewUrl, PageText
 
 LENGTH = struct.Struct("!Q")
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+#: the crawler's pid, in the helper's environment
+PARENT_VARIABLE = "MIRROR_PARSE_PARENT"
 
 
 @dataclass(frozen=True)
@@ -117,9 +122,30 @@ def main() -> int:
     # exit when the crawler closes their input, or dies (end of input too).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _die_with_parent()
     from mirror.crawl import procgc
     procgc.settle()
-    return run_helper(sys.stdin.buffer, sys.stdout.buffer)
+    try:
+        return run_helper(sys.stdin.buffer, sys.stdout.buffer)
+    except (BrokenPipeError, ConnectionResetError):  # the crawler is gone (kill -9): so are we
+        # nothing left to say, and nobody to say it to: no traceback, no flush at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _die_with_parent() -> None:
+    """On Linux, the kernel kills this helper when the crawler dies (kill -9 included), so
+    no orphan goes on parsing a page nobody waits for; elsewhere it ends at its next read
+    or write."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:  # (the signal follows the thread that started it: the crawler's event loop)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # no prctl: it ends at its next read or write
+        return
+    if os.environ.get(PARENT_VARIABLE, str(os.getppid())) != str(os.getppid()):
+        raise SystemExit(0)  # the crawler died before the call: nobody waits for answers
 
 
 if __name__ == "__main__":

@@ -15,6 +15,13 @@ process: it may be what killed the helper), and if it is again the one being par
 that helper dies too, it is stored without its links and a warning says so. The pages queued
 behind it did nothing: they are sent again as often as a helper dies under them (and parsed
 here once no helper may be started any more).
+
+Each page has a time budget (`PARSE_SECONDS`): a helper still parsing a page when its budget
+is spent is killed. That page is stored flagged `parse-budget`, without links (it is not
+sent again); the pages queued behind it go to the replacement, so one page delays the
+others' links by at most its budget and a helper's start. Such a kill is not a death: it
+does not count towards `MAX_RESTARTS`. Pages sent to helpers and not yet answered hold at
+most `INFLIGHT_BYTES` of bodies in memory (`room`): the others wait on disk, spooled.
 """
 
 from __future__ import annotations
@@ -25,15 +32,16 @@ import logging
 import os
 import pickle
 import signal
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from mirror.config import SiteConfig
 from mirror.crawl.discover import Discovery
-from mirror.crawl.parsehelper import LENGTH, Page, frame, from_wire
+from mirror.crawl.parsehelper import LENGTH, PARENT_VARIABLE, Page, frame, from_wire
 from mirror.launch import module_argv
-from mirror.model import NOTHING, Discovered, UrlItem
+from mirror.model import NOTHING, PARSE_BUDGET, Discovered, Exchange, UrlItem, over_budget
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +53,11 @@ STOP_TIMEOUT = 5.0
 HELPER = tuple(module_argv("mirror.crawl.parsehelper"))
 #: longest wait for a new helper to come up, for a page whose helper died
 READY_TIMEOUT = 30.0
+#: longest a helper may take over one page before it is killed (the page's time budget)
+PARSE_SECONDS = 10.0
+#: most bytes of bodies read for link discovery and not yet answered, all pages together
+#: (one page larger than this still goes, alone)
+INFLIGHT_BYTES = 24_000_000
 
 
 class HelperDied(Exception):
@@ -52,23 +65,43 @@ class HelperDied(Exception):
     `parsing`: the request it is raised for is the one the helper was parsing (its oldest
     unanswered), which may be what killed it; False for the requests queued behind it."""
 
-    def __init__(self, reason: str, parsing: bool = True) -> None:
+    def __init__(self, reason: str, parsing: bool = True, budget: bool = False) -> None:
         super().__init__(reason)
         self.parsing = parsing
+        self.budget = budget  # killed for spending the page's time budget
 
 
 class ParserPool:
     """Sends pages to `processes` helpers (0: parse in this process), least busy first."""
 
     def __init__(self, cfg: SiteConfig, discovery: Discovery, processes: int,
-                 command: Sequence[str] = HELPER) -> None:
+                 command: Sequence[str] = HELPER, budget: float = PARSE_SECONDS) -> None:
         self.cfg = cfg
         self.discovery = discovery  # this process's own, for parsing here
         self.processes = processes
         self.command = command
+        self.budget = budget
         self._helpers: list[_Helper] = []
         self._restarts = 0
         self._ids = itertools.count()
+        self._inflight = 0  # bytes of bodies held for discovery (room)
+        self._room = asyncio.Condition()
+        self._was_ready = False  # a helper came up once: wait for one, never parse here
+
+    @asynccontextmanager
+    async def room(self, size: int) -> AsyncIterator[None]:
+        """Hold `size` bytes of the in-flight budget while a page's body is read and its
+        links are found; waits while other pages hold it (a page alone always gets in)."""
+        async with self._room:
+            await self._room.wait_for(
+                lambda: self._inflight == 0 or self._inflight + size <= INFLIGHT_BYTES)
+            self._inflight += size
+        try:
+            yield
+        finally:
+            async with self._room:
+                self._inflight -= size
+                self._room.notify_all()
 
     async def start(self) -> None:
         for _ in range(self.processes):
@@ -76,7 +109,7 @@ class ParserPool:
 
     async def _spawn(self) -> None:
         try:
-            helper = await _Helper.start(self.command, self.cfg, self._ids)
+            helper = await _Helper.start(self.command, self.cfg, self._ids, self.budget)
         except OSError as exc:
             log.warning("cannot start a link-extraction process (%s); parsing here", exc)
             self._restarts = MAX_RESTARTS
@@ -95,14 +128,21 @@ class ParserPool:
         for dead in [h for h in self._helpers if h.died is not None]:
             await self._replace(dead, dead.died)  # it died between two pages
         helper = self._ready()
+        if helper is None and self._was_ready:  # a page that beats the budget: not here
+            helper = await self._ready_soon()
         if helper is None:
             return self.discover_in_process(item, page)
+        self._was_ready = True
         deaths = 0  # of helpers that died while parsing this page
         while True:
             try:
                 return await helper.discover(item, page)
             except HelperDied as exc:
                 await self._replace(helper, exc)
+                if exc.budget and exc.parsing:
+                    log.warning("links of %s not extracted: parsing took over %g s (%s)",
+                                item.url, self.budget, exc)
+                    return over_budget(f"links not extracted within {self.budget:g} s")
                 deaths += exc.parsing
             if deaths >= 2:
                 break
@@ -161,8 +201,13 @@ class ParserPool:
     async def _replace(self, helper: _Helper, exc: HelperDied | None) -> None:
         if helper not in self._helpers:
             return  # another request on the same helper replaced it already
+        exc = helper.died or exc  # the first reason: pages behind a killed one see another
         self._helpers.remove(helper)
         await helper.stop()
+        if exc is not None and exc.budget:
+            log.info("link-extraction process killed (%s); starting another", exc)
+            await self._spawn()
+            return
         self._restarts += 1
         if self._restarts > MAX_RESTARTS:
             log.warning("link-extraction process died (%s); %d deaths this run, so pages "
@@ -180,9 +225,12 @@ class ParserPool:
 class _Helper:
     """One helper process and the requests it has not answered yet."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, ids: itertools.count[int]) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, ids: itertools.count[int],
+                 budget: float = PARSE_SECONDS) -> None:
         self.proc = proc
         self.ids = ids
+        self.budget = budget
+        self._watch: asyncio.TimerHandle | None = None  # on the request being parsed
         self.pending: dict[int, asyncio.Future[Discovered]] = {}
         self.ready = asyncio.Event()  # it said so: its imports are done
         self.died: HelperDied | None = None
@@ -190,14 +238,15 @@ class _Helper:
 
     @classmethod
     async def start(cls, command: Sequence[str], cfg: SiteConfig,
-                    ids: itertools.count[int]) -> _Helper:
+                    ids: itertools.count[int], budget: float = PARSE_SECONDS) -> _Helper:
         here = str(Path(__file__).resolve().parent.parent)  # mirror importable from a checkout
         path = os.environ.get("PYTHONPATH")
-        env = {**os.environ, "PYTHONPATH": here + (os.pathsep + path if path else "")}
+        env = {**os.environ, "PYTHONPATH": here + (os.pathsep + path if path else ""),
+               PARENT_VARIABLE: str(os.getpid())}
         proc = await asyncio.create_subprocess_exec(
             *command, stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, env=env, limit=1 << 20)
-        helper = cls(proc, ids)
+        helper = cls(proc, ids, budget)
         helper._send(cfg)
         return helper
 
@@ -209,6 +258,8 @@ class _Helper:
         request_id = next(self.ids)
         future: asyncio.Future[Discovered] = asyncio.get_running_loop().create_future()
         self.pending[request_id] = future
+        if self._watch is None:  # an idle helper begins this one now
+            self._start_clock()
         try:
             self._send((request_id, item, page))
             assert self.proc.stdin is not None
@@ -239,6 +290,7 @@ class _Helper:
                 else:  # a bug in discovery: the page is kept, without links
                     log.error("link extraction failed on request %d: %s", request_id, result)
                     future.set_result(NOTHING)
+                self._start_clock()  # on the next one, which it parses now
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # end of output, or a message that makes no sense
@@ -248,15 +300,45 @@ class _Helper:
                 code = None
             self._fail(HelperDied(_exit_reason(code, exc)))
 
+    def _parsing(self) -> int | None:
+        """The request being parsed: the oldest unanswered (answers come in order)."""
+        return min((k for k, f in self.pending.items() if not f.done()), default=None)
+
+    def _start_clock(self) -> None:
+        """The budget of the request being parsed runs from now."""
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+        parsing = self._parsing()
+        if parsing is not None and self.died is None:
+            self._watch = asyncio.get_running_loop().call_later(
+                self.budget, self._overdue, parsing)
+
+    def _overdue(self, request_id: int) -> None:
+        """The budget of `request_id` is spent: kill the helper (its queue goes elsewhere)."""
+        self._watch = None
+        if self._parsing() != request_id or self.died is not None:
+            return
+        log.warning("link-extraction process %d still parsing after %g s: killed",
+                    self.proc.pid, self.budget)
+        self._fail(HelperDied(f"over the {self.budget:g} s parse budget", budget=True))
+        try:
+            self.proc.kill()
+        except ProcessLookupError:  # it died on its own just now
+            pass
+
     def _fail(self, exc: HelperDied) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         if self.died is None:
             self.died = exc
         self.ready.set()  # nobody waits for a dead helper to come up
-        parsing = min(self.pending, default=None)  # answered in order: the oldest
+        parsing = self._parsing()
         for request_id, future in self.pending.items():
             if not future.done():
                 future.set_exception(exc if request_id == parsing
-                                     else HelperDied(str(exc), parsing=False))
+                                     else HelperDied(str(self.died), parsing=False))
 
     async def stop(self) -> None:
         """Close its stdin (it exits at end of input); kill it if it does not."""
@@ -270,6 +352,17 @@ class _Helper:
         self._reader.cancel()
         await asyncio.gather(self._reader, return_exceptions=True)
         self._fail(HelperDied("stopped"))
+
+
+def parse_cut(found: Discovered, page: Page, ex: Exchange) -> Discovered:
+    """`found`, flagged parse-budget when its links came from a body cut at MAX_PARSE_BYTES
+    (unless it is flagged already)."""
+    if page.body is None or len(page.body) >= ex.body_length or found.note:
+        return found
+    log.warning("links of %s read from its first %d bytes of %d (%s)", ex.url,
+                len(page.body), ex.body_length, PARSE_BUDGET)
+    return found._replace(note=f"{PARSE_BUDGET}: links read from the first "
+                               f"{len(page.body)} bytes of {ex.body_length}")
 
 
 def _exit_reason(code: int | None, exc: Exception) -> str:

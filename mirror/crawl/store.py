@@ -29,6 +29,7 @@ from mirror.archive.warcwriter import (
     WarcWriter,
 )
 from mirror.crawl import history
+from mirror.crawl.discover import MAX_PARSE_BYTES
 from mirror.crawl.parsehelper import Page
 from mirror.model import Discovered, HostLease
 from mirror.web.http import header_map, mime_of
@@ -273,8 +274,8 @@ class CaptureStore:
             if stored is not None:
                 body = warcread.read_raw(self.warc_path(stored.filename), stored.offset).payload
             else:
-                ex.body.seek(0)
-                body = ex.body.read()
+                ex.body.seek(0)  # a longer body is not read whole into memory (parse_cut)
+                body = ex.body.read(MAX_PARSE_BYTES)
         return Page(ex.status, headers, body, ex.truncated)
 
     def _note_file(self, filename: str) -> None:
