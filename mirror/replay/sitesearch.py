@@ -42,14 +42,24 @@ def cut(text: str, limit: int) -> str:
 def index_entry(href: str, shown: str, title: str | None, text: str, limit: int,
                 url: str = "") -> bytes:
     """One page of the index, a line of its own: [href from search.html, URL shown, title,
-    text, its tokens (title and whole text: bm25's D), URL, page key]: search.js ranks with
+    text, its tokens (title and whole text: bm25's D), URL, page key (both `inert`)]: search.js
+    ranks with
     them as the app does (archive/searchrank.py). JSON is valid JavaScript (U+2028 too,
     since ES2019); \\u escapes are left to what JSON needs, since they would double the
     size of a text in Chinese."""
     title = title or ""
     entry = [href, shown, title, cut(text, limit), token_count(title) + token_count(text),
-             url or shown, fold_key(url) if url else shown]
+             inert(url) if url else shown, inert(fold_key(url)) if url else shown]
     return json.dumps(entry, ensure_ascii=False).encode("utf-8") + b",\n"
+
+
+def inert(url: str) -> str:
+    """A URL the index keeps to rank and fold with, not to link to: "http 127.0.0.1/a" for
+    "http://127.0.0.1/a", so that nothing in an export reads as a live link to the site
+    (O3). Strings of this form sort as the URLs do (" " and ":" both sort before "s"), so
+    the tie-break by URL is the app's."""
+    scheme, sep, rest = url.partition("://")
+    return f"{scheme} {rest}" if sep else url
 
 
 class SearchIndex:
