@@ -3,6 +3,7 @@ SQLite file or, for a crawl shared by several workers, a PostgreSQL database."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import partial
@@ -77,7 +78,9 @@ class Manifest(FleetVerbs, ManifestReader):
 
     def __init__(self, path: Path | str, *, durable: bool = False) -> None:
         self.durable = durable  # SQLite: synchronous=FULL (PostgreSQL: the server decides)
-        self._known: dict[str, int] = {}  # url -> id, committed in run self._known_run
+        # url -> id, committed in run self._known_run, oldest first (an OrderedDict: a dict
+        # trimmed from the front leaves dummies that each next(iter()) scans again)
+        self._known: OrderedDict[str, int] = OrderedDict()
         self._staged: dict[str, int] = {}  # the same, from the open transaction
         self._known_run = 0
         self._sites: set[str] = set()  # sites whose host rows exist (committed)
@@ -262,7 +265,7 @@ class Manifest(FleetVerbs, ManifestReader):
         if committed:
             self._known.update(self._staged)
             while len(self._known) > KNOWN_URLS:
-                del self._known[next(iter(self._known))]  # the oldest first
+                self._known.popitem(last=False)  # the oldest first, in constant time
             self._sites |= self._staged_sites
         self._staged.clear()
         self._staged_sites.clear()
