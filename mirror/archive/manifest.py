@@ -20,6 +20,7 @@ from mirror.archive.manifest_schema import (
     create_or_upgrade,
     create_or_upgrade_postgres,
 )
+from mirror.archive.manifest_sitemaps import SitemapReads
 from mirror.archive.sqldb import (
     ManifestConflict,
     ManifestWriteError,
@@ -70,7 +71,7 @@ def open_manifest(target: Path | str, *, durable: bool = False) -> Manifest:
     return Manifest(target, durable=durable)
 
 
-class Manifest(FleetVerbs, ManifestReader):
+class Manifest(FleetVerbs, SitemapReads, ManifestReader):
     """Crawl state, opened read-write: an older schema is upgraded on opening. In a SQLite
     file (WAL; one writer at a time) or a PostgreSQL database (several workers: the
     verbs of FleetVerbs lease hosts to them). Every method is one short transaction; the
@@ -511,7 +512,7 @@ class Manifest(FleetVerbs, ManifestReader):
                 'UPDATE captures SET filename=?, "offset"=?, length=?, req_offset=?, '
                 "req_length=? WHERE id=?", [(*m[1:], m[0]) for m in moves])
             self.sql.execute(f"DELETE FROM runs WHERE id IN ({marks})", runs)
-            for table in ("sessions", "notes", "errors"):
+            for table in ("sessions", "notes", "errors", "sitemap_reads"):
                 self.sql.execute(f"DELETE FROM {table} WHERE run_id IN ({marks})", runs)
             self.sql.execute(_SET_META, ("prune", journal))
             crashpoints.reached("prune:switch-inside")
