@@ -233,7 +233,7 @@ class Crawler:
                     if not task.cancelled() and task.exception():
                         raise task.exception()  # type: ignore[misc]
         finally:
-            await self.parsers.close()
+            await self.parsers.close(abandon=self._interrupted)
             frontier.close()
             self._end_files()
         code, state = self._outcome()
