@@ -1075,6 +1075,7 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
     """Crawl under the archive's lock: `lock` when the caller holds it already (a scheduled
     run that waited for it), else taken here (ArchiveLocked when another process has it)."""
     from mirror.crawl.crawler import Crawler  # here: it loads aiohttp, which `check` needs not
+    from mirror.crawl.stopsignals import RunSignals
     from mirror.runreport import write_missing_report, write_report
 
     if _OWN_PROCESS:
@@ -1088,13 +1089,15 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
         display = ProgressDisplay(cfg.site.name)
     layout = ArchiveLayout(cfg.site.output_dir)
     held = nullcontext() if lock is not None else ArchiveLock(layout.root)
-    with held, _logging(layout.log, verbose=verbose, display=display):
+    # signals are answered from here on, in every phase: start-up, crawl, index, report
+    with held, _logging(layout.log, verbose=verbose, display=display), RunSignals() as sigs:
         try:
             crawler = Crawler(cfg, new_run=new_run, shared=shared)
+            sigs.attach(crawler)
             try:
                 if shared is None:
                     write_missing_report(cfg, crawler.manifest)
-                with _signals(crawler), (display or _nothing()):
+                with display or _nothing():
                     async with _ticker(crawler, layout.progress, display):
                         result = await crawler.run()
                 if result.run_id == 0:  # --join, and no unfinished run
@@ -1195,33 +1198,6 @@ async def _tick(crawler: Crawler, path: Path, display: ProgressDisplay | None) -
                     log.warning("cannot write %s: %s", path, exc)
                 warned = True
         await asyncio.sleep(TICK)
-
-
-@contextmanager
-def _signals(crawler: Crawler) -> Iterator[None]:
-    """First SIGINT/SIGTERM: stop handing out URLs and let in-flight fetches finish.
-    A second one abandons them (records are never left half-written)."""
-    import asyncio
-    import signal
-
-    loop = asyncio.get_running_loop()
-    hits = 0
-
-    def on_signal(signum: int) -> None:
-        nonlocal hits
-        hits += 1
-        if hits == 1:
-            log.warning("%s: finishing in-flight fetches (at most %gs); send it again to "
-                        "abort them", signal.Signals(signum).name, crawler.cfg.crawl.stop_grace)
-        crawler.stop()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, on_signal, sig)
-    try:
-        yield
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
 
 
 @contextmanager

@@ -380,6 +380,9 @@ class ScopeSection:
     robots: bool = _key(_boolean(), True)  # obey robots.txt (RFC 9309)
     # read the sitemaps robots.txt names (else /sitemap.xml) and crawl their in-scope URLs
     sitemaps: bool = _key(_boolean(), True)
+    # URLs the run's sitemaps may list in all (sitemaps and pages, in or out of scope); those
+    # past it are counted under the rule sitemap-budget, not stored (0: no limit)
+    max_sitemap_urls: int = _key(_integer(0), 100_000)
     # URL traps of the common CMSs skipped by default, each under its own rule; remove a
     # name from the list to crawl those URLs again
     traps: tuple[str, ...] = _key(_array(_choice(*TRAPS), "an array of trap names"), TRAPS)

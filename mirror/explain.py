@@ -25,6 +25,8 @@ RULES = {
     "trap:share": "a share-button link (?share=) ([scope] traps)",
     "trap:print": "a print or e-mail variant of a page ([scope] traps)",
     "logout": "a logout link, which would end the crawl's session",
+    "sitemap-budget": "a sitemap listed it after the run's sitemaps had listed [scope] "
+                      "max_sitemap_urls URLs (or it is a sitemap left unread once they had)",
 }
 
 

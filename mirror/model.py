@@ -49,6 +49,11 @@ class Via(StrEnum):
     SITEMAP = "sitemap"  # named by a robots.txt or a sitemap index, or /sitemap.xml
 
 
+#: the rule of the URLs sitemaps listed past the run's [scope] max_sitemap_urls, and of the
+#: sitemaps not read once it was spent
+SITEMAP_BUDGET = "sitemap-budget"
+
+
 class LinkKind(StrEnum):
     """What a link is to the page that has it."""
 

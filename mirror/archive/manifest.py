@@ -3,6 +3,7 @@ SQLite file or, for a crawl shared by several workers, a PostgreSQL database."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import partial
@@ -20,6 +21,7 @@ from mirror.archive.manifest_schema import (
     create_or_upgrade,
     create_or_upgrade_postgres,
 )
+from mirror.archive.manifest_sitemaps import SitemapReads
 from mirror.archive.sqldb import (
     ManifestConflict,
     ManifestWriteError,
@@ -70,7 +72,7 @@ def open_manifest(target: Path | str, *, durable: bool = False) -> Manifest:
     return Manifest(target, durable=durable)
 
 
-class Manifest(FleetVerbs, ManifestReader):
+class Manifest(FleetVerbs, SitemapReads, ManifestReader):
     """Crawl state, opened read-write: an older schema is upgraded on opening. In a SQLite
     file (WAL; one writer at a time) or a PostgreSQL database (several workers: the
     verbs of FleetVerbs lease hosts to them). Every method is one short transaction; the
@@ -78,7 +80,9 @@ class Manifest(FleetVerbs, ManifestReader):
 
     def __init__(self, path: Path | str, *, durable: bool = False) -> None:
         self.durable = durable  # SQLite: synchronous=FULL (PostgreSQL: the server decides)
-        self._known: dict[str, int] = {}  # url -> id, committed in run self._known_run
+        # url -> id, committed in run self._known_run, oldest first (an OrderedDict: a dict
+        # trimmed from the front leaves dummies that each next(iter()) scans again)
+        self._known: OrderedDict[str, int] = OrderedDict()
         self._staged: dict[str, int] = {}  # the same, from the open transaction
         self._known_run = 0
         self._sites: set[str] = set()  # sites whose host rows exist (committed)
@@ -263,7 +267,7 @@ class Manifest(FleetVerbs, ManifestReader):
         if committed:
             self._known.update(self._staged)
             while len(self._known) > KNOWN_URLS:
-                del self._known[next(iter(self._known))]  # the oldest first
+                self._known.popitem(last=False)  # the oldest first, in constant time
             self._sites |= self._staged_sites
         self._staged.clear()
         self._staged_sites.clear()
@@ -510,7 +514,7 @@ class Manifest(FleetVerbs, ManifestReader):
                 'UPDATE captures SET filename=?, "offset"=?, length=?, req_offset=?, '
                 "req_length=? WHERE id=?", [(*m[1:], m[0]) for m in moves])
             self.sql.execute(f"DELETE FROM runs WHERE id IN ({marks})", runs)
-            for table in ("sessions", "notes", "errors"):
+            for table in ("sessions", "notes", "errors", "sitemap_reads"):
                 self.sql.execute(f"DELETE FROM {table} WHERE run_id IN ({marks})", runs)
             self.sql.execute(_SET_META, ("prune", journal))
             crashpoints.reached("prune:switch-inside")

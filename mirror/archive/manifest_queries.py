@@ -19,7 +19,7 @@ from mirror.archive.manifest_schema import (
 from mirror.archive.manifest_text import TextQueries
 from mirror.archive.sqldb import PostgresDb, Row, SqlDb, SqliteDb, is_database_url
 from mirror.archive.workerfolder import no_manifest
-from mirror.model import FileRow, HostRow, Original, Previous, Run, UrlItem, Worker
+from mirror.model import SITEMAP_BUDGET, FileRow, HostRow, Original, Previous, Run, UrlItem, Worker
 
 __all__ = ["ManifestError", "ManifestReader", "Original", "Previous", "PruneTargets", "Run",
            "open_reader"]
@@ -326,11 +326,18 @@ class ManifestReader(TextQueries):
         return {s: n for s, n in rows}
 
     def skip_counts(self, run_id: int) -> dict[str, int]:
+        """URLs not fetched, by rule: the skipped ones, and those listed by sitemaps past the
+        run's sitemap URL budget (never stored: counted in sitemap_reads)."""
         rows = self.sql.execute(
             "SELECT reason, COUNT(*) FROM urls WHERE run_id=? AND state='skipped' "
             "GROUP BY reason ORDER BY 2 DESC", (run_id,)
         )
-        return {r: n for r, n in rows}
+        counts = {r: n for r, n in rows}
+        (beyond,) = self.sql.execute("SELECT COALESCE(SUM(beyond), 0) FROM sitemap_reads "
+                                     "WHERE run_id=?", (run_id,)).fetchone()
+        if beyond:
+            counts[SITEMAP_BUDGET] = counts.get(SITEMAP_BUDGET, 0) + int(beyond)
+        return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
     def requisite_chain(self, url_id: int, limit: int) -> int:
         """How many requisites in a row lead down to this URL from the page they serve

@@ -198,6 +198,15 @@ CREATE TABLE IF NOT EXISTS sitemap_lastmod (
     url_id INTEGER PRIMARY KEY,
     lastmod TEXT NOT NULL
 );
+-- Each sitemap a run read: how many URLs it listed, and how many of them were past the
+-- run's sitemap URL budget ([scope] max_sitemap_urls: counted, never stored as URLs).
+CREATE TABLE IF NOT EXISTS sitemap_reads (
+    run_id INTEGER NOT NULL,
+    url_id INTEGER NOT NULL,
+    listed INTEGER NOT NULL,
+    beyond INTEGER NOT NULL,
+    PRIMARY KEY (run_id, url_id)
+) WITHOUT ROWID;
 -- The title and visible text of each page (2xx HTML) the archive holds, for search and
 -- diffs; captures.text_id points here. Written in the capture's own transaction.
 CREATE TABLE IF NOT EXISTS page_texts (

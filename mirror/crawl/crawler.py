@@ -29,7 +29,7 @@ from mirror.archive.warcwriter import (
 from mirror.config import SiteConfig
 from mirror.crawl import history, requisites
 from mirror.crawl.cookies import CookieFileError
-from mirror.crawl.discover import MAX_PARSE_BYTES, Discovery
+from mirror.crawl.discover import MAX_PARSE_BYTES, Discovery, is_sitemap
 from mirror.crawl.fetch import (
     FetchError,
     Limits,
@@ -59,11 +59,13 @@ from mirror.crawl.robots import ROBOTS_RULE, RobotsRules, robots_url
 from mirror.crawl.robotsgate import RobotsGate, RunRobots
 from mirror.crawl.scope import Scope
 from mirror.crawl.sharedrun import FilesResult, SharedFiles, SharedRun, repair_files
+from mirror.crawl.sitemapbudget import SitemapBudget
 from mirror.crawl.startup import RunSession, Startup, now_iso
 from mirror.crawl.store import CaptureStore, StorageError
 from mirror.layout import ArchiveLayout
 from mirror.model import (
     NOTHING,
+    SITEMAP_BUDGET,
     Discovered,
     ExitCode,
     HostLease,
@@ -96,6 +98,10 @@ class Counters:
         return Progress(run_id=run_id, done=self.done, queued=queued, failed=self.failed,
                         retried=self.retried, bytes=self.bytes,
                         elapsed=time.monotonic() - self.started, held_back=held_back)
+
+
+class StopRequested(Exception):
+    """A signal asked the run to stop during a long synchronous step."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +150,9 @@ class Crawler:
         self.unsettled: dict[str, list[str]] = {}  # ... and others' files not uploaded
         self.run_id = 0
         self._interrupted = False
+        # set by a signal handler at once, even while the event loop is busy in synchronous
+        # work (the final index): what checks it stops there (stopsignals.RunSignals)
+        self.stop_requested = False
         self._fatal: str | None = None
         self._fatal_code = ExitCode.INTERNAL  # USAGE when the site file's [login] failed
         self._workers: list[asyncio.Task[None]] = []
@@ -160,6 +169,7 @@ class Crawler:
         self._failing_since: dict[int, float] = {}
         self._usage: dict[str, tuple[int, int]] = {}  # site -> (URLs, bytes) this run
         self.discovery = Discovery(cfg, self.scope)
+        self.sitemap_budget = SitemapBudget(self.manifest, cfg.scope.max_sitemap_urls)
         self.parsers = ParserPool(cfg, self.discovery, cfg.crawl.parse_processes)
         # captures are committed in groups (store.GROUP_SIZE, GROUP_WAIT unless given)
         self.store = CaptureStore(self.manifest, self.warc_dir, self.discovery.wants_body,
@@ -198,6 +208,8 @@ class Crawler:
             return RunResult(0, ExitCode.OK, "none", False, 0.0, files=self._files_result())
         frontier = self.frontier
         assert frontier is not None
+        if self._interrupted:  # told to stop while starting up
+            frontier.stop()
         try:
             await self.parsers.start()
             async with open_session(
@@ -221,7 +233,7 @@ class Crawler:
                     if not task.cancelled() and task.exception():
                         raise task.exception()  # type: ignore[misc]
         finally:
-            await self.parsers.close()
+            await self.parsers.close(abandon=self._interrupted)
             frontier.close()
             self._end_files()
         code, state = self._outcome()
@@ -424,14 +436,28 @@ class Crawler:
         self.store.close()  # the last group is committed first; a failure stops the run
         if self.shared is not None:  # the worker that completes the run writes it
             return
-        self._write_index()
+        try:
+            self._write_index()
+        except StopRequested:
+            self._interrupted = True
+            log.warning("%s not written: the run was told to stop (the next `mirror run` "
+                        "writes it, as does `mirror index`)", self.index_path)
+            return
         crashpoints.reached("run:before-finish", "run")
 
     def _write_index(self) -> None:
-        """index.cdxj from every capture of the manifest."""
-        lines = (index.capture_line(row) for row in self.manifest.captures())
+        """index.cdxj from every capture of the manifest; StopRequested, the old index left
+        as it was, when a signal comes while it is being written."""
+        log.info("writing %s", self.index_path)
+        lines = (index.capture_line(row) for row in self.manifest.captures()
+                 if not self._stop_check())
         n = index.write_index(self.index_path, lines)
         log.info("wrote %s (%d lines)", self.index_path, n)
+
+    def _stop_check(self) -> bool:
+        if self.stop_requested:
+            raise StopRequested
+        return False
 
     def _outcome(self) -> tuple[int, str]:
         assert self.frontier is not None
@@ -529,6 +555,8 @@ class Crawler:
             async with self.parsers.room(min(ex.body_length, MAX_PARSE_BYTES)):
                 page = self.store.page(ex, prev, item=item)
                 links = parse_cut(await self.parsers.discover(item, page), page, ex)
+            if is_sitemap(item):
+                links = self.sitemap_budget.take(self.run_id, item, links)
             links = requisites.bounded(
                 links, item, functools.partial(self.manifest.requisite_chain, item.id),
                 self.cfg.scope.max_requisite_depth)
@@ -561,6 +589,8 @@ class Crawler:
         """robots.txt and the per-host budgets, checked just before the fetch."""
         pages, nbytes = self._usage.get(item.site, (0, 0))
         rule = self.scope.budget.exceeded(pages, nbytes)
+        if rule is None and is_sitemap(item) and self.sitemap_budget.spent(self.run_id):
+            rule = SITEMAP_BUDGET
         if rule is None and self.cfg.scope.robots and not item.url.endswith("/robots.txt"):
             rules = await self.robots.rules_for(session, item.url)
             self.frontier_delay(item.site, rules)

@@ -27,6 +27,7 @@ most `INFLIGHT_BYTES` of bodies in memory (`room`): the others wait on disk, spo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import os
@@ -217,9 +218,11 @@ class ParserPool:
         log.warning("link-extraction process died (%s); starting another", exc)
         await self._spawn()
 
-    async def close(self) -> None:
+    async def close(self, abandon: bool = False) -> None:
+        """Stop the helpers; with `abandon` (the run was told to stop: no answer is waited
+        for any more), those still parsing are killed at once instead of finishing."""
         helpers, self._helpers = self._helpers, []
-        await asyncio.gather(*(h.stop() for h in helpers))
+        await asyncio.gather(*(h.stop(abandon) for h in helpers))
 
 
 class _Helper:
@@ -340,14 +343,17 @@ class _Helper:
                 future.set_exception(exc if request_id == parsing
                                      else HelperDied(str(self.died), parsing=False))
 
-    async def stop(self) -> None:
-        """Close its stdin (it exits at end of input); kill it if it does not."""
+    async def stop(self, abandon: bool = False) -> None:
+        """Close its stdin (it exits at end of input); kill it if it does not, or at once
+        when `abandon`ed with requests unanswered."""
         if self.proc.stdin is not None and not self.proc.stdin.is_closing():
             self.proc.stdin.close()
         try:
-            await asyncio.wait_for(self.proc.wait(), STOP_TIMEOUT)
+            await asyncio.wait_for(self.proc.wait(), 0 if abandon and self.pending
+                                   else STOP_TIMEOUT)
         except TimeoutError:
-            self.proc.kill()
+            with contextlib.suppress(ProcessLookupError):  # it exited meanwhile
+                self.proc.kill()
             await self.proc.wait()
         self._reader.cancel()
         await asyncio.gather(self._reader, return_exceptions=True)
