@@ -30,7 +30,8 @@ async def serve(aiohttp_server, **kw) -> SitemapSite:  # noqa: ANN001 - pytest f
     site = SitemapSite(**kw)
     server = await aiohttp_server(site.app(), host="127.0.0.1")
     site.base = str(server.make_url("/"))
-    site.page("/", '<a href="/held">held</a><a href="/p/0/1">p</a>')
+    # the linked page is in no sitemap (there is no sitemap 99): found by link, never listed
+    site.page("/", '<a href="/held">held</a><a href="/p/99/1">p</a>')
     site.page("/held", "at last")
     return site
 
