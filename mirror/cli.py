@@ -720,12 +720,17 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 def _finish_prune(output_dir: Path) -> None:
     """Before `mirror verify` or `mirror index` reads the archive: finish (or undo) a prune
-    a crash stopped, which the next `mirror run` would do too; told on stderr."""
+    a crash stopped, which the next `mirror run` would do too; told on stderr. A manifest
+    that cannot be read is reported as damage (`verify` tells what is wrong with it)."""
+    from mirror.archive.damage import Damage, report
     from mirror.archive.prune import PruneError, finish_interrupted_prune
 
     try:
         done = finish_interrupted_prune(output_dir)
-    except (OSError, ManifestError, PruneError) as exc:  # read-only or damaged: verify tells
+    except ManifestError as exc:
+        report(Damage(ArchiveLayout(output_dir).manifest.name, None, f"cannot be read: {exc}"))
+        return
+    except (OSError, PruneError) as exc:  # read-only: verify tells
         print(f"mirror: cannot finish an interrupted prune: {exc}", file=sys.stderr)
         return
     if done:
@@ -734,6 +739,7 @@ def _finish_prune(output_dir: Path) -> None:
 
 def cmd_index(args: argparse.Namespace) -> int:
     from mirror.archive import index
+    from mirror.archive.damage import tally
 
     cfg = load_config(args.config)
     layout = ArchiveLayout(cfg.site.output_dir)
@@ -742,11 +748,12 @@ def cmd_index(args: argparse.Namespace) -> int:
     warc_dir = _existing_warc_dir(cfg, args)
     if args.search:
         return _index_texts(layout, warc_dir)
-    with ArchiveLock(cfg.site.output_dir):
+    with ArchiveLock(cfg.site.output_dir), tally() as damaged:
         _finish_prune(cfg.site.output_dir)  # else the index would name files it drops
-        n = index.rebuild_from_warcs(warc_dir, layout.index)
-    print(f"wrote {layout.index} ({n} lines from {len(index.warc_files(warc_dir))} WARC files)")
-    return ExitCode.OK
+        n, files = index.rebuild_from_warcs(warc_dir, layout.index)
+    left_out = f"; damaged places left out, above: {damaged.count}" if damaged.count else ""
+    print(f"wrote {layout.index} ({n} lines from {files} WARC files{left_out})")
+    return ExitCode.DAMAGED if damaged.count else ExitCode.OK
 
 
 def _index_texts(layout: ArchiveLayout, warc_dir: Path) -> int:
