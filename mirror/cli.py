@@ -236,6 +236,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--at", metavar="TIMESTAMP",
                         help="export the site as it was then (1-14 digits, YYYYmmddHHMMSS)")
     export.add_argument("--wacz", metavar="FILE", type=Path, help="WACZ file to write")
+    export.add_argument("--force", action="store_true",
+                        help="replace a file at --wacz/--zim that mirror did not write")
     export.add_argument("--zim", metavar="FILE", type=Path,
                         help="ZIM file to write, for Kiwix readers (needs mirror[zim])")
     for name, what in (("title", "its title (default: the main page's, cut at 30 characters)"),
@@ -815,16 +817,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from mirror.archive.damage import tally
     from mirror.replay.captures import CaptureIndex
+    from mirror.replay.destination import DestinationError
     from mirror.storecmds import reading
 
     _check_export_args(args)
     source = reading(args)  # the site file's folder, or a store (--from-store, s3://...)
     try:
-        archive = CaptureIndex.load(source.where, source.ignore_query)
-        return _export(args, source, archive)
+        with tally() as damaged:
+            archive = CaptureIndex.load(source.where, source.ignore_query)
+            code = _export(args, source, archive)
+    except DestinationError as exc:
+        raise UsageError(str(exc)) from exc
     finally:
         source.close()
+    if damaged.count:  # written, without what could not be read
+        print(f"mirror: damaged places left out, above: {damaged.count}", file=sys.stderr)
+        return ExitCode.DAMAGED
+    return code
 
 
 def _export(args: argparse.Namespace, source: Any, archive: Any) -> int:
@@ -842,7 +853,7 @@ def _export(args: argparse.Namespace, source: Any, archive: Any) -> int:
               f"in {done.seconds:.1f}s: open {args.to / 'index.html'}")
     if args.wacz:
         packed = write_wacz(archive, args.wacz, title=source.name,
-                            start_urls=source.start_urls)
+                            start_urls=source.start_urls, force=args.force)
         print(f"wrote {packed.path} ({packed.warc_files} WARC files, {packed.captures} "
               f"captures, {packed.pages} pages, {packed.bytes:,} bytes)")
     if args.zim:
@@ -852,7 +863,7 @@ def _export(args: argparse.Namespace, source: Any, archive: Any) -> int:
             written = write_zim(archive, args.zim, site_name=source.name,
                                 start_urls=source.start_urls, at=args.at, title=args.title,
                                 description=args.description, language=args.language,
-                                publisher=args.publisher)
+                                publisher=args.publisher, force=args.force)
         except ZimError as exc:
             raise UsageError(str(exc)) from exc
         print(f"{summary(written)} in {written.seconds:.1f}s")

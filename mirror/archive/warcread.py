@@ -52,7 +52,7 @@ def read_raw_from(f: IO[bytes], where: str) -> RawRecord:
             record.raw_stream.read(),
         )
     except Exception as exc:  # noqa: BLE001 - warcio raises assorted errors on bad records
-        raise ReadError(f"{where}: {printable(str(exc)[:200]) or type(exc).__name__}") from exc
+        raise ReadError(f"{where}: {printable(str(exc)[:100]) or type(exc).__name__}") from exc
 
 
 def complete_prefix(path: Path) -> int:
