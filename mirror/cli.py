@@ -236,6 +236,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--at", metavar="TIMESTAMP",
                         help="export the site as it was then (1-14 digits, YYYYmmddHHMMSS)")
     export.add_argument("--wacz", metavar="FILE", type=Path, help="WACZ file to write")
+    export.add_argument("--force", action="store_true",
+                        help="replace a file at --wacz/--zim that mirror did not write")
     export.add_argument("--zim", metavar="FILE", type=Path,
                         help="ZIM file to write, for Kiwix readers (needs mirror[zim])")
     for name, what in (("title", "its title (default: the main page's, cut at 30 characters)"),
@@ -720,12 +722,17 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 def _finish_prune(output_dir: Path) -> None:
     """Before `mirror verify` or `mirror index` reads the archive: finish (or undo) a prune
-    a crash stopped, which the next `mirror run` would do too; told on stderr."""
+    a crash stopped, which the next `mirror run` would do too; told on stderr. A manifest
+    that cannot be read is reported as damage (`verify` tells what is wrong with it)."""
+    from mirror.archive.damage import Damage, report
     from mirror.archive.prune import PruneError, finish_interrupted_prune
 
     try:
         done = finish_interrupted_prune(output_dir)
-    except (OSError, ManifestError, PruneError) as exc:  # read-only or damaged: verify tells
+    except ManifestError as exc:
+        report(Damage(ArchiveLayout(output_dir).manifest.name, None, f"cannot be read: {exc}"))
+        return
+    except (OSError, PruneError) as exc:  # read-only: verify tells
         print(f"mirror: cannot finish an interrupted prune: {exc}", file=sys.stderr)
         return
     if done:
@@ -734,6 +741,7 @@ def _finish_prune(output_dir: Path) -> None:
 
 def cmd_index(args: argparse.Namespace) -> int:
     from mirror.archive import index
+    from mirror.archive.damage import tally
 
     cfg = load_config(args.config)
     layout = ArchiveLayout(cfg.site.output_dir)
@@ -742,11 +750,12 @@ def cmd_index(args: argparse.Namespace) -> int:
     warc_dir = _existing_warc_dir(cfg, args)
     if args.search:
         return _index_texts(layout, warc_dir)
-    with ArchiveLock(cfg.site.output_dir):
+    with ArchiveLock(cfg.site.output_dir), tally() as damaged:
         _finish_prune(cfg.site.output_dir)  # else the index would name files it drops
-        n = index.rebuild_from_warcs(warc_dir, layout.index)
-    print(f"wrote {layout.index} ({n} lines from {len(index.warc_files(warc_dir))} WARC files)")
-    return ExitCode.OK
+        n, files = index.rebuild_from_warcs(warc_dir, layout.index)
+    left_out = f"; damaged places left out, above: {damaged.count}" if damaged.count else ""
+    print(f"wrote {layout.index} ({n} lines from {files} WARC files{left_out})")
+    return ExitCode.DAMAGED if damaged.count else ExitCode.OK
 
 
 def _index_texts(layout: ArchiveLayout, warc_dir: Path) -> int:
@@ -808,16 +817,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from mirror.archive.damage import tally
     from mirror.replay.captures import CaptureIndex
+    from mirror.replay.destination import DestinationError
     from mirror.storecmds import reading
 
     _check_export_args(args)
     source = reading(args)  # the site file's folder, or a store (--from-store, s3://...)
     try:
-        archive = CaptureIndex.load(source.where, source.ignore_query)
-        return _export(args, source, archive)
+        with tally() as damaged:
+            archive = CaptureIndex.load(source.where, source.ignore_query)
+            code = _export(args, source, archive)
+    except DestinationError as exc:
+        raise UsageError(str(exc)) from exc
     finally:
         source.close()
+    if damaged.count:  # written, without what could not be read
+        print(f"mirror: damaged places left out, above: {damaged.count}", file=sys.stderr)
+        return ExitCode.DAMAGED
+    return code
 
 
 def _export(args: argparse.Namespace, source: Any, archive: Any) -> int:
@@ -835,7 +853,7 @@ def _export(args: argparse.Namespace, source: Any, archive: Any) -> int:
               f"in {done.seconds:.1f}s: open {args.to / 'index.html'}")
     if args.wacz:
         packed = write_wacz(archive, args.wacz, title=source.name,
-                            start_urls=source.start_urls)
+                            start_urls=source.start_urls, force=args.force)
         print(f"wrote {packed.path} ({packed.warc_files} WARC files, {packed.captures} "
               f"captures, {packed.pages} pages, {packed.bytes:,} bytes)")
     if args.zim:
@@ -845,7 +863,7 @@ def _export(args: argparse.Namespace, source: Any, archive: Any) -> int:
             written = write_zim(archive, args.zim, site_name=source.name,
                                 start_urls=source.start_urls, at=args.at, title=args.title,
                                 description=args.description, language=args.language,
-                                publisher=args.publisher)
+                                publisher=args.publisher, force=args.force)
         except ZimError as exc:
             raise UsageError(str(exc)) from exc
         print(f"{summary(written)} in {written.seconds:.1f}s")

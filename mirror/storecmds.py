@@ -93,6 +93,7 @@ def store_url(cfg: SiteConfig, command: str) -> str:
 # -- push and restore ------------------------------------------------------------------------
 def cmd_push(args: argparse.Namespace) -> int:
     """Upload what the store lacks: closed WARC files, the index, a manifest snapshot."""
+    from mirror.archive.damage import tally
     from mirror.archive.lock import ArchiveLock
     from mirror.archive.objstore import open_store
     from mirror.archive.storesync import push
@@ -103,10 +104,12 @@ def cmd_push(args: argparse.Namespace) -> int:
     if not ArchiveLayout(root).manifest.exists():
         raise StoreUsageError(f"{root}: no archive to push (has `mirror run {args.config}` "
                               "run yet?)")
-    with ArchiveLock(root):
+    with ArchiveLock(root), tally() as damaged:  # a symlink out of the archive, a bad index line
         result = push(root, open_store(url), force=args.force)
     print("\n".join(result.lines()))
-    return ExitCode.OK if result.complete else ExitCode.USAGE
+    if not result.complete:
+        return ExitCode.USAGE
+    return ExitCode.DAMAGED if damaged.count else ExitCode.OK
 
 
 def cmd_restore(args: argparse.Namespace) -> int:

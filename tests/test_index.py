@@ -52,8 +52,8 @@ async def test_rebuild_from_warcs_equals_end_of_run_index(make_site, crawl):
     _, c = await crawled_site(make_site, crawl)
     built = (c.archive / "index.cdxj").read_text()
     (c.archive / "index.cdxj").unlink()
-    n = index.rebuild_from_warcs(c.archive / "warc", c.archive / "index.cdxj")
-    assert n == 6
+    n, files = index.rebuild_from_warcs(c.archive / "warc", c.archive / "index.cdxj")
+    assert (n, files) == (6, 1)
     assert (c.archive / "index.cdxj").read_text() == built
 
 

@@ -352,9 +352,10 @@ class LibraryApp:
             if kind not in ("folder", "wacz"):
                 raise ActionError("export kind must be folder or wacz")
             to = Path(str(form.get("to", "")).strip() or self._export_defaults(entry)[kind])
+            to = to.expanduser()  # ~ and ~user/ first, as a shell does; then relative paths
             to = to if to.is_absolute() else self.library.folder / to
             label = "export folder" if kind == "folder" else "export WACZ"
-            self.jobs.start(entry.id, label, export_work(entry.config, kind, to.expanduser()))
+            self.jobs.start(entry.id, label, export_work(entry.config, kind, to))
             return ""
         return await self._act(request, export, to_site=True)
 

@@ -15,9 +15,11 @@ import os
 import shutil
 import tempfile
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, cast
 
+from mirror.archive.damage import Damage, refused, report
 from mirror.archive.objstore import (
     INDEX_KEY,
     MANIFEST_KEY,
@@ -88,10 +90,12 @@ class LocalFiles(ArchiveFiles):
 
     reload_every = 2.0
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, on_damage: Callable[[Damage], None] = report) -> None:
         self.layout = ArchiveLayout(root)
         self.local = root
         self.label = str(root)
+        self.on_damage = on_damage
+        self.refused: dict[str, str] = {}  # name -> why it is not read
 
     def path(self, name: str) -> Path:
         return self.layout.warc / os.path.basename(name)
@@ -102,23 +106,42 @@ class LocalFiles(ArchiveFiles):
             return {}
         out = {}
         for name in sorted(os.listdir(warc)):
-            if is_warc_name(name):
-                try:
-                    out[name] = (warc / name).stat().st_size
-                except FileNotFoundError:  # renamed or deleted meanwhile
-                    continue
+            if not is_warc_name(name):
+                continue
+            if why := refused(warc / name, self.layout.root):
+                self._refuse(name, why)
+                continue
+            try:
+                out[name] = (warc / name).stat().st_size
+            except FileNotFoundError:  # renamed or deleted meanwhile
+                continue
         return out
 
+    def _refuse(self, name: str, why: str) -> None:
+        """Report a file not read, once (a replay server lists the files every few seconds)."""
+        if name not in self.refused:
+            self.refused[name] = why
+            self.on_damage(Damage(f"warc/{name}", None, why))
+
     def stream(self, name: str) -> IO[bytes]:
+        if why := refused(self.path(name), self.layout.root):
+            raise ReadError(f"warc/{name}: {why}")
         return open(self.path(name), "rb")
 
     def record_at(self, name: str, offset: int, length: int | None = None, *,
                   head: bool = False) -> IO[bytes]:
+        path = self.path(name)
+        if why := refused(path, self.local or path.parent):
+            raise ReadError(f"warc/{name}: {why}")
         try:
-            f = open(self.path(name), "rb")  # noqa: SIM115 - the caller closes it
+            f = open(path, "rb")  # noqa: SIM115 - the caller closes it
         except OSError as exc:
             raise ReadError(f"{name}@{offset}: {exc.strerror or exc}") from exc
-        f.seek(offset)
+        try:
+            f.seek(offset)
+        except (OSError, ValueError, OverflowError) as exc:  # a negative or huge offset
+            f.close()
+            raise ReadError(f"{name}@{offset}: no record at this offset ({exc})") from exc
         return f
 
     def open_index(self) -> IO[bytes] | None:

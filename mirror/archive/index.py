@@ -9,7 +9,7 @@ import os
 import sys
 import tempfile
 import types
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
@@ -17,11 +17,16 @@ from typing import IO, Any
 from warcio.archiveiterator import ArchiveIterator
 from warcio.timeutils import iso_date_to_timestamp
 
+from mirror.archive.damage import Damage, readable, report
 from mirror.archive.fsutil import atomic_write_lines
+from mirror.archive.members import Window, members
 from mirror.web.http import mime_of
 
 INDEXED_TYPES = ("response", "revisit", "resource")
 REVISIT_MIME = "warc/revisit"
+OnDamage = Callable[[Damage], None]
+
+
 def url_key(url: str) -> str:
     try:
         return str(_surt().surt(url))
@@ -83,41 +88,70 @@ def capture_line(row: Any) -> str:
     )
 
 
-def lines_from_warc(path: Path) -> Iterator[str]:
-    """Index lines of one WARC file, read from its records alone."""
+def lines_from_warc(path: Path, on_damage: OnDamage = report, label: str = "") -> Iterator[str]:
+    """Index lines of one WARC file, read from its records alone; a damaged record or
+    span is passed to `on_damage` and skipped."""
     with open(path, "rb") as f:
-        yield from lines_from_stream(f, path.name)
+        yield from lines_from_stream(f, path.name, on_damage, label)
 
 
-def lines_from_stream(f: IO[bytes], filename: str) -> Iterator[str]:
-    """Index lines of a WARC file read from its start, as a stream (a file in an object
-    store); `filename` is what the lines name."""
+def lines_from_stream(f: IO[bytes], filename: str, on_damage: OnDamage = report,
+                      label: str = "") -> Iterator[str]:
+    """Index lines of a WARC file read from its start (a local file, or a stream from an
+    object store); `filename` is what the lines name, `label` what a Damage names
+    (default warc/<filename>). A seekable .warc.gz goes on past a damaged gzip member to
+    the next record; a stream stops at the first damage."""
+    label = label or f"warc/{filename}"
+    if not f.seekable():
+        yield from _lines_of(f, filename, label, on_damage, start=0)
+        return
+    f.seek(0)
+    if f.read(5) == b"WARC/":  # an uncompressed WARC file
+        f.seek(0)
+        yield from _lines_of(f, filename, label, on_damage, start=0)
+        return
+    for member in members(f, label):
+        if isinstance(member, Damage):
+            on_damage(member)
+        else:
+            yield from _lines_of(Window(f, member.offset, member.length), filename, label,
+                                 on_damage, start=member.offset)
+
+
+def _lines_of(f: IO[bytes] | Window, filename: str, label: str, on_damage: OnDamage,
+              start: int) -> Iterator[str]:
     it = ArchiveIterator(f)
-    for record in it:
-        if record.rec_type not in INDEXED_TYPES:
-            continue
-        headers = record.rec_headers
-        http = record.http_headers
-        mime = (
-            REVISIT_MIME if record.rec_type == "revisit"
-            else mime_of(http.get_header("Content-Type") if http else None)
-        )
-        status = http.get_statuscode() if http and record.rec_type != "resource" else None
-        url = headers.get_header("WARC-Target-URI")
-        date = headers.get_header("WARC-Date")
-        digest = headers.get_header("WARC-Payload-Digest")
-        yield cdxj_line(
-            url, date, mime=mime, status=status, digest=digest,
-            length=it.get_record_length(), offset=it.get_record_offset(),
-            filename=filename,
-        )
+    try:
+        for record in it:
+            if record.rec_type in INDEXED_TYPES:
+                yield _record_line(record, it, filename)
+    except Exception as exc:  # noqa: BLE001 - warcio raises assorted errors on bad records
+        offset = it.offset if isinstance(it.offset, int) else start  # where the record began
+        on_damage(Damage(label, offset, f"not a readable WARC record: {type(exc).__name__}: "
+                         f"{str(exc)[:200]}"))
+
+
+def _record_line(record: Any, it: ArchiveIterator, filename: str) -> str:
+    headers = record.rec_headers
+    http = record.http_headers
+    mime = (
+        REVISIT_MIME if record.rec_type == "revisit"
+        else mime_of(http.get_header("Content-Type") if http else None)
+    )
+    status = http.get_statuscode() if http and record.rec_type != "resource" else None
+    return cdxj_line(
+        headers.get_header("WARC-Target-URI"), headers.get_header("WARC-Date"), mime=mime,
+        status=status, digest=headers.get_header("WARC-Payload-Digest"),
+        length=it.get_record_length(), offset=it.get_record_offset(), filename=filename,
+    )
 
 
 def warc_files(warc_dir: Path) -> list[Path]:
     """Closed WARC files of the archive, in name order."""
     if not warc_dir.is_dir():
         return []
-    return sorted(warc_dir / n for n in os.listdir(warc_dir) if n.endswith(".warc.gz"))
+    names = sorted(n for n in os.listdir(warc_dir) if n.endswith(".warc.gz"))
+    return readable((warc_dir / n for n in names), warc_dir.parent)
 
 
 #: index lines sorted in memory at once; more are sorted in runs on disk and merged. Each
@@ -161,6 +195,9 @@ def _batches(lines: Iterable[str], size: int) -> Iterator[list[str]]:
         yield batch
 
 
-def rebuild_from_warcs(warc_dir: Path, index_path: Path) -> int:
-    lines = (line for path in warc_files(warc_dir) for line in lines_from_warc(path))
-    return write_index(index_path, lines)
+def rebuild_from_warcs(warc_dir: Path, index_path: Path) -> tuple[int, int]:
+    """(lines, WARC files) of the index made anew from the WARC files; a damaged record or
+    file is reported and left out."""
+    paths = warc_files(warc_dir)
+    lines = (line for path in paths for line in lines_from_warc(path))
+    return write_index(index_path, lines), len(paths)

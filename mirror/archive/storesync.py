@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mirror.archive import index
+from mirror.archive.damage import Damage, report
 from mirror.archive.fsutil import atomic_write_text, fsync_dir
 from mirror.archive.manifest import Manifest
 from mirror.archive.objstore import (
@@ -186,13 +187,27 @@ def _push_index(layout: ArchiveLayout, store: ObjectStore, in_store: set[str]) -
     if not layout.index.exists():
         return False
     with open(layout.index, "rb") as f:
-        names = {json.loads(line.split(b" ", 2)[2])["filename"] for line in f if line.strip()}
+        names = {name for n, line in enumerate(f, 1) if (name := _named_file(n, line))}
     if not names <= in_store:
         log.warning("index.cdxj not uploaded: it names %d files the store lacks",
                     len(names - in_store))
         return False
     store.put_file(layout.index, INDEX_KEY)
     return True
+
+
+def _named_file(n: int, line: bytes) -> str | None:
+    """The WARC file index line `n` names; a damaged line is reported (None)."""
+    if not line.strip():
+        return None
+    try:
+        name = json.loads(line.split(b" ", 2)[2])["filename"]
+        if isinstance(name, str):
+            return name
+    except (IndexError, KeyError, TypeError, ValueError):
+        pass
+    report(Damage("index.cdxj", None, f"line {n}: not a CDXJ line naming its WARC file"))
+    return None
 
 
 def _push_snapshot(layout: ArchiveLayout, store: ObjectStore, in_store: set[str],

@@ -9,6 +9,8 @@ from typing import IO
 
 from warcio.archiveiterator import ArchiveIterator
 
+from mirror.archive.damage import printable
+
 
 class ReadError(Exception):
     """A record cannot be read back (missing file, bad offset, revisit without original)."""
@@ -49,8 +51,8 @@ def read_raw_from(f: IO[bytes], where: str) -> RawRecord:
             tuple(http.headers) if http is not None else None,
             record.raw_stream.read(),
         )
-    except (OSError, StopIteration, ValueError) as exc:
-        raise ReadError(f"{where}: {exc or type(exc).__name__}") from exc
+    except Exception as exc:  # noqa: BLE001 - warcio raises assorted errors on bad records
+        raise ReadError(f"{where}: {printable(str(exc)[:100]) or type(exc).__name__}") from exc
 
 
 def complete_prefix(path: Path) -> int:

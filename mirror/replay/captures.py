@@ -20,6 +20,7 @@ from warcio.timeutils import (
 )
 
 from mirror.archive import index
+from mirror.archive.damage import Damage, report
 from mirror.archive.files import ArchiveFiles, LocalFiles, archive_files
 from mirror.archive.objstore import StoreError
 from mirror.archive.warcread import RawRecord, ReadError, complete_prefix, read_raw_from
@@ -66,20 +67,33 @@ class Capture:
         return f"{self.key} {self.timestamp} {json.dumps(fields)}\n"
 
 
+#: an offset or length past this is no record's (a file of 2**48 bytes is 256 TiB)
+MAX_OFFSET = 1 << 48
+
+
 def parse_cdxj(line: str) -> Capture | None:
     """A Capture from one CDXJ line, or None when the line is not one."""
+    cap = cdxj_or_why(line)
+    return cap if isinstance(cap, Capture) else None
+
+
+def cdxj_or_why(line: str) -> Capture | str:
+    """A Capture from one CDXJ line, or what is wrong with the line."""
     try:
         key, timestamp, data = line.rstrip("\n").split(" ", 2)
         fields = json.loads(data)
         status = fields.get("status")
+        offset, length = int(fields["offset"]), int(fields["length"])
+        if not (0 <= offset < MAX_OFFSET and 0 < length < MAX_OFFSET):
+            return f"offset {offset} or length {length} is out of range"
         return Capture(
             url=fields["url"], timestamp=pad_timestamp(timestamp[:14], PAD_14_DOWN),
             mime=sys.intern(fields.get("mime", "")), status=int(status) if status else None,
             digest=fields.get("digest", ""), filename=sys.intern(fields["filename"]),
-            offset=int(fields["offset"]), length=int(fields["length"]), key=key, data=data,
+            offset=offset, length=length, key=key, data=data,
         )
-    except (ValueError, KeyError, TypeError):
-        return None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return f"not a CDXJ line with url, offset, length and filename ({type(exc).__name__})"
 
 
 @dataclass(frozen=True)
@@ -267,20 +281,29 @@ def _read_index(files: ArchiveFiles) -> list[Capture]:
     f = files.open_index()
     if f is None:
         return []
+    out = []
     with f:
-        return [c for c in (parse_cdxj(line.decode("utf-8")) for line in f) if c is not None]
+        for n, line in enumerate(f, 1):
+            cap = cdxj_or_why(line.decode("utf-8", "replace"))
+            if isinstance(cap, str):
+                report(Damage("index.cdxj", None, f"line {n}: {cap}; left out"))
+            else:
+                out.append(cap)
+    return out
 
 
 def _scan(path: Path) -> list[Capture]:
     """Index lines of a WARC file the index does not cover, complete records only."""
     end = complete_prefix(path) if path.name.endswith(OPEN_SUFFIX) else path.stat().st_size
     out: list[Capture] = []
-    try:
-        for line in index.lines_from_warc(path):
-            cap = parse_cdxj(line)
-            if cap is None or cap.offset + cap.length > end:
-                break
-            out.append(cap)
-    except Exception as exc:  # noqa: BLE001 - a torn tail ends the scan, it does not stop replay
-        log.warning("%s: stopped reading at a damaged record: %s", path.name, exc)
+    being_written = path.name.endswith(OPEN_SUFFIX)  # its torn tail is no damage
+    for line in index.lines_from_warc(path, _quiet if being_written else report):
+        cap = parse_cdxj(line)
+        if cap is None or cap.offset + cap.length > end:
+            break
+        out.append(cap)
     return out
+
+
+def _quiet(damage: Damage) -> None:
+    log.debug("%s", damage)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import quote
 
+from mirror.archive.damage import Damage, report
 from mirror.archive.warcread import ReadError
 from mirror.replay.captures import Capture, CaptureIndex, Record
 from mirror.replay.exportpath import export_path, relative_ref
@@ -212,7 +213,8 @@ def read_entry(archive: CaptureIndex, entry: Entry, *, quiet: bool = False) -> R
         return archive.read(entry.capture)
     except ReadError as exc:
         if not quiet:
-            log.warning("cannot export %s: %s", entry.capture.url, exc)
+            cap = entry.capture
+            report(Damage(f"warc/{cap.filename}", cap.offset, f"{cap.url} not exported: {exc}"))
         return None
 
 

@@ -18,9 +18,11 @@ from typing import IO
 from warcio.timeutils import timestamp_to_iso_date
 
 from mirror import __version__
+from mirror.archive.damage import Damage, report
 from mirror.archive.warcread import ReadError
 from mirror.archive.warcwriter import OPEN_SUFFIX
 from mirror.replay.captures import Capture, CaptureIndex
+from mirror.replay.destination import aside, check_destination, is_our_wacz
 from mirror.web.extract import extract_html
 from mirror.web.http import HTML_TYPES
 
@@ -65,7 +67,8 @@ def page_lines(archive: CaptureIndex) -> Iterator[dict[str, str]]:
 def _title_and_text(archive: CaptureIndex, cap: Capture) -> dict[str, str]:
     try:
         record = archive.read(cap)
-    except ReadError:
+    except ReadError as exc:
+        report(Damage(f"warc/{cap.filename}", cap.offset, f"page text left out: {exc}"))
         return {}
     body, decoded = record.decoded()
     if not decoded:  # still content-coded: parsing it would index noise
@@ -165,17 +168,32 @@ def datapackage(resources: list[dict[str, object]], title: str,
 
 def write_wacz(archive: CaptureIndex, out: Path, *, title: str,
                start_urls: tuple[str, ...] = (),
-               on_progress: Callable[[int, int], None] | None = None) -> WaczResult:
+               on_progress: Callable[[int, int], None] | None = None,
+               force: bool = False) -> WaczResult:
     """Pack every WARC file of the archive into `out` (written aside, then renamed);
-    on_progress(WARC files packed, WARC files in all) after each file."""
+    on_progress(WARC files packed, WARC files in all) after each file. `out` may be an
+    earlier WACZ of mirror's, any regular file with `force`, nothing else (DestinationError)."""
+    check_destination(out, force=force, ours=is_our_wacz)
     files = archive.files
-    listed = files.warc_files()
+    listed = files.warc_files()  # a symlink out of the archive is not listed (reported)
     lines = sorted((c.cdxj(final_name(c.filename)) for c in archive.captures),
                    key=lambda s: s.encode("utf-8"))
-    tmp = out.with_name(out.name + ".part")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = aside(out)
+    try:
+        pages = _pack(archive, tmp, listed, lines, title, start_urls, on_progress)
+        check_destination(out, force=force, ours=is_our_wacz)  # nothing else came meanwhile
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return WaczResult(out, len(listed), len(lines), pages, out.stat().st_size)
+
+
+def _pack(archive: CaptureIndex, tmp: Path, listed: dict[str, int], lines: list[str],
+          title: str, start_urls: tuple[str, ...],
+          on_progress: Callable[[int, int], None] | None) -> int:
+    files = archive.files
     with zipfile.ZipFile(tmp, "w") as zf:
-        packer = _Packer(zf, out.parent)
+        packer = _Packer(zf, tmp.parent)
         for done, (name, size) in enumerate(listed.items(), 1):
             with files.stream(name) as src:  # a file in a store is streamed, not downloaded
                 packer.add_stream(f"archive/{final_name(name)}", src,
@@ -192,5 +210,4 @@ def write_wacz(archive: CaptureIndex, out: Path, *, title: str,
                   "hash": "sha256:" + hashlib.sha256(package).hexdigest()}
         packer.add_bytes("datapackage-digest.json", json.dumps(digest, indent=2).encode(),
                          listed=False)
-    os.replace(tmp, out)
-    return WaczResult(out, len(listed), len(lines), pages, out.stat().st_size)
+    return pages

@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 
 from mirror import __version__
 from mirror.replay.captures import CaptureIndex, Record
+from mirror.replay.destination import aside, check_destination, is_our_zim
 from mirror.replay.export import (
     Entry,
     Links,
@@ -387,8 +388,11 @@ def _item(path: str, body: bytes, mime: str, title: str, text: str | None, front
 def write_zim(archive: CaptureIndex, out: Path, *, site_name: str,
               start_urls: tuple[str, ...], at: str | None = None, title: str | None = None,
               description: str | None = None, language: str | None = None,
-              publisher: str | None = None, on_progress: Progress | None = None) -> ZimResult:
-    """Write the archive (as of `at`) as a ZIM at `out` (written aside, then renamed)."""
+              publisher: str | None = None, on_progress: Progress | None = None,
+              force: bool = False) -> ZimResult:
+    """Write the archive (as of `at`) as a ZIM at `out` (written aside, then renamed): over
+    an earlier ZIM of mirror's, any regular file with `force`, nothing else."""
+    check_destination(out, force=force, ours=is_our_zim)
     try:
         from libzim.writer import Creator
     except ImportError as exc:
@@ -408,17 +412,20 @@ def write_zim(archive: CaptureIndex, out: Path, *, site_name: str,
     meta = zim_meta(site_name, main.capture.url, facts, title=title, description=description,
                     language=language, publisher=publisher)
     picture = illustration(_icon(writer, facts, main.capture.url), meta.creator)
-    tmp = out.with_name(out.name + ".part")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp.unlink(missing_ok=True)
-    creator = Creator(str(tmp)).config_indexing(True, meta.language)
-    with _quiet_stdout(), creator:
-        creator.set_mainpath(main.path)
-        writer.write(creator)
-        for name, value in meta.items():
-            creator.add_metadata(name, value)
-        creator.add_illustration(ILLUSTRATION, picture)
-    os.replace(tmp, out)
+    tmp = aside(out)
+    try:
+        tmp.unlink()  # libzim creates its file itself; the name is ours until the rename
+        creator = Creator(str(tmp)).config_indexing(True, meta.language)
+        with _quiet_stdout(), creator:
+            creator.set_mainpath(main.path)
+            writer.write(creator)
+            for name, value in meta.items():
+                creator.add_metadata(name, value)
+            creator.add_illustration(ILLUSTRATION, picture)
+        check_destination(out, force=force, ours=is_our_zim)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
     result.bytes, result.main_url, result.meta = out.stat().st_size, main.capture.url, meta
     result.seconds = time.monotonic() - started
     return result

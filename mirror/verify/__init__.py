@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from mirror.archive import index
+from mirror.archive.damage import Damage, printable
 from mirror.archive.files import ArchiveFiles, LocalFiles, archive_files
 from mirror.archive.objstore import StoreError
 from mirror.archive.warcwriter import OPEN_SUFFIX
+from mirror.model import RunState, UrlState
 from mirror.verify.problem import Problem
 from mirror.verify.record import uri_problem
 from mirror.verify.stream import Head, Stream, read_head
@@ -54,7 +56,7 @@ def format_problems(problems: Iterable[Problem], per_check: int = 20) -> str:
     for p in problems:
         shown[p.check] += 1
         if shown[p.check] <= per_check:
-            lines.append(f"{p.where}: {p.check}: {p.detail}")
+            lines.append(printable(f"{p.where}: {p.check}: {p.detail}"))
     lines += [f"... and {n - per_check} more {check} problems"
               for check, n in shown.items() if n > per_check]
     return "\n".join(lines)
@@ -147,6 +149,9 @@ class ManifestLike(Protocol):
 
 def _check_row(row: _Row, seeker: _Seeker, originals: _OriginalIds) -> Iterator[tuple[str, str]]:
     """(check, detail) for what is wrong with one manifest capture row, against its records."""
+    status = row["status"]
+    if type(status) is not int or not 100 <= status <= 599:
+        yield "manifest-value", f"status {status!r} is not an HTTP status (100 to 599)"
     name = row["filename"]
     head = seeker.head(name, row["offset"], row["length"])
     if isinstance(head, str):
@@ -238,6 +243,7 @@ def _check_manifest(manifest: ManifestLike, seeker: _Seeker) -> Iterator[Problem
                 yield Problem(f"manifest: capture {row['id']}", check, why)
     finally:
         originals.close()
+    yield from _check_states(manifest)
     for name, n in sorted(missing.items()):
         yield Problem(f"warc/{name}", "manifest-missing-file",
                       f"{n} manifest captures point into this file, which does not exist")
@@ -248,18 +254,41 @@ def _check_manifest(manifest: ManifestLike, seeker: _Seeker) -> Iterator[Problem
                               "a response or revisit record with no capture in the manifest")
 
 
+#: the values a manifest's state columns may hold (model.RunState, model.UrlState)
+STATES = {"runs": tuple(RunState), "urls": tuple(UrlState)}
+
+
+def _check_states(manifest: ManifestLike) -> Iterator[Problem]:
+    """Runs and URLs in a state mirror does not know (a run 'weird' would be neither
+    resumed nor reported)."""
+    for table, states in STATES.items():
+        known = ", ".join(f"'{s}'" for s in states)
+        cursor = manifest.db.execute(f"SELECT id, state FROM {table} WHERE state NOT IN "  # noqa: S608 - constants
+                                     f"({known}) ORDER BY id")
+        try:
+            while (row := cursor.fetchone()) is not None:
+                yield Problem(f"manifest: {table[:-1]} {row[0]}", "manifest-value",
+                              f"state {row[1]!r} is not one of {known}")
+        finally:
+            cursor.close()
+
+
 def _index_lines(archive: ArchiveFiles, names: Iterable[str]) -> Iterator[str | Problem]:
     """What `mirror index` makes of the WARC files, or why it cannot read one."""
     for name in names:
         try:
-            with archive.stream(name) as f:
-                yield from index.lines_from_stream(f, name)
+            with archive.stream(name) as f:  # its damage: FileCheck's problems
+                yield from index.lines_from_stream(f, name, on_damage=_told_already)
         except StoreError as exc:
             yield Problem(f"warc/{name}", "index-mismatch", f"cannot read this file: "
                           f"{exc.reason}")
         except Exception as exc:  # noqa: BLE001 - warcio raises assorted errors on bad files
             yield Problem(f"warc/{name}", "index-mismatch",
                           f"`mirror index` cannot read this file: {type(exc).__name__}: {exc}")
+
+
+def _told_already(damage: Damage) -> None:
+    """A damaged record `mirror index` leaves out: the file's own checks report it."""
 
 
 def _readback(line: bytes, seeker: _Seeker) -> str | None:
@@ -328,12 +357,14 @@ def check_archive(output_dir: Path | ArchiveFiles, manifest: ManifestLike | None
     """Every WARC file under warc/, the manifest against them, the index against both.
     `output_dir` is the archive folder, or its files elsewhere (archive.files: a store,
     whose files are streamed, and whose records are read by ranged GETs)."""
-    archive = archive_files(output_dir)
+    refused: list[Problem] = []
+    archive = archive_files(output_dir) if isinstance(output_dir, ArchiveFiles) else \
+        LocalFiles(output_dir, lambda d: refused.append(Problem(d.where, "refused-file", d.what)))
     listed = archive.warc_files()
     files = [name for name in listed if not name.endswith(OPEN_SUFFIX)]
-    problems = [Problem(f"warc/{name}", "open-file", "left open by a run that did not "
-                        "finish; the next `mirror run` repairs and closes it")
-                for name in listed if name.endswith(OPEN_SUFFIX)]
+    problems = refused + [Problem(f"warc/{name}", "open-file", "left open by a run that did "
+                                  "not finish; the next `mirror run` repairs and closes it")
+                          for name in listed if name.endswith(OPEN_SUFFIX)]
     originals, revisits, tables, records = Originals(), [], {}, 0
     for name in files:
         check = _file_check(archive, name, listed[name])

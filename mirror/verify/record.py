@@ -272,7 +272,11 @@ def uri_problem(uri: str) -> str | None:
         return "contains characters RFC 3986 does not allow, or has no scheme"
     if _BAD_PERCENT.search(uri):
         return "has a '%' not followed by two hex digits"
-    parts = urlsplit(uri)
+    try:
+        parts = urlsplit(uri)
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError as exc:  # "Invalid IPv6 URL", a bad port
+        return f"is not a valid URI ({exc})"
     if "@" in parts.netloc:
         return "contains userinfo"
     if "[" in uri.replace(parts.netloc, "", 1) or "]" in uri.replace(parts.netloc, "", 1):

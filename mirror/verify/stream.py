@@ -6,6 +6,8 @@ import zlib
 from dataclasses import dataclass
 from typing import IO, Any
 
+from mirror.archive.members import resync
+
 CHUNK = 1 << 16
 MAX_LINE = 1 << 16  # longest WARC header line read
 MAX_HEAD = 1 << 20  # largest WARC or HTTP header block read
@@ -35,6 +37,19 @@ class Stream:
         self.member_at, self.pos, self.ended = self.raw_at, 0, False
         self.out.clear()
         self._d = zlib.decompressobj(31) if self.gzipped else None
+        return True
+
+    def resume(self) -> bool:
+        """After a damaged gzip member: go on at the next member holding a WARC record
+        (a seekable .warc.gz); False when there is none, or the file cannot seek."""
+        if not (self.error and self.gzipped and self.f.seekable()):
+            return False
+        at = resync(self.f, self.member_at + 1)
+        if at is None:
+            return False
+        self.f.seek(at)
+        self.raw, self.raw_at, self.member_at, self.error = b"", at, at, ""
+        self.out.clear()
         return True
 
     def _more(self) -> bool:

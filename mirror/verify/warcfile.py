@@ -164,11 +164,18 @@ class FileCheck:
                 yield Problem(self.label, "not-gzip", "the file is not gzip-compressed")
             s = Stream(f, self.gzipped)
             end = 0
-            while s.next_member():
-                yield from self._member(s)
-                if self.gzipped and not (s.torn or s.error):  # a whole member, good or not
-                    self.bounds.append(s.member_at)
-                    end = s.raw_at
+            while True:
+                while s.next_member():
+                    yield from self._member(s)
+                    if self.gzipped and not (s.torn or s.error):  # a whole member, good or not
+                        self.bounds.append(s.member_at)
+                        end = s.raw_at
+                damaged, error = s.member_at, s.error
+                if not (error and s.resume()):
+                    break
+                self.bounds.append(damaged)  # where the member before it ends
+                yield Problem(f"{self.label}@{damaged}", "gzip-error", f"not a gzip member: "
+                              f"{error}; read on at the next record, @{s.member_at}")
             self.bounds.append(end)
             yield from self._tail(s)
         yield from self._file_end()
