@@ -15,12 +15,10 @@ from mirror.config import (
     RetentionSection,
     ScopeSection,
     SiteConfig,
-    _choice,
-    _Context,
-    _Invalid,
     load_config,
     parse_config,
 )
+from mirror.configrules import Context, Invalid, choice
 from mirror.web.http import REDACTED
 from mirror.web.urls import DEFAULT_IGNORE_QUERY
 
@@ -434,10 +432,10 @@ def test_message_uses_the_path_as_given() -> None:
 
 
 def test_choice_rule() -> None:
-    rule = _choice("fast", "power")
-    assert rule("power", _Context(Path("/"))) == "power"
-    with pytest.raises(_Invalid) as info:
-        rule("slow", _Context(Path("/")))
+    rule = choice("fast", "power")
+    assert rule("power", Context(Path("/"))) == "power"
+    with pytest.raises(Invalid) as info:
+        rule("slow", Context(Path("/")))
     assert info.value.detail == "expected one of 'fast', 'power', found 'slow' (a string)"
 
 
