@@ -14,11 +14,13 @@ from mirror import __version__
 from mirror.configrules import (
     NO_CRLF,
     TRAPS,
+    Bounds,
     Context,
     Invalid,
     Rule,
     array,
     boolean,
+    bounds_of_rule,
     choice,
     command,
     directory,
@@ -29,7 +31,6 @@ from mirror.configrules import (
     is_host,
     is_http_url,
     login_fields,
-    minimum_of_rule,
     mismatch,
     number,
     optional_file,
@@ -110,6 +111,11 @@ def _key(rule: Rule, default: Any = dataclasses.MISSING, *,
     return field(default=default, metadata=meta)
 
 
+HOUR, DAY = 3600, 86400  # ceilings of the time keys, in seconds
+#: link-extraction helpers a site file may ask for; a run starts at most one per core
+MAX_PARSE_PROCESSES = 32
+
+
 # --- the schema: sections and keys, in the order they are checked and shown ------------------
 
 
@@ -131,19 +137,20 @@ class ScopeSection:
         "an array of host names"), ())
     include: tuple[str, ...] = _key(array(regex, "an array of regular expressions"), ())
     exclude: tuple[str, ...] = _key(array(regex, "an array of regular expressions"), ())
-    max_depth: int = _key(integer(0), 20)
-    max_pages: int = _key(integer(0), 0)  # 0: no limit
+    max_depth: int = _key(integer(0, 10_000), 20)
+    max_pages: int = _key(integer(0, 1_000_000_000), 0)  # 0: no limit
     page_requisites: bool = _key(boolean(), True)
     ignore_query: tuple[str, ...] = _key(array(
         string("a parameter name or glob such as 'utm_*'"), "an array of parameter names"),
         DEFAULT_IGNORE_QUERY)
     # Trap limits (P6); 0 turns a limit off.
-    max_path_depth: int = _key(integer(0), 20)  # path segments
-    max_segment_repeats: int = _key(integer(0), 2)  # times one path segment may appear
-    max_url_length: int = _key(integer(0), 2083)  # characters of the canonical URL
-    max_outlinks: int = _key(integer(0), 6000)  # links taken from one page
-    max_host_pages: int = _key(integer(0), 0)  # URLs fetched from one host per run
-    max_host_bytes: int = _key(integer(0), 0)  # body bytes fetched from one host per run
+    max_path_depth: int = _key(integer(0, 1000), 20)  # path segments
+    max_segment_repeats: int = _key(integer(0, 1000), 2)  # times one path segment may appear
+    max_url_length: int = _key(integer(0, 100_000), 2083)  # characters of the canonical URL
+    max_outlinks: int = _key(integer(0, 1_000_000), 6000)  # links taken from one page
+    # URLs fetched from one host per run, and their body bytes
+    max_host_pages: int = _key(integer(0, 1_000_000_000), 0)
+    max_host_bytes: int = _key(integer(0, 10**15), 0)
     robots: bool = _key(boolean(), True)  # obey robots.txt (RFC 9309)
     # read the sitemaps robots.txt names (else /sitemap.xml) and crawl their in-scope URLs
     sitemaps: bool = _key(boolean(), True)
@@ -154,30 +161,31 @@ class ScopeSection:
 
 @dataclass(frozen=True)
 class CrawlSection:
-    workers: int = _key(integer(1), 16)
-    per_host: int = _key(integer(1), 4)
+    workers: int = _key(integer(1, 1000), 16)
+    per_host: int = _key(integer(1, 100), 4)
     # helper processes that find the links of pages (mirror.crawl.parsepool); 0: in this process
-    parse_processes: int = _key(integer(0), 1)
-    delay: float = _key(number(0, inclusive=True), 0.0)
-    max_crawl_delay: float = _key(number(0, inclusive=True), 30.0)  # cap on robots Crawl-delay
-    max_retry_after: float = _key(number(0, inclusive=True), 600.0)  # cap on Retry-After
-    max_redirects: int = _key(integer(0), 10)
-    max_tries: int = _key(integer(1), 4)
-    timeout: float = _key(number(0, inclusive=False), 60.0)
-    connect_timeout: float = _key(number(0, inclusive=False), 10.0)
-    read_timeout: float = _key(number(0, inclusive=False), 30.0)
-    max_response_bytes: int = _key(integer(1), 100_000_000)
+    parse_processes: int = _key(integer(0, MAX_PARSE_PROCESSES), 1)
+    delay: float = _key(number(0, HOUR, inclusive=True), 0.0)
+    # cap on robots Crawl-delay
+    max_crawl_delay: float = _key(number(0, DAY, inclusive=True), 30.0)
+    max_retry_after: float = _key(number(0, DAY, inclusive=True), 600.0)  # cap on Retry-After
+    max_redirects: int = _key(integer(0, 100), 10)
+    max_tries: int = _key(integer(1, 100), 4)
+    timeout: float = _key(number(0, HOUR, inclusive=False), 60.0)
+    connect_timeout: float = _key(number(0, HOUR, inclusive=False), 10.0)
+    read_timeout: float = _key(number(0, HOUR, inclusive=False), 30.0)
+    max_response_bytes: int = _key(integer(1, 10**11), 100_000_000)
     user_agent: str = _key(string(f"a non-empty string {NO_CRLF}",
                                    lambda s: bool(s.strip()) and field_value(s)),
                            f"mirror/{__version__}")
     headers: tuple[tuple[str, str], ...] = _key(header_table, (), show=show_headers)
     # Seconds the first SIGINT/SIGTERM lets in-flight fetches finish before aborting them.
-    stop_grace: float = _key(number(0, inclusive=True), 5.0)
+    stop_grace: float = _key(number(0, HOUR, inclusive=True), 5.0)
     # Seconds one URL's retries may take from its first failure; past it the URL fails
-    max_retry_time: float = _key(number(0, inclusive=True), 180.0)
+    max_retry_time: float = _key(number(0, DAY, inclusive=True), 180.0)
     # Connection failures (name does not resolve, refused, TLS) after which a host's other
     # URLs fail at once with the same reason; 0: never
-    dead_host_after: int = _key(integer(0), 1)
+    dead_host_after: int = _key(integer(0, 1000), 1)
     # a cookie jar for the run, its cookies sent to the site's own hosts only
     cookies: bool = _key(boolean(), True)
     # a Netscape cookies.txt (what browser extensions export) loaded into the jar
@@ -201,7 +209,7 @@ class LoginSection:
 class ArchiveSection:
     # Rotation threshold: a new WARC file is started once the open one reaches this size.
     # Any value >= 1 is accepted so that tests can force rotation with tiny files.
-    warc_max_bytes: int = _key(integer(1), 1_000_000_000)
+    warc_max_bytes: int = _key(integer(1, 10**12), 1_000_000_000)
     # "fast": records are flushed to the OS before each manifest commit (safe against a
     # killed process). "power": also fsync'ed (safe against power loss; slower).
     durability: str = _key(choice("fast", "power"), "fast")
@@ -229,7 +237,7 @@ class HooksSection:
     # after any other run (internal error, interrupted); "" for none
     on_failure: str = _key(command, "")
     # seconds a hook may take; then it is stopped (the run's exit code stays)
-    timeout: float = _key(number(0, inclusive=False), 600.0)
+    timeout: float = _key(number(0, DAY, inclusive=False), 600.0)
 
 
 @dataclass(frozen=True)
@@ -237,10 +245,10 @@ class RetentionSection:
     """Which runs `mirror prune` keeps, borgmatic's way: the last N runs, and the last run
     of each of the last N days, weeks and months; 0 turns a rule off, all 0: keep all."""
 
-    keep_last: int = _key(integer(0), 0)
-    keep_daily: int = _key(integer(0), 0)
-    keep_weekly: int = _key(integer(0), 0)
-    keep_monthly: int = _key(integer(0), 0)
+    keep_last: int = _key(integer(0, 100_000), 0)
+    keep_daily: int = _key(integer(0, 100_000), 0)
+    keep_weekly: int = _key(integer(0, 100_000), 0)
+    keep_monthly: int = _key(integer(0, 100_000), 0)
 
     @property
     def enabled(self) -> bool:
@@ -315,12 +323,25 @@ _SECTIONS: dict[str, type] = {
 }
 
 
+def bounds_of(key: str) -> Bounds | None:
+    """The range of a number key ("crawl.workers" -> Bounds(1, True, 1000)); None for a key
+    that is not a number."""
+    section, name = key.split(".")
+    return bounds_of_rule(next(f.metadata["rule"] for f in fields(_SECTIONS[section])
+                               if f.name == name))
+
+
 def minimum_of(key: str) -> tuple[float, bool] | None:
     """The least value of a number key ("crawl.workers" -> (1, True)) and whether that
     value itself is allowed; None for a key that is not a number."""
-    section, name = key.split(".")
-    rule = next(f.metadata["rule"] for f in fields(_SECTIONS[section]) if f.name == name)
-    return minimum_of_rule(rule)
+    bounds = bounds_of(key)
+    return None if bounds is None else (bounds.minimum, bounds.inclusive)
+
+
+def maximum_of(key: str) -> float | None:
+    """The greatest value of a number key ("crawl.workers" -> 1000); None for others."""
+    bounds = bounds_of(key)
+    return None if bounds is None else bounds.maximum
 
 
 #: the sections in the order they are checked and shown
@@ -351,6 +372,9 @@ def parse_config(text: str, path: Path) -> SiteConfig:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(path, None, _syntax_message(exc, text)) from exc
+    except RecursionError:  # tomllib recurses once per level of [[[...]]] or {a={b=...}}
+        raise ConfigError(path, None, "invalid TOML: arrays or tables nested too deeply "
+                          "(hundreds of levels); a site file needs at most three") from None
     absolute = Path(os.path.abspath(path))
     ctx = Context(base=absolute.parent)
     errors = _unknown_top_level(raw, path)

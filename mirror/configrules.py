@@ -76,30 +76,44 @@ def check(expected: str, ok: Callable[[Any], bool],
     return rule
 
 
-#: the least value of each number rule, and whether that value is allowed (>=) or not (>)
-_MINIMUM: dict[Rule, tuple[float, bool]] = {}
+@dataclass(frozen=True)
+class Bounds:
+    """The range of a number rule: minimum (allowed itself when inclusive) to maximum."""
+
+    minimum: float
+    inclusive: bool
+    maximum: float
 
 
-def integer(minimum: int) -> Rule:
-    rule = check(f"an integer >= {minimum}", lambda v: is_int(v) and v >= minimum)
-    _MINIMUM[rule] = (minimum, True)
+#: the bounds of each number rule (the app's number inputs take their min and max from it)
+_BOUNDS: dict[Rule, Bounds] = {}
+
+
+def integer(minimum: int, maximum: int) -> Rule:
+    """An integer from minimum to maximum: every count has a ceiling, so a typo such as
+    workers = 100000000000000000000 is refused here, not met as a MemoryError mid-run."""
+    rule = check(f"an integer from {minimum} to {maximum:_}".replace("_", ","),
+                 lambda v: is_int(v) and minimum <= v <= maximum)
+    _BOUNDS[rule] = Bounds(minimum, True, maximum)
     return rule
 
 
-def number(minimum: float, *, inclusive: bool) -> Rule:
-    """A finite float (an integer is accepted and converted), >= or > minimum."""
+def number(minimum: float, maximum: float, *, inclusive: bool) -> Rule:
+    """A finite float (an integer is accepted and converted), >= or > minimum, <= maximum."""
     def ok(v: Any) -> bool:
         if not (is_int(v) or isinstance(v, float)) or not math.isfinite(v):
             return False
-        return bool(v >= minimum if inclusive else v > minimum)
-    rule = check(f"a number {'>=' if inclusive else '>'} {minimum:g}", ok, float)
-    _MINIMUM[rule] = (minimum, inclusive)
+        return bool(v >= minimum if inclusive else v > minimum) and v <= maximum
+    shown = (f"from {minimum:g} to {maximum:g}" if inclusive
+             else f"> {minimum:g} and <= {maximum:g}")
+    rule = check(f"a number {shown}", ok, float)
+    _BOUNDS[rule] = Bounds(minimum, inclusive, maximum)
     return rule
 
 
-def minimum_of_rule(rule: Rule) -> tuple[float, bool] | None:
-    """The least value a number rule takes and whether it is allowed; None for other rules."""
-    return _MINIMUM.get(rule)
+def bounds_of_rule(rule: Rule) -> Bounds | None:
+    """The range of a number rule; None for other rules."""
+    return _BOUNDS.get(rule)
 
 
 def boolean() -> Rule:
@@ -154,7 +168,16 @@ def is_http_url(text: str) -> bool:
     host = parts.hostname or ""
     # urlsplit drops tabs and newlines (as browsers do); a site file means none of them
     return (parts.scheme.lower() in ("http", "https") and bool(host)
-            and not re.search(r"\s", host) and not re.search(r"[\x00-\x1f\x7f]", text.strip()))
+            and not re.search(r"\s", host) and not re.search(r"[\x00-\x1f\x7f]", text.strip())
+            and _fetchable_host(f"http://{parts.netloc}/"))
+
+
+def _fetchable_host(url: str) -> bool:
+    """The URL's host is one the crawler can fetch: no empty label ('..'), no 'xn--' label
+    that is not valid punycode (mirror.web.urls refuses them in links too)."""
+    from mirror.web.urls import host_of
+
+    return bool(host_of(url))
 
 
 def _ipv6(text: str) -> str | None:
@@ -170,7 +193,8 @@ def is_host(text: str) -> bool:
     text = text.strip()
     if ":" in text:
         return _ipv6(text) is not None
-    return re.fullmatch(r"[^\s/\\?#@*\[\]]+", text) is not None
+    return (re.fullmatch(r"[^\s/\\?#@*\[\]]+", text) is not None
+            and _fetchable_host(f"http://{text}/"))
 
 
 def host(text: str) -> str:
@@ -195,11 +219,18 @@ def directory(value: Any, ctx: Context) -> Path:
 
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token
-NO_CRLF = "without CR, LF or NUL"
+NO_CRLF = "without control characters (a tab is allowed)"
+#: request headers the HTTP layer writes itself: one from the site file would frame the
+#: request wrongly (every answer a 400) or send it to another host
+OWN_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection",
+                         "keep-alive", "proxy-connection", "te", "trailer", "upgrade",
+                         "expect"})
 
 
 def field_value(text: str) -> bool:
-    return not any(c in text for c in "\r\n\0")
+    """No control character but tab: the HTTP layer refuses the others at each request,
+    which would make every host look unreachable."""
+    return re.search(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]", text) is None
 
 
 def toml_key(name: str) -> str:
@@ -221,6 +252,9 @@ def header_table(value: Any, ctx: Context) -> tuple[tuple[str, str], ...]:
                            "header names ignore case")
         if lower == "user-agent":
             raise Invalid("set the User-Agent with [crawl] user_agent", where)
+        if lower in OWN_HEADERS:
+            raise Invalid(f"{name} is written by the HTTP layer for each request; remove it "
+                          "from [crawl] headers", where)
         if not isinstance(text, str) or not field_value(text):
             raise mismatch(f"a string {NO_CRLF}", text, where, secret=lower in SECRET_HEADERS)
         seen[lower] = name

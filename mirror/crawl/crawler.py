@@ -42,7 +42,7 @@ from mirror.crawl.fetch import (
 from mirror.crawl.frontier import Frontier
 from mirror.crawl.hostlease import SharedFrontier, default_ttl
 from mirror.crawl.login import LoginError, LoginKeeper
-from mirror.crawl.parsepool import ParserPool
+from mirror.crawl.parsepool import ParserPool, helper_count
 from mirror.crawl.politeness import (
     BACKOFF_BASE,
     SOFT_FAILURES,
@@ -160,7 +160,7 @@ class Crawler:
         self._failing_since: dict[int, float] = {}
         self._usage: dict[str, tuple[int, int]] = {}  # site -> (URLs, bytes) this run
         self.discovery = Discovery(cfg, self.scope)
-        self.parsers = ParserPool(cfg, self.discovery, cfg.crawl.parse_processes)
+        self.parsers = ParserPool(cfg, self.discovery, helper_count(cfg.crawl.parse_processes))
         # captures are committed in groups (store.GROUP_SIZE, GROUP_WAIT unless given)
         self.store = CaptureStore(self.manifest, self.warc_dir, self.discovery.wants_body,
                                   group_size=1 if shared else group_size,
