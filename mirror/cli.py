@@ -1075,8 +1075,11 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
     """Crawl under the archive's lock: `lock` when the caller holds it already (a scheduled
     run that waited for it), else taken here (ArchiveLocked when another process has it)."""
     from mirror.crawl.crawler import Crawler  # here: it loads aiohttp, which `check` needs not
+    from mirror.outputdir import output_dir_problem
     from mirror.runreport import write_missing_report, write_report
 
+    if problem := output_dir_problem(cfg.site.output_dir):  # it may have changed since load
+        raise ConfigError(cfg.path, "site.output_dir", f"[site] output_dir: {problem}")
     if _OWN_PROCESS:
         from mirror.crawl import procgc
         procgc.settle()  # the imports a crawl runs on are done

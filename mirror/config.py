@@ -18,12 +18,12 @@ from mirror.configrules import (
     Context,
     Invalid,
     Rule,
+    archive_dir,
     array,
     boolean,
     bounds_of_rule,
     choice,
     command,
-    directory,
     field_value,
     header_table,
     host,
@@ -127,7 +127,7 @@ class SiteSection:
         string("an absolute http(s) URL such as 'https://example.com/'", is_http_url,
                 str.strip),
         "a non-empty array of URLs", nonempty=True))
-    output_dir: Path = _key(directory, default_from=lambda keys: f"archive/{keys['name']}")
+    output_dir: Path = _key(archive_dir, default_from=lambda keys: f"archive/{keys['name']}")
 
 
 @dataclass(frozen=True)

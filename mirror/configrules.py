@@ -268,6 +268,16 @@ def show_headers(headers: tuple[tuple[str, str], ...], redact: bool) -> dict[str
 
 
 
+def archive_dir(value: Any, ctx: Context) -> Path:
+    """A folder for the site's archive: absent, empty or a mirror archive (outputdir.py)."""
+    from mirror.outputdir import output_dir_problem
+
+    path = directory(value, ctx)
+    if problem := output_dir_problem(path):
+        raise Invalid(problem)
+    return path
+
+
 def optional_file(value: Any, ctx: Context) -> Path | None:
     """A path to a file, relative to the site file's folder; "" for none."""
     if value == "":
