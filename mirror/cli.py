@@ -15,7 +15,7 @@ import traceback
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from mirror import __version__, searchcmd
 from mirror.archive.lock import ArchiveLock, ArchiveLocked
@@ -35,6 +35,7 @@ from mirror.report import (
     summary_line,
 )
 from mirror.storecmds import StoreUsageError
+from mirror.terminal import PrintableFormatter, printable_lines
 
 if TYPE_CHECKING:
     from mirror.crawl.crawler import Crawler, RunResult
@@ -262,15 +263,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except ConfigError as exc:
         for one in exc.errors:  # every problem of the file, one a line
-            print(f"mirror: {one}", file=sys.stderr)
+            say(f"mirror: {one}", file=sys.stderr)
         if len(exc.errors) > 1:
             print(f"mirror: {exc.path}: {len(exc.errors)} errors", file=sys.stderr)
         return ExitCode.USAGE
     except (UsageError, ManifestError, LibraryUsageError) as exc:
-        print(f"mirror: {exc}", file=sys.stderr)
+        say(f"mirror: {exc}", file=sys.stderr)
         return ExitCode.USAGE
     except ArchiveLocked as exc:
-        print(f"mirror: {exc}", file=sys.stderr)
+        say(f"mirror: {exc}", file=sys.stderr)
         return ExitCode.LOCKED
     except (StoreError, StoreUsageError) as exc:  # an object store: its address, its
         print(f"mirror: {exc}", file=sys.stderr)  # credentials, or it cannot be reached
@@ -286,9 +287,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.traceback:
             traceback.print_exc()
         else:
-            print(f"mirror: internal error: {type(exc).__name__}: {exc} "
+            say(f"mirror: internal error: {type(exc).__name__}: {exc} "
                   "(run with --traceback for details)", file=sys.stderr)
         return ExitCode.INTERNAL
+
+
+def say(text: object, file: TextIO | None = None) -> None:
+    """print for what may carry archived or remote text (URLs, titles, reasons): control
+    characters escaped, line breaks kept (mirror.terminal)."""
+    print(printable_lines(text), file=file)
 
 
 #: whether this process is the `mirror` command (not a test calling main): see procgc
@@ -512,7 +519,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         )
     finally:
         manifest.close()
-    print(text)
+    say(text)
     return ExitCode.OK
 
 
@@ -539,7 +546,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
                       "failed": len(manifest.failed(r.id))}
             before = r.id
             failed = health_of(cfg, r).text()
-            print(f"run {r.id:<4} {r.state:<11} {r.started_at} -> {r.finished_at or '...':<20} "
+            say(f"run {r.id:<4} {r.state:<11} {r.started_at} -> {r.finished_at or '...':<20} "
                   f"{totals.get(r.id, (0, 0))[0]:>6} captures  " + counts_text(counts)
                   + (f"  FAILED: {failed}" if failed else ""))
     return ExitCode.OK
@@ -564,7 +571,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         if args.page:
             return _page_diff(args, a, b)
         later = runs[ids.index(b)]
-        print(render_changes(f"run {a} -> run {b}", changes_between(manifest, a, later)))
+        say(render_changes(f"run {a} -> run {b}", changes_between(manifest, a, later)))
     return ExitCode.OK
 
 
@@ -601,7 +608,7 @@ def _page_diff(args: argparse.Namespace, a: int, b: int) -> int:
     (old, old_text), (new, new_text) = sides
     parts = word_diff(old_text, new_text)
     added, removed = diff_stats(parts)
-    print(f"{url}\n  run {a}: {old.warc_date[:19]}Z (status {old.status})\n"
+    say(f"{url}\n  run {a}: {old.warc_date[:19]}Z (status {old.status})\n"
           f"  run {b}: {new.warc_date[:19]}Z (status {new.status})\n"
           f"  {added} words added, {removed} removed")
     if added or removed:
@@ -618,7 +625,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config)
     rules, source = asyncio.run(robots_rules(cfg, args.url, offline=args.offline))
-    print("\n".join(explain(cfg, args.url, args.depth, rules, source)))
+    say("\n".join(explain(cfg, args.url, args.depth, rules, source)))
     return ExitCode.OK
 
 
@@ -650,8 +657,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
             if manifest is not None:
                 manifest.close()
     if verdict.problems:
-        print(format_problems(list(verdict.problems)))
-    print(verdict.summary())
+        say(format_problems(list(verdict.problems)))
+    say(verdict.summary())
     return ExitCode.DAMAGED if verdict.problems else ExitCode.OK
 
 
@@ -673,8 +680,8 @@ def _verify_shared(args: argparse.Namespace) -> int:
         store = cfg.archive.store
     result = verify_db(args.db, store)
     if result.verdict.problems:
-        print(format_problems(result.verdict.problems))
-    print(result.summary())
+        say(format_problems(result.verdict.problems))
+    say(result.summary())
     return result.exit_code
 
 
@@ -692,8 +699,8 @@ def _verify_store(source: Any) -> int:
     finally:
         source.close()
     if verdict.problems:
-        print(format_problems(list(verdict.problems)))
-    print(f"{source.label}: {verdict.summary()}")
+        say(format_problems(list(verdict.problems)))
+    say(f"{source.label}: {verdict.summary()}")
     return ExitCode.DAMAGED if verdict.problems else ExitCode.OK
 
 
@@ -1094,8 +1101,11 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
     run that waited for it), else taken here (ArchiveLocked when another process has it)."""
     from mirror.crawl.crawler import Crawler  # here: it loads aiohttp, which `check` needs not
     from mirror.crawl.stopsignals import RunSignals
+    from mirror.outputdir import output_dir_problem
     from mirror.runreport import write_missing_report, write_report
 
+    if problem := output_dir_problem(cfg.site.output_dir):  # it may have changed since load
+        raise ConfigError(cfg.path, "site.output_dir", f"[site] output_dir: {problem}")
     if _OWN_PROCESS:
         from mirror.crawl import procgc
         procgc.settle()  # the imports a crawl runs on are done
@@ -1130,14 +1140,14 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
         finally:  # ours, or left by a run killed -9: no run works once the lock is released
             layout.progress.unlink(missing_ok=True)
     if quiet:
-        print(summary_line(data))
+        say(summary_line(data))
     elif terminal:
         from mirror.progress import print_summary
 
         print_summary(data, report_path)
     else:
-        print(render_summary(data))
-        print(f"  report         {report_path}")
+        say(render_summary(data))
+        say(f"  report         {report_path}")
     if result.uploads is not None:  # [archive] store: said after the summary
         print("\n".join(result.uploads.lines()),
               file=sys.stdout if result.uploads.complete else sys.stderr)
@@ -1147,7 +1157,7 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
     if shared is not None and not result.error:
         print(f"worker {shared.owner}: " + _worker_end(crawler.completed, result.state))
     if result.error:
-        print(f"mirror: {result.error}; `mirror run` again resumes the run", file=sys.stderr)
+        say(f"mirror: {result.error}; `mirror run` again resumes the run", file=sys.stderr)
     return result.exit_code
 
 
@@ -1226,11 +1236,12 @@ def _logging(
     log_file.parent.mkdir(parents=True, exist_ok=True)
     root = logging.getLogger()
     file_handler = logging.FileHandler(log_file, encoding="utf-8")
-    file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    file_handler.setFormatter(PrintableFormatter("%(asctime)s %(levelname)s %(name)s: "
+                                                 "%(message)s"))
     file_handler.setLevel(logging.INFO)
     console = display.log_handler() if display else logging.StreamHandler(sys.stderr)
-    if not display:
-        console.setFormatter(logging.Formatter("mirror: %(levelname)s: %(message)s"))
+    console.setFormatter(PrintableFormatter("%(message)s" if display
+                                            else "mirror: %(levelname)s: %(message)s"))
     console.setLevel(logging.INFO if verbose else logging.WARNING)
     old_level = root.level
     root.setLevel(logging.INFO)

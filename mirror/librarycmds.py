@@ -4,13 +4,13 @@ without a site file (every site of the library, as the app's home shows them).""
 from __future__ import annotations
 
 import argparse
-import re
 import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from mirror.model import ExitCode
+from mirror.terminal import printable
 
 if TYPE_CHECKING:
     from mirror.app.library import SiteEntry
@@ -30,7 +30,7 @@ def _library_folder(args: argparse.Namespace) -> Path:
 def shown(text: object) -> str:
     """Text for a terminal: control characters (an escape sequence in a site file or a
     page title) as \\xNN, so nothing printed can move the cursor or change colours."""
-    return re.sub(r"[\x00-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m[0]):02x}", str(text))
+    return printable(text)
 
 
 # --- add ------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from rich.text import Text
 from mirror.crawl.progressfile import LiveProgress
 from mirror.model import UrlState
 from mirror.report import RunData, human_bytes, run_outcome, unreachable_line
+from mirror.terminal import printable_lines
 
 BAR_WIDTH = 30
 
@@ -105,7 +106,7 @@ def summary_table(d: RunData, max_items: int = 10) -> Table:
     table.add_column(overflow="fold")
 
     def row(label: str, value: str | list[str], style: str = "") -> None:
-        text = value if isinstance(value, str) else "\n".join(value)
+        text = printable_lines(value if isinstance(value, str) else "\n".join(value))
         table.add_row(Text(label), Text(text, style=style))  # Text: URLs are not markup
 
     def listed(items: list[str], total: int) -> list[str]:

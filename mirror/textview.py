@@ -7,26 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 from mirror.archive.manifest_text import Hit
 from mirror.replay.textdiff import SAME, DiffPart, diff_terminal
+from mirror.terminal import printable, printable_lines
 
 if TYPE_CHECKING:
     from mirror.app.search import Found, Results
 
 #: ANSI styles of a highlighted term on a terminal, and of the dimmed details line
 BOLD_YELLOW, DIM, RESET = "\x1b[1;33m", "\x1b[2m", "\x1b[0m"
-
-
-#: what a terminal must not receive raw from an archived page: C0 and C1 controls (ESC
-#: starts a terminal command) and the bidirectional overrides that reorder what is shown
-_UNSAFE = {*range(0x20), 0x7F, *range(0x80, 0xA0), *range(0x202A, 0x202F),
-           *range(0x2066, 0x206A)}
-
-
-def printable(text: str) -> str:
-    """text with its control characters shown as escapes (ESC as \\x1b), safe to print."""
-    if not any(ord(c) in _UNSAFE for c in text):
-        return text
-    return "".join((f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
-                   if ord(c) in _UNSAFE else c for c in text)
 
 
 def highlight(text: str, marks: Sequence[tuple[int, int]], color: bool) -> str:
@@ -102,7 +89,7 @@ def diff_lines(parts: Sequence[DiffPart], *, color: bool, context: int = 1) -> s
     them, and '…' where lines are left out (like `git diff --word-diff`)."""
     lines: list[list[DiffPart]] = [[]]
     for kind, text in parts:
-        pieces = text.split("\n")
+        pieces = printable_lines(text).split("\n")
         for n, piece in enumerate(pieces):
             if n:
                 lines.append([])

@@ -100,7 +100,7 @@ async def test_the_library_app_in_a_browser(
             await page.click("button:has-text('Add')")
             invalid = page.locator(".field.invalid")
             assert await invalid.count() == 1
-            assert "[crawl] workers: expected an integer >= 1, found 0 (an integer)" in \
+            assert "[crawl] workers: expected an integer from 1 to 1,000, found 0 (an integer)" in \
                 await invalid.inner_text()
             await page.fill("#f-crawl\\.workers", "2")
             await page.click("button:has-text('Add')")

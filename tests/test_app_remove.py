@@ -15,7 +15,7 @@ from conftest import TestSite
 from uiproc import UiProcess, chain_site, crawl, post, site_file
 
 from mirror.app.library import Library
-from mirror.app.removal import RemovalError, find_site, plan, remove
+from mirror.app.removal import find_site, plan, remove
 from mirror.archive.fsutil import disk_usage
 from mirror.archive.lock import ArchiveLock
 from mirror.report import human_bytes
@@ -113,22 +113,23 @@ async def test_an_archive_shared_with_another_site_is_never_deleted(
     assert status == 303 and not twin.exists() and (archive / "manifest.sqlite3").exists()
 
 
-def test_a_site_whose_archive_is_the_home_folder_leaves_it_alone(tmp_path: Path) -> None:
-    """A hand-written output_dir may name any folder: it is neither walked, nor locked, nor
-    deleted, and the site file still goes."""
+def test_a_site_whose_archive_is_the_home_folder_leaves_it_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hand-written output_dir naming the home folder is refused (issue 32): the site is
+    a broken file, its "archive" neither walked, nor locked, nor deleted; the file goes."""
     home, library = tmp_path / "home", tmp_path / "home" / "lib"
     library.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
     (home / "notes.txt").write_text("mine")
     path = library / "odd.toml"
     path.write_text(f'[site]\nname = "odd"\nstart_urls = ["http://x.test/"]\n'
                     f'output_dir = "{home}"\n')
     books = Library(library)
-    removal = plan(books, find_site(books, "ODD"), home=home)
-    assert (removal.archive, removal.size) == (home, 0)
-    assert removal.keep_only == f"{home} is not an archive folder of its own"
-    with pytest.raises(RemovalError, match="^the archive is not deleted: "):
-        remove(removal, delete_archive=True)
-    assert path.exists()
-    assert remove(removal, delete_archive=False)[-1] == f"kept {home}: {removal.keep_only}"
+    entry = find_site(books, "odd")
+    assert entry.config is None and "is your home folder" in str(entry.error)
+    removal = plan(books, entry, home=home)
+    assert (removal.archive, removal.size) == (None, 0)
+    remove(removal, delete_archive=False)
+    assert not path.exists()
     assert sorted(p.name for p in home.iterdir()) == ["lib", "notes.txt"]
     assert list(library.iterdir()) == []

@@ -72,7 +72,8 @@ async def test_one_save_shows_every_bad_field_beside_it_and_writes_nothing(
                             "'https://example.com/', found 'a.test' (a string)"],
         "scope.include": ["[scope] include[0]: invalid regular expression: missing ), "
                           "unterminated subpattern at position 0"],
-        "crawl.workers": ["[crawl] workers: expected an integer >= 1, found 0 (an integer)"],
+        "crawl.workers": ["[crawl] workers: expected an integer from 1 to 1,000,"
+                          " found 0 (an integer)"],
         "schedule.every": [shown["schedule.every"][0]],
     }
     assert shown["schedule.every"][0].startswith('[schedule] every: expected "hourly"')
@@ -94,7 +95,8 @@ async def test_settings_open_with_the_files_problems_shown(
     status, page = await get(session, ui, "/site/kept/settings")
     assert status == 200
     assert invalid_fields(page) == {
-        "crawl.per_host": ["[crawl] per_host: expected an integer >= 1, found 'two' (a string)"],
+        "crawl.per_host": ["[crawl] per_host: expected an integer from 1 to 100,"
+                           " found 'two' (a string)"],
         "schedule.every": ["[schedule] every: invalid schedule 'daily 25:00': the hour must be "
                            "0-23, found 25"]}
     assert re.search(r'name="crawl.per_host" value="two" inputmode', page)  # not dropped
@@ -109,8 +111,10 @@ async def test_a_save_writes_schedule_and_retention_and_the_banner_says_saved(
         ui: UiProcess, session: aiohttp.ClientSession, library: Path) -> None:
     status, page = await get(session, ui, "/site/kept/settings")
     assert status == 200 and problems_box(page) == ""
-    assert re.search(r'name="crawl.workers" value="16" type="number" min="1" step="1"', page)
-    assert re.search(r'name="crawl.delay" value="0.0" type="number" min="0" step="any"', page)
+    assert re.search(r'name="crawl.workers" value="16" type="number" min="1" max="1000" '
+                     r'step="1"', page)
+    assert re.search(r'name="crawl.delay" value="0.0" type="number" min="0" max="3600" '
+                     r'step="any"', page)
     assert re.search(r'name="retention.keep_last" value="0" type="number" min="0"', page)
     async with session.get(ui.base) as home:
         token = re.search(r'<meta name="csrf" content="([^"]+)"', await home.text())
@@ -157,8 +161,8 @@ async def test_the_file_editor_fixes_what_the_form_cannot(
     box = problems_box(page)
     assert "Not saved: 3 problems:" in box
     for message in ("[crawl] worker: unknown key; did you mean 'workers'?",
-                    "[crawl] per_host: expected an integer >= 1, found 0 (an integer)",
-                    "[crawl] delay: expected a number >= 0, found 'soon' (a string)"):
+                    "[crawl] per_host: expected an integer from 1 to 100, found 0 (an integer)",
+                    "[crawl] delay: expected a number from 0 to 3600, found 'soon' (a string)"):
         assert message in box
     assert (library / "kept.toml").read_text() == broken
     # the fix is written as typed: comments, blank lines, spacing
@@ -207,7 +211,8 @@ async def test_four_bad_fields_in_one_save_in_a_browser(ui: UiProcess, library: 
                                "as 'https://example.com/', found 'a.test' (a string)",
             "scope.exclude": "[scope] exclude[0]: invalid regular expression: unterminated "
                              "character set at position 0",
-            "crawl.workers": "[crawl] workers: expected an integer >= 1, found 0 (an integer)",
+            "crawl.workers": "[crawl] workers: expected an integer from 1 to 1,000,"
+                             " found 0 (an integer)",
             "schedule.every": "[schedule] every: invalid schedule 'daily 25:00': the hour "
                               "must be 0-23, found 25"}
         assert (library / "kept.toml").read_text() == KEPT

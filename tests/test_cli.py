@@ -81,7 +81,8 @@ def test_check_prints_effective_settings(cli: Cli):
         ('[site]\nname = "x"\nstart_urls = ["http://a/"]\n[crawl]\nworker = 3\n',
          "site.toml: [crawl] worker: unknown key; did you mean 'workers'?"),
         ('[site]\nname = "x"\nstart_urls = ["http://a/"]\n[crawl]\nworkers = "many"\n',
-         "site.toml: [crawl] workers: expected an integer >= 1, found 'many' (a string)"),
+         "site.toml: [crawl] workers: expected an integer from 1 to 1,000,"
+         " found 'many' (a string)"),
         ('[site]\nstart_urls = ["http://a/"]\n', "site.toml: [site] name: required key is missing"),
         ('[site\n', "site.toml: line 1, column 6: invalid TOML"),
     ],
@@ -107,8 +108,10 @@ def test_check_prints_every_error_of_the_file_and_exits_2(cli: Cli, tmp_path: Pa
         "mirror: site.toml: [site] start_urls[0]: expected an absolute http(s) URL such as "
         "'https://example.com/', found 'http//example.com/' (a string)",
         "mirror: site.toml: [crawl] worker: unknown key; did you mean 'workers'?",
-        "mirror: site.toml: [crawl] per_host: expected an integer >= 1, found 'four' (a string)",
-        "mirror: site.toml: [crawl] timeout: expected a number > 0, found 0 (an integer)",
+        "mirror: site.toml: [crawl] per_host: expected an integer from 1 to 100,"
+        " found 'four' (a string)",
+        "mirror: site.toml: [crawl] timeout: expected a number > 0 and <= 3600,"
+        " found 0 (an integer)",
         "mirror: site.toml: 4 errors",
     ]
 

@@ -15,12 +15,10 @@ from mirror.config import (
     RetentionSection,
     ScopeSection,
     SiteConfig,
-    _choice,
-    _Context,
-    _Invalid,
     load_config,
     parse_config,
 )
+from mirror.configrules import Context, Invalid, choice
 from mirror.web.http import REDACTED
 from mirror.web.urls import DEFAULT_IGNORE_QUERY
 
@@ -139,8 +137,8 @@ def test_absolute_output_dir_is_kept(tmp_path: Path) -> None:
 
 URLS = '\nstart_urls = ["https://example.com/"]\n'
 HTTP_URL = "an absolute http(s) URL such as 'https://example.com/'"
-FIELD = "a string without CR, LF or NUL"
-UA = "a non-empty string without CR, LF or NUL"
+FIELD = "a string without control characters (a tab is allowed)"
+UA = "a non-empty string without control characters (a tab is allowed)"
 CRAWL_KEYS = (
     "workers, per_host, parse_processes, delay, max_crawl_delay, max_retry_after, "
     "max_redirects, max_tries, timeout, connect_timeout, "
@@ -205,11 +203,11 @@ CASES = [
     (SITE + '[scope]\nexclude = "a"', "scope.exclude",
      "[scope] exclude: expected an array of regular expressions, found 'a' (a string)"),
     (SITE + "[scope]\nmax_depth = -1", "scope.max_depth",
-     "[scope] max_depth: expected an integer >= 0, found -1 (an integer)"),
+     "[scope] max_depth: expected an integer from 0 to 10,000, found -1 (an integer)"),
     (SITE + "[scope]\nmax_depth = 1.5", "scope.max_depth",
-     "[scope] max_depth: expected an integer >= 0, found 1.5 (a float)"),
+     "[scope] max_depth: expected an integer from 0 to 10,000, found 1.5 (a float)"),
     (SITE + "[scope]\nmax_pages = true", "scope.max_pages",
-     "[scope] max_pages: expected an integer >= 0, found True (a boolean)"),
+     "[scope] max_pages: expected an integer from 0 to 1,000,000,000, found True (a boolean)"),
     (SITE + '[scope]\npage_requisites = "yes"', "scope.page_requisites",
      "[scope] page_requisites: expected true or false, found 'yes' (a string)"),
     (SITE + "[scope]\npage_requisites = 1", "scope.page_requisites",
@@ -222,43 +220,45 @@ CASES = [
      "[scope]: expected a table, found [{'max_depth': 1}] (an array)"),
     # [crawl]
     (SITE + '[crawl]\nworkers = "sixteen"', "crawl.workers",
-     "[crawl] workers: expected an integer >= 1, found 'sixteen' (a string)"),
+     "[crawl] workers: expected an integer from 1 to 1,000, found 'sixteen' (a string)"),
     (SITE + "[crawl]\nworkers = 0", "crawl.workers",
-     "[crawl] workers: expected an integer >= 1, found 0 (an integer)"),
+     "[crawl] workers: expected an integer from 1 to 1,000, found 0 (an integer)"),
     (SITE + "[crawl]\nworkers = true", "crawl.workers",
-     "[crawl] workers: expected an integer >= 1, found True (a boolean)"),
+     "[crawl] workers: expected an integer from 1 to 1,000, found True (a boolean)"),
     (SITE + "[crawl]\nworkers = 16.0", "crawl.workers",
-     "[crawl] workers: expected an integer >= 1, found 16.0 (a float)"),
+     "[crawl] workers: expected an integer from 1 to 1,000, found 16.0 (a float)"),
     (SITE + "[crawl]\nper_host = 0", "crawl.per_host",
-     "[crawl] per_host: expected an integer >= 1, found 0 (an integer)"),
+     "[crawl] per_host: expected an integer from 1 to 100, found 0 (an integer)"),
     (SITE + "[crawl]\ndelay = -1", "crawl.delay",
-     "[crawl] delay: expected a number >= 0, found -1 (an integer)"),
+     "[crawl] delay: expected a number from 0 to 3600, found -1 (an integer)"),
     (SITE + "[crawl]\ndelay = nan", "crawl.delay",
-     "[crawl] delay: expected a number >= 0, found nan (a float)"),
+     "[crawl] delay: expected a number from 0 to 3600, found nan (a float)"),
     (SITE + "[crawl]\ndelay = false", "crawl.delay",
-     "[crawl] delay: expected a number >= 0, found False (a boolean)"),
+     "[crawl] delay: expected a number from 0 to 3600, found False (a boolean)"),
     (SITE + '[crawl]\ndelay = "1s"', "crawl.delay",
-     "[crawl] delay: expected a number >= 0, found '1s' (a string)"),
+     "[crawl] delay: expected a number from 0 to 3600, found '1s' (a string)"),
     (SITE + "[crawl]\ndelay = 1979-05-27", "crawl.delay",
-     "[crawl] delay: expected a number >= 0, found 1979-05-27 (a date)"),
+     "[crawl] delay: expected a number from 0 to 3600, found 1979-05-27 (a date)"),
     (SITE + "[crawl]\ndelay = 1979-05-27T07:32:00Z", "crawl.delay",
-     "[crawl] delay: expected a number >= 0, found 1979-05-27T07:32:00+00:00 (a datetime)"),
+     "[crawl] delay: expected a number from 0 to 3600,"
+     " found 1979-05-27T07:32:00+00:00 (a datetime)"),
     (SITE + "[crawl]\ndelay = 07:32:00", "crawl.delay",
-     "[crawl] delay: expected a number >= 0, found 07:32:00 (a time)"),
+     "[crawl] delay: expected a number from 0 to 3600, found 07:32:00 (a time)"),
     (SITE + "[crawl]\nmax_redirects = -1", "crawl.max_redirects",
-     "[crawl] max_redirects: expected an integer >= 0, found -1 (an integer)"),
+     "[crawl] max_redirects: expected an integer from 0 to 100, found -1 (an integer)"),
     (SITE + "[crawl]\nmax_tries = 0", "crawl.max_tries",
-     "[crawl] max_tries: expected an integer >= 1, found 0 (an integer)"),
+     "[crawl] max_tries: expected an integer from 1 to 100, found 0 (an integer)"),
     (SITE + "[crawl]\ntimeout = 0", "crawl.timeout",
-     "[crawl] timeout: expected a number > 0, found 0 (an integer)"),
+     "[crawl] timeout: expected a number > 0 and <= 3600, found 0 (an integer)"),
     (SITE + "[crawl]\ntimeout = inf", "crawl.timeout",
-     "[crawl] timeout: expected a number > 0, found inf (a float)"),
+     "[crawl] timeout: expected a number > 0 and <= 3600, found inf (a float)"),
     (SITE + "[crawl]\nconnect_timeout = 0.0", "crawl.connect_timeout",
-     "[crawl] connect_timeout: expected a number > 0, found 0.0 (a float)"),
+     "[crawl] connect_timeout: expected a number > 0 and <= 3600, found 0.0 (a float)"),
     (SITE + "[crawl]\nread_timeout = -1.5", "crawl.read_timeout",
-     "[crawl] read_timeout: expected a number > 0, found -1.5 (a float)"),
+     "[crawl] read_timeout: expected a number > 0 and <= 3600, found -1.5 (a float)"),
     (SITE + "[crawl]\nmax_response_bytes = 0", "crawl.max_response_bytes",
-     "[crawl] max_response_bytes: expected an integer >= 1, found 0 (an integer)"),
+     "[crawl] max_response_bytes: expected an integer from 1 to 100,000,000,000,"
+     " found 0 (an integer)"),
     (SITE + '[crawl]\nuser_agent = " "', "crawl.user_agent",
      f"[crawl] user_agent: expected {UA}, found ' ' (a string)"),
     (SITE + '[crawl]\nuser_agent = "a\\r\\nX: b"', "crawl.user_agent",
@@ -282,7 +282,8 @@ CASES = [
      f"[crawl] user_agent: expected {UA}, found '{'x' * 56}... (a string)"),
     # [archive]
     (SITE + "[archive]\nwarc_max_bytes = 0", "archive.warc_max_bytes",
-     "[archive] warc_max_bytes: expected an integer >= 1, found 0 (an integer)"),
+     "[archive] warc_max_bytes: expected an integer from 1 to 1,000,000,000,000,"
+     " found 0 (an integer)"),
     # issue 15's keys
     (SITE + "[scope]\ntraps = ['replytocom', 'calendar']", "scope.traps",
      "[scope] traps[1]: expected one of 'replytocom', 'login', 'share', 'print', found "
@@ -290,7 +291,7 @@ CASES = [
     (SITE + "[crawl]\ncookies_file = 'missing.txt'", "crawl.cookies_file",
      f"[crawl] cookies_file: no such file: {Path('missing.txt').absolute()}"),
     (SITE + "[crawl]\nmax_retry_time = -1", "crawl.max_retry_time",
-     "[crawl] max_retry_time: expected a number >= 0, found -1 (an integer)"),
+     "[crawl] max_retry_time: expected a number from 0 to 86400, found -1 (an integer)"),
     (SITE + "[login]\nfields = { user = 'me' }", "login.url",
      "[login] url: required when [login] fields are given (the address the login form is "
      "sent to)"),
@@ -345,13 +346,13 @@ CASES = [
     (SITE + "[hooks]\nonfailure = 'x'", "hooks.onfailure",
      "[hooks] onfailure: unknown key; did you mean 'on_failure'?"),
     (SITE + "[hooks]\ntimeout = 0", "hooks.timeout",
-     "[hooks] timeout: expected a number > 0, found 0 (an integer)"),
+     "[hooks] timeout: expected a number > 0 and <= 86400, found 0 (an integer)"),
     (SITE + "[retention]\nkeep_daily = -1", "retention.keep_daily",
-     "[retention] keep_daily: expected an integer >= 0, found -1 (an integer)"),
+     "[retention] keep_daily: expected an integer from 0 to 100,000, found -1 (an integer)"),
     (SITE + "[retention]\nkeep_weekly = 2.5", "retention.keep_weekly",
-     "[retention] keep_weekly: expected an integer >= 0, found 2.5 (a float)"),
+     "[retention] keep_weekly: expected an integer from 0 to 100,000, found 2.5 (a float)"),
     (SITE + "[retention]\nkeep_monthly = '6'", "retention.keep_monthly",
-     "[retention] keep_monthly: expected an integer >= 0, found '6' (a string)"),
+     "[retention] keep_monthly: expected an integer from 0 to 100,000, found '6' (a string)"),
     (SITE + "[retention]\nkeep_yearly = 1", "retention.keep_yearly",
      "[retention] keep_yearly: unknown key; did you mean 'keep_daily'?"),
     ("keep_daily = 7\n" + SITE, "keep_daily",
@@ -397,8 +398,9 @@ def test_every_error_of_a_file_at_once() -> None:
         ("site.start_urls", "[site] start_urls[0]: expected an absolute http(s) URL such as "
                             "'https://example.com/', found 'ftp://example.com/' (a string)"),
         ("crawl.worker", "[crawl] worker: unknown key; did you mean 'workers'?"),
-        ("crawl.workers", "[crawl] workers: expected an integer >= 1, found 'many' (a string)"),
-        ("crawl.delay", "[crawl] delay: expected a number >= 0, found -1 (an integer)"),
+        ("crawl.workers", "[crawl] workers: expected an integer from 1 to 1,000,"
+                          " found 'many' (a string)"),
+        ("crawl.delay", "[crawl] delay: expected a number from 0 to 3600, found -1 (an integer)"),
         ("login.url", "[login] url: required when [login] fields are given (the address the "
                       "login form is sent to)"),
     ]
@@ -434,10 +436,10 @@ def test_message_uses_the_path_as_given() -> None:
 
 
 def test_choice_rule() -> None:
-    rule = _choice("fast", "power")
-    assert rule("power", _Context(Path("/"))) == "power"
-    with pytest.raises(_Invalid) as info:
-        rule("slow", _Context(Path("/")))
+    rule = choice("fast", "power")
+    assert rule("power", Context(Path("/"))) == "power"
+    with pytest.raises(Invalid) as info:
+        rule("slow", Context(Path("/")))
     assert info.value.detail == "expected one of 'fast', 'power', found 'slow' (a string)"
 
 

@@ -35,8 +35,8 @@ def test_every_problem_of_the_text_is_listed() -> None:
         check(FILE.replace("[crawl]", "[crawl]\ndelay = -1\ntimeout = 'x'"))
     assert [e.detail for e in info.value.errors] == [
         "[crawl] worker: unknown key; did you mean 'workers'?",
-        "[crawl] delay: expected a number >= 0, found -1 (an integer)",
-        "[crawl] timeout: expected a number > 0, found 'x' (a string)"]
+        "[crawl] delay: expected a number from 0 to 3600, found -1 (an integer)",
+        "[crawl] timeout: expected a number > 0 and <= 3600, found 'x' (a string)"]
     with pytest.raises(ConfigError, match="line 7, column 11: invalid TOML: Invalid value"):
         check(FILE + "workers = \n")
 

@@ -305,17 +305,17 @@ def test_read_only_fields_are_not_written_and_unknown_keys_are_refused() -> None
 
 @pytest.mark.parametrize(("values", "key", "message"), [
     ({"crawl.workers": "abc"}, "crawl.workers",
-     "[crawl] workers: expected an integer >= 1, found 'abc' (a string)"),
+     "[crawl] workers: expected an integer from 1 to 1,000, found 'abc' (a string)"),
     ({"crawl.workers": "2.5"}, "crawl.workers",
-     "[crawl] workers: expected an integer >= 1, found 2.5 (a float)"),
+     "[crawl] workers: expected an integer from 1 to 1,000, found 2.5 (a float)"),
     ({"scope.max_pages": ""}, "scope.max_pages",
      "[scope] max_pages: expected a number, found an empty field"),
     ({"schedule.every": "daily 25:00"}, "schedule.every",
      "[schedule] every: invalid schedule 'daily 25:00': the hour must be 0-23, found 25"),
     ({"retention.keep_daily": "-7"}, "retention.keep_daily",
-     "[retention] keep_daily: expected an integer >= 0, found -7 (an integer)"),
+     "[retention] keep_daily: expected an integer from 0 to 100,000, found -7 (an integer)"),
     ({"crawl.delay": "soon"}, "crawl.delay",
-     "[crawl] delay: expected a number >= 0, found 'soon' (a string)"),
+     "[crawl] delay: expected a number from 0 to 3600, found 'soon' (a string)"),
     ({"scope.include": "ok\n("}, "scope.include",
      "[scope] include[1]: invalid regular expression: "
      "missing ), unterminated subpattern at position 0"),
@@ -328,7 +328,8 @@ def test_read_only_fields_are_not_written_and_unknown_keys_are_refused() -> None
      "[scope] hosts[0]: expected a host name such as 'cdn.example.com', "
      "found 'https://cdn.example.com/' (a string)"),
     ({"crawl.user_agent": " "}, "crawl.user_agent",
-     "[crawl] user_agent: expected a non-empty string without CR, LF or NUL, found '' (a string)"),
+     "[crawl] user_agent: expected a non-empty string without control characters"
+     " (a tab is allowed), found '' (a string)"),
     ({"crawl.headers": "Accept: text/html\nno colon here"}, "crawl.headers",
      "[crawl] headers: line 2: expected 'Name: value'"),
     ({"crawl.headers": "X-A: 1\nx-a: 2"}, "crawl.headers",
@@ -381,6 +382,8 @@ def test_number_fields_know_their_least_value() -> None:
     assert fields["crawl.workers"].minimum == 1 and fields["scope.max_pages"].minimum == 0
     assert fields["crawl.delay"].minimum == 0.0 and fields["retention.keep_last"].minimum == 0
     assert fields["crawl.user_agent"].minimum is None
+    assert fields["crawl.workers"].maximum == 1000 and fields["crawl.delay"].maximum == 3600
+    assert fields["crawl.user_agent"].maximum is None
     assert [fields["crawl.workers"].input_type(v) for v in ("16", "", "2.5", "many")] == [
         "number", "number", "number", "text"]
     assert fields["schedule.every"].input_type("7") == "text"
@@ -458,7 +461,7 @@ _VALUES = st.fixed_dictionaries({
     "scope.max_pages": st.integers(0, 10**9).map(str),
     "crawl.workers": st.integers(1, 64).map(str),
     "crawl.per_host": st.integers(1, 64).map(str),
-    "crawl.delay": st.floats(0, 1e6, allow_nan=False, allow_infinity=False).map(str),
+    "crawl.delay": st.floats(0, 3600, allow_nan=False, allow_infinity=False).map(str),
     "crawl.user_agent": _LINE,
     "crawl.headers": st.lists(st.tuples(_TOKEN, _LINE), max_size=3).map(_headers),
     "schedule.every": st.sampled_from(["", "hourly", "daily 03:15", "weekly sun 04:00",

@@ -185,15 +185,15 @@ def test_new_keys_defaults() -> None:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("[scope]\nmax_path_depth = -1", "[scope] max_path_depth: expected an integer >= 0"),
+    ("[scope]\nmax_path_depth = -1", "[scope] max_path_depth: expected an integer from 0"),
     ("[scope]\nmax_segment_repeats = 1.5", "[scope] max_segment_repeats: expected an integer"),
-    ("[scope]\nmax_url_length = true", "[scope] max_url_length: expected an integer >= 0"),
-    ("[scope]\nmax_outlinks = '6000'", "[scope] max_outlinks: expected an integer >= 0"),
-    ("[scope]\nmax_host_pages = -5", "[scope] max_host_pages: expected an integer >= 0"),
-    ("[scope]\nmax_host_bytes = -1", "[scope] max_host_bytes: expected an integer >= 0"),
+    ("[scope]\nmax_url_length = true", "[scope] max_url_length: expected an integer from 0"),
+    ("[scope]\nmax_outlinks = '6000'", "[scope] max_outlinks: expected an integer from 0"),
+    ("[scope]\nmax_host_pages = -5", "[scope] max_host_pages: expected an integer from 0"),
+    ("[scope]\nmax_host_bytes = -1", "[scope] max_host_bytes: expected an integer from 0"),
     ("[scope]\nrobots = 'yes'", "[scope] robots: expected true or false"),
-    ("[crawl]\nmax_crawl_delay = -1", "[crawl] max_crawl_delay: expected a number >= 0"),
-    ("[crawl]\nmax_retry_after = nan", "[crawl] max_retry_after: expected a number >= 0"),
+    ("[crawl]\nmax_crawl_delay = -1", "[crawl] max_crawl_delay: expected a number from 0"),
+    ("[crawl]\nmax_retry_after = nan", "[crawl] max_retry_after: expected a number from 0"),
     ("[scope]\nmax_path_dept = 3", "did you mean 'max_path_depth'?"),
 ])
 def test_new_keys_validation(text: str, message: str) -> None:

@@ -24,6 +24,7 @@ from mirror.config import (
     ScopeSection,
     SiteSection,
     config_error,
+    maximum_of,
     minimum_of,
     parse_config,
 )
@@ -52,6 +53,12 @@ class FormField:
         if least is None or not least[1]:
             return None
         return int(least[0]) if self.kind == "int" else least[0]
+
+    @property
+    def maximum(self) -> float | None:
+        """The greatest value a number field takes (its input's max)."""
+        most = maximum_of(self.key) if self.kind in ("int", "float") else None
+        return int(most) if most is not None and self.kind == "int" else most
 
     def input_type(self, value: str) -> str:
         """"number" for a number field, unless it holds a text a number input would drop."""
@@ -113,7 +120,7 @@ def declared_name(text: str) -> str:
     """The [site] name a site file's text declares; "" when it declares none it can read."""
     try:
         name = tomllib.loads(text.removeprefix("\ufeff"))["site"]["name"]
-    except (tomllib.TOMLDecodeError, KeyError, TypeError):
+    except (tomllib.TOMLDecodeError, RecursionError, KeyError, TypeError):
         return ""
     return name if isinstance(name, str) else ""
 
@@ -175,7 +182,7 @@ def _load(text: str, path: Path) -> dict[str, Any]:
     text = text.removeprefix("\ufeff")  # as load_config reads it
     try:
         return tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         parse_config(text, path)  # raises the ConfigError with line and column
         raise
 

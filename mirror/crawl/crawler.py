@@ -42,7 +42,7 @@ from mirror.crawl.fetch import (
 from mirror.crawl.frontier import Frontier
 from mirror.crawl.hostlease import SharedFrontier, default_ttl
 from mirror.crawl.login import LoginError, LoginKeeper
-from mirror.crawl.parsepool import ParserPool, parse_cut
+from mirror.crawl.parsepool import ParserPool, helper_count, parse_cut
 from mirror.crawl.politeness import (
     BACKOFF_BASE,
     SOFT_FAILURES,
@@ -170,7 +170,7 @@ class Crawler:
         self._usage: dict[str, tuple[int, int]] = {}  # site -> (URLs, bytes) this run
         self.discovery = Discovery(cfg, self.scope)
         self.sitemap_budget = SitemapBudget(self.manifest, cfg.scope.max_sitemap_urls)
-        self.parsers = ParserPool(cfg, self.discovery, cfg.crawl.parse_processes)
+        self.parsers = ParserPool(cfg, self.discovery, helper_count(cfg.crawl.parse_processes))
         # captures are committed in groups (store.GROUP_SIZE, GROUP_WAIT unless given)
         self.store = CaptureStore(self.manifest, self.warc_dir, self.discovery.wants_body,
                                   group_size=1 if shared else group_size,

@@ -382,3 +382,13 @@ def _exit_reason(code: int | None, exc: Exception) -> str:
 async def _read_message(stream: asyncio.StreamReader) -> Any:
     head = await stream.readexactly(LENGTH.size)
     return pickle.loads(await stream.readexactly(LENGTH.unpack(head)[0]))
+
+
+def helper_count(configured: int, cores: int | None = None) -> int:
+    """The helpers a run starts for `parse_processes`: at most one per core (more add
+    memory, not speed); `cores` defaults to this machine's count."""
+    cores = cores if cores is not None else (os.cpu_count() or 1)
+    if configured > cores:
+        log.info("parse_processes = %d, but %d cores: starting %d link-extraction processes",
+                 configured, cores, cores)
+    return min(configured, cores)

@@ -358,7 +358,10 @@ def _to_ascii(name: str) -> str:
         return name.encode("idna").decode("ascii").lower()  # IDNA2003, the stdlib codec
     # IDNA2008 with UTS #46 mapping; ASCII labels (even with '_') pass as they are.
     mapped = idna.uts46_remap(name, std3_rules=False, transitional=False)
-    labels = (lb if lb.isascii() else idna.alabel(lb).decode("ascii") for lb in mapped.split("."))
+    labels = [lb if lb.isascii() else idna.alabel(lb).decode("ascii") for lb in mapped.split(".")]
+    for label in labels:
+        if label[:4].lower() == "xn--":
+            idna.ulabel(label)  # IDNAError (a UnicodeError) unless valid punycode, as browsers
     return ".".join(labels)
 
 
