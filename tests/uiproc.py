@@ -12,12 +12,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 from conftest import TestSite
 
 from mirror.archive.manifest_queries import ManifestError, ManifestReader
 from mirror.layout import ArchiveLayout
+from mirror.webapp import session_value
 
 ADDRESS = re.compile(r"open (http://\S+/)\?token=(\S+)")
 
@@ -72,8 +74,13 @@ class UiProcess:
         return self.proc.returncode
 
     def session(self) -> aiohttp.ClientSession:
-        """A client with the access cookie, as a browser has after opening the address."""
-        return aiohttp.ClientSession(cookies={"mirror_ui": self.token})
+        """A client with the access cookie, as a browser has after opening the address (made
+        for its address, 127.0.0.1, and the app's name)."""
+        return aiohttp.ClientSession(cookies={"mirror_ui": self.cookie})
+
+    @property
+    def cookie(self) -> str:
+        return session_value(self.token, "127.0.0.1", urlsplit(self.base).netloc)
 
     @property
     def origin(self) -> str:
