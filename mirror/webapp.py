@@ -20,7 +20,7 @@ from aiohttp.typedefs import Handler, Middleware
 
 __all__ = ["Access", "Handler", "HostNames", "Middleware", "READ_METHODS", "access_guard",
            "derive", "host_allowed", "host_guard", "host_names", "is_loopback",
-           "local_name", "loopback_hosts", "new_token", "read_only_guard", "refuse", "same",
+           "local_name", "loopback_hosts", "new_token", "read_only_guard", "refuse", "resolves_names", "same",
            "session_value", "shown", "start_app", "start_app_preferring", "until_signalled",
            "within", "without_token"]
 
@@ -178,6 +178,12 @@ def local_name(token: str, purpose: str) -> str:
     servers asked for by this name, which no one without `token` knows."""
     digest = hmac.new(token.encode(), b"name:" + purpose.encode(), hashlib.sha256).hexdigest()
     return f"m{digest[:24]}.localhost"
+
+
+def resolves_names(host: str) -> bool:
+    """Whether browsers reach a server bound to `host` at the names under localhost: those
+    are 127.0.0.1 and ::1 (not 127.0.0.2, nor an address beyond loopback)."""
+    return host.strip("[]").lower() in ("127.0.0.1", "::1", "localhost")
 
 
 def session_value(token: str, remote: str, host: str) -> str:

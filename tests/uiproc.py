@@ -75,8 +75,10 @@ class UiProcess:
 
     def session(self) -> aiohttp.ClientSession:
         """A client with the access cookie, as a browser has after opening the address (made
-        for its address, 127.0.0.1, and the app's name)."""
-        return aiohttp.ClientSession(cookies={"mirror_ui": self.cookie})
+        for its address, 127.0.0.1, and the app's name); it keeps the cookies of servers
+        known by an IP address too, as browsers do."""
+        return aiohttp.ClientSession(cookies={"mirror_ui": self.cookie},
+                                     cookie_jar=aiohttp.CookieJar(unsafe=True))
 
     @property
     def cookie(self) -> str:

@@ -63,7 +63,7 @@ class Replays:
         self.host = host
         self.keys = keys
         self.extra_hosts = extra_hosts  # Host names beside the loopback ones (--host)
-        self.exposed = exposed  # beyond loopback (or --lan): known by its addresses
+        self.exposed = exposed  # known by its addresses (--lan, --host), not names of its own
         self.saved = saved  # where the ports of the last start are kept
         self.library = ""  # the app's base URL, once it listens: the banner's way back
         self.servers: dict[str, ReplayServer] = {}

@@ -16,6 +16,7 @@ from mirror.webapp import (
     host_names,
     is_loopback,
     local_name,
+    resolves_names,
     start_app_preferring,
     until_signalled,
 )
@@ -46,10 +47,11 @@ async def serve_library(folder: Path, *, host: str, port: int | None, open_brows
     saved = StateFile(state_file(folder), folder)
     exposed = lan is not None or not is_loopback(host)
     keys = Secrets(token=app_token(saved.state.token, exposed))
-    names = host_names(host) if exposed else frozenset({local_name(keys.token, "app")})
-    hosts = HostNames(names, loopback=exposed)
+    named = not exposed and resolves_names(host)
+    names = frozenset({local_name(keys.token, "app")}) if named else host_names(host)
+    hosts = HostNames(names, loopback=not named)
     app = LibraryApp(folder, keys=keys, hosts=hosts, replay_host=host,
-                     extra_hosts=names, exposed=exposed, read_only=lan is not None,
+                     extra_hosts=names, exposed=not named, read_only=lan is not None,
                      fleet_db=db, saved=saved)
     runner, base = await start_app_preferring(app.make(), host,
                                               saved.state.port if port is None else port)
