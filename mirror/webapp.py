@@ -168,7 +168,7 @@ def derive(token: str, purpose: str) -> str:
     """A secret made from `token` for one `purpose` (a replay server's token, a host name):
     knowing it tells nothing of `token` or of the secrets made for other purposes."""
     digest = hmac.new(token.encode(), purpose.encode(), hashlib.sha256).digest()
-    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+    return base64.urlsafe_b64encode(digest).decode()[:32]  # as long as new_token()'s
 
 
 def local_name(token: str, purpose: str) -> str:
@@ -186,11 +186,11 @@ def resolves_names(host: str) -> bool:
     return host.strip("[]").lower() in ("127.0.0.1", "::1", "localhost")
 
 
-def session_value(token: str, remote: str, host: str) -> str:
-    """The cookie a browser gets for `token`: bound to its address (`remote`) and to the
-    Host it asked for, so that a copy is worth nothing from another machine or at another
-    name; the token itself never is a cookie."""
-    return derive(token, f"session|{remote}|{host.lower()}")
+def session_value(token: str, remote: str) -> str:
+    """The cookie a browser gets for `token`: bound to its address (`remote`), so that a
+    copy sent elsewhere (cookies ignore ports) is worth nothing from another machine; the
+    token itself never is a cookie."""
+    return derive(token, f"session|{remote}")
 
 
 def within(target: str) -> bool:
@@ -215,7 +215,7 @@ def without_token(path: str, query: dict[str, str]) -> str:
 @dataclass
 class Access:
     """A secret a browser brings once in an address (?token=...), then as an HttpOnly
-    cookie bound to that browser's address and to the Host it asked for (session_value).
+    cookie bound to that browser's address (session_value).
     Cookies ignore ports: a server that shares an address with others names its cookie
     after its port, known once it listens (set `cookie` then); on loopback each server has
     a name of its own (local_name), the only sound way to keep a cookie from other ports."""
@@ -226,7 +226,7 @@ class Access:
     samesite: str = "Strict"  # Lax where links from another site of ours lead here
 
     def session(self, request: web.Request) -> str:
-        return session_value(self.token, request.remote or "", request.host)
+        return session_value(self.token, request.remote or "")
 
     def admits(self, request: web.Request) -> bool:
         return same(request.cookies.get(self.cookie), self.session(request))

@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 from conftest import TestSite
@@ -75,14 +74,14 @@ class UiProcess:
 
     def session(self) -> aiohttp.ClientSession:
         """A client with the access cookie, as a browser has after opening the address (made
-        for its address, 127.0.0.1, and the app's name); it keeps the cookies of servers
+        for its address, 127.0.0.1); it keeps the cookies of servers
         known by an IP address too, as browsers do."""
         return aiohttp.ClientSession(cookies={"mirror_ui": self.cookie},
                                      cookie_jar=aiohttp.CookieJar(unsafe=True))
 
     @property
     def cookie(self) -> str:
-        return session_value(self.token, "127.0.0.1", urlsplit(self.base).netloc)
+        return session_value(self.token, "127.0.0.1")
 
     @property
     def origin(self) -> str:

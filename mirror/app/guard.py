@@ -63,18 +63,21 @@ def origin_ok(origin: str | None, referer: str | None, host: str) -> bool:
 
 
 def elsewhere(request: web.Request, keys: Secrets, allowed: frozenset[str]) -> web.Response:
-    """The answer to a request for another Host: 421, or to an address of 127.0.0.1 with the
-    token (one printed before the app had a name of its own), a 303 to the app's name with
-    it. A cookie an earlier version set on 127.0.0.1 (sent to every port) is expired."""
+    """The answer to a request for another Host: 421, or when the app has a name of its own
+    and this is its port on 127.0.0.1 with the token (an address printed before the app had
+    that name), a 303 to the app's name with it. A cookie an earlier version set on
+    127.0.0.1 (the token itself, sent to every port) is expired then."""
     own = sorted(allowed)
-    if (len(own) == 1 and request.host.lower() in loopback_hosts(request.url.port or 80)
-            and request.method == "GET" and same(request.query.get("token"), keys.token)):
+    name, _, port = own[0].rpartition(":") if len(own) == 1 else ("", "", "")
+    named = name.endswith(".localhost") and port.isdigit()
+    at_127 = named and request.host.lower() in loopback_hosts(int(port))
+    if at_127 and request.method == "GET" and same(request.query.get("token"), keys.token):
         response = web.Response(status=303, headers={
             "Location": f"http://{own[0]}{request.raw_path}"})
     else:
         response = refuse(421, "This app answers only to its own address: open the address "
                                "that `mirror ui` printed.")
-    if COOKIE in request.cookies:
+    if named and COOKIE in request.cookies:
         response.del_cookie(COOKIE, path="/")
     return response
 
