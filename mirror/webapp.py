@@ -20,9 +20,9 @@ from aiohttp.typedefs import Handler, Middleware
 
 __all__ = ["Access", "Handler", "HostNames", "Middleware", "READ_METHODS", "access_guard",
            "derive", "host_allowed", "host_guard", "host_names", "is_loopback",
-           "local_name", "loopback_hosts", "new_token", "read_only_guard", "refuse", "resolves_names", "same",
-           "session_value", "shown", "start_app", "start_app_preferring", "until_signalled",
-           "within", "without_token"]
+           "local_name", "loopback_hosts", "new_token", "read_only_guard", "refuse",
+           "resolves_names", "same", "session_value", "shown", "start_app",
+           "start_app_preferring", "until_signalled", "within", "without_token"]
 
 READ_METHODS = frozenset({"GET", "HEAD"})
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
