@@ -4,6 +4,8 @@ share: the Host check, an access token that becomes a cookie, the read-only rule
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import hmac
 import ipaddress
 import secrets
@@ -17,9 +19,10 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 __all__ = ["Access", "Handler", "HostNames", "Middleware", "READ_METHODS", "access_guard",
-           "host_allowed", "host_guard", "host_names", "is_loopback", "loopback_hosts",
-           "new_token", "read_only_guard", "refuse", "same", "shown", "start_app",
-           "start_app_preferring", "until_signalled", "without_token"]
+           "derive", "host_allowed", "host_guard", "host_names", "is_loopback",
+           "local_name", "loopback_hosts", "new_token", "read_only_guard", "refuse",
+           "resolves_names", "same", "session_value", "shown", "start_app",
+           "start_app_preferring", "until_signalled", "within", "without_token"]
 
 READ_METHODS = frozenset({"GET", "HEAD"})
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
@@ -97,15 +100,17 @@ class HostNames:
     """The Host headers a server answers to: the loopback names, and `names` (an address
     it was bound to), each with its port, which is known only once it listens (bind)."""
 
-    def __init__(self, names: frozenset[str] = frozenset()) -> None:
+    def __init__(self, names: frozenset[str] = frozenset(), *, loopback: bool = True) -> None:
         self.names = names
+        self.loopback = loopback  # False: only `names` (a server known by a name of its own)
         self.allowed: frozenset[str] = frozenset()
 
     def __call__(self) -> frozenset[str]:
         return self.allowed
 
     def bind(self, port: int) -> None:
-        self.allowed = loopback_hosts(port) | {f"{n}:{port}" for n in self.names}
+        own = frozenset(f"{n}:{port}" for n in self.names)
+        self.allowed = own | loopback_hosts(port) if self.loopback else own
 
     def base(self, bound: str, port: int) -> str:
         """The base URL to give out: `bound` (start_app's), or on one of `names` when the
@@ -159,6 +164,41 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)
 
 
+def derive(token: str, purpose: str) -> str:
+    """A secret made from `token` for one `purpose` (a replay server's token, a host name):
+    knowing it tells nothing of `token` or of the secrets made for other purposes."""
+    digest = hmac.new(token.encode(), purpose.encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest).decode()[:32]  # as long as new_token()'s
+
+
+def local_name(token: str, purpose: str) -> str:
+    """A host name of its own under `localhost` (RFC 6761: browsers resolve every name
+    under it to loopback) for the server `purpose` names: cookies ignore ports, so a cookie
+    set on 127.0.0.1 reaches every server of the machine, but one set on this name only the
+    servers asked for by this name, which no one without `token` knows."""
+    digest = hmac.new(token.encode(), b"name:" + purpose.encode(), hashlib.sha256).hexdigest()
+    return f"m{digest[:24]}.localhost"
+
+
+def resolves_names(host: str) -> bool:
+    """Whether browsers reach a server bound to `host` at the names under localhost: those
+    are 127.0.0.1 and ::1 (not 127.0.0.2, nor an address beyond loopback)."""
+    return host.strip("[]").lower() in ("127.0.0.1", "::1", "localhost")
+
+
+def session_value(token: str, remote: str) -> str:
+    """The cookie a browser gets for `token`: bound to its address (`remote`), so that a
+    copy sent elsewhere (cookies ignore ports) is worth nothing from another machine; the
+    token itself never is a cookie."""
+    return derive(token, f"session|{remote}")
+
+
+def within(target: str) -> bool:
+    """Whether `target` is a path on this server (not "//host/..." nor "/\\host")."""
+    return (target.startswith("/") and not target.startswith(("//", "/\\"))
+            and target.isprintable())
+
+
 def same(a: str | None, b: str) -> bool:
     """Whether a secret sent (maybe none) is `b`, in constant time."""
     return a is not None and hmac.compare_digest(a.encode(), b.encode())
@@ -174,27 +214,35 @@ def without_token(path: str, query: dict[str, str]) -> str:
 
 @dataclass
 class Access:
-    """A secret a browser brings once in the printed address (?token=...), then as an
-    HttpOnly, SameSite=Strict cookie. Cookies ignore ports: a server that shares a machine
-    with others names its cookie after its port, known once it listens (set `cookie` then)."""
+    """A secret a browser brings once in an address (?token=...), then as an HttpOnly
+    cookie bound to that browser's address (session_value).
+    Cookies ignore ports: a server that shares an address with others names its cookie
+    after its port, known once it listens (set `cookie` then); on loopback each server has
+    a name of its own (local_name), the only sound way to keep a cookie from other ports."""
 
     token: str = field(default_factory=new_token)
     cookie: str = "mirror"
     max_age: int | None = None  # seconds the cookie lasts; None: until the browser closes
+    samesite: str = "Strict"  # Lax where links from another site of ours lead here
+
+    def session(self, request: web.Request) -> str:
+        return session_value(self.token, request.remote or "")
 
     def admits(self, request: web.Request) -> bool:
-        return same(request.cookies.get(self.cookie), self.token)
+        return same(request.cookies.get(self.cookie), self.session(request))
 
     def check(self, request: web.Request, refusal: str) -> web.Response | None:
         """None when the request may go on; else the answer: with the token in a GET's
-        address, a 303 to the same page without it that sets the cookie; without the
-        cookie, a 403 that says `refusal`."""
+        address, a 303 that sets the cookie, to ?to= (a path here) or else to the same page
+        without the token; without the cookie, a 403 that says `refusal`."""
         if request.method == "GET" and same(request.query.get("token"), self.token):
             path = request.raw_path.partition("?")[0]  # as sent: still percent-encoded
+            target = request.query.get("to", "")
             response = web.Response(status=303, headers={
-                "Location": without_token(path, dict(request.query))})
-            response.set_cookie(self.cookie, self.token, httponly=True, samesite="Strict",
-                                path="/", max_age=self.max_age)
+                "Location": target if within(target) else without_token(path,
+                                                                        dict(request.query))})
+            response.set_cookie(self.cookie, self.session(request), httponly=True,
+                                samesite=self.samesite, path="/", max_age=self.max_age)
             return response
         return None if self.admits(request) else refuse(403, refusal)
 

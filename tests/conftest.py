@@ -290,6 +290,26 @@ def ui_state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             os.environ["XDG_STATE_HOME"] = before
 
 
+@pytest.fixture(scope="session", autouse=True)
+def localhost_names() -> Iterator[None]:
+    """Names under localhost are loopback (RFC 6761): browsers resolve them so, and so does
+    a system with nss-myhostname or systemd-resolved; this one's resolver may not, so the
+    test clients (aiohttp, urllib) get them from here. The app binds 127.0.0.1 and is known
+    by such a name (webapp.local_name)."""
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(host, str) and host.lower().rstrip(".").endswith(".localhost"):
+            host = "127.0.0.1"
+        return real(host, *args, **kwargs)
+
+    socket.getaddrinfo = getaddrinfo  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        socket.getaddrinfo = real  # type: ignore[assignment]
+
+
 @pytest.fixture
 def ui(library: Path) -> Iterator[Any]:
     """A real `mirror ui` process over the test module's `library` fixture, stopped after."""

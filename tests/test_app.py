@@ -12,6 +12,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 import aiohttp
 import pytest
@@ -64,20 +65,41 @@ async def test_the_token_opens_the_app_once_and_a_cookie_keeps_it_open(ui: UiPro
         async with anonymous.get(ui.base + f"?token={ui.token}", allow_redirects=False) as r:
             assert r.status == 303 and r.headers["Location"] == "/"
             cookie = r.cookies["mirror_ui"]
-            assert cookie["httponly"] and cookie["samesite"] == "Strict"
+            # Lax: the way back from a replay server (another site) is a link
+            assert cookie["httponly"] and cookie["samesite"] == "Lax"
+            assert cookie.value == ui.cookie != ui.token  # the token itself is no cookie
         async with anonymous.get(ui.base) as r:  # the cookie jar has it now
             assert r.status == 200
             assert "script-src 'self'" in r.headers["Content-Security-Policy"]
-    assert ui.base.startswith("http://127.0.0.1:")
+    # a name of its own under localhost (host-only cookie), made from the token
+    assert re.fullmatch(r"http://m[0-9a-f]{24}\.localhost:\d+/", ui.base)
+
+
+async def test_an_address_on_127_0_0_1_leads_to_the_apps_name_and_drops_an_old_cookie(
+        ui: UiProcess) -> None:
+    port = ui.base.rsplit(":", 1)[1].rstrip("/")
+    old = f"http://127.0.0.1:{port}/"
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as browser:
+        async with browser.get(old + f"site/x?token={ui.token}", allow_redirects=False) as r:
+            assert r.status == 303
+            assert r.headers["Location"] == f"{ui.origin}/site/x?token={ui.token}"
+            assert "Set-Cookie" not in r.headers  # nothing for 127.0.0.1
+        # a cookie an earlier version set on 127.0.0.1 (the token: it went to every port)
+        async with browser.get(old, headers={"Cookie": f"mirror_ui={ui.token}"}) as r:
+            assert r.status == 421 and "the address that `mirror ui` printed" in await r.text()
+            assert r.cookies["mirror_ui"]["max-age"] == "0"
+        async with browser.get(old + "?token=wrong", allow_redirects=False) as r:
+            assert r.status == 421 and "Location" not in r.headers
 
 
 async def test_a_foreign_host_header_is_refused_even_with_the_cookie(
         ui: UiProcess, session: aiohttp.ClientSession) -> None:
     port = ui.base.rsplit(":", 1)[1].rstrip("/")
-    for host in (f"attacker.example:{port}", f"127.0.0.1.nip.io:{port}", "127.0.0.1:1"):
+    for host in (f"attacker.example:{port}", f"127.0.0.1.nip.io:{port}", "127.0.0.1:1",
+                 f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"):
         async with session.get(ui.base, headers={"Host": host}) as r:
             assert r.status == 421, host
-    async with session.get(ui.base, headers={"Host": f"localhost:{port}"}) as r:
+    async with session.get(ui.base) as r:  # its own name
         assert r.status == 200
 
 
@@ -296,15 +318,32 @@ async def test_browse_replays_from_another_origin_without_archived_cookies(
                            allow_redirects=False) as r:
         assert r.status == 303
         target = r.headers["Location"]
-    assert target.startswith("http://127.0.0.1:") and not target.startswith(ui.base)
+    # its own name under localhost, its own token (not the app's) once in the address
+    replay, _, query = target.partition("?")
+    assert re.fullmatch(r"http://m[0-9a-f]{24}\.localhost:\d+/", replay)
+    assert replay != ui.base and ui.token not in target
+    to = parse_qs(query)["to"][0]
+    assert to == f"/99991231235959/{site.base}p1.html"
+    async with aiohttp.ClientSession() as stranger:  # any local user: nothing to read
+        async with stranger.get(replay.rstrip("/") + to) as page:
+            assert page.status == 403 and "text 1" not in await page.text()
+        async with stranger.get(replay) as page:
+            assert page.status == 403
     async with aiohttp.ClientSession() as browser:
-        async with browser.get(target) as page:
+        async with browser.get(target) as page:  # the 303 sets its cookie, then the page
             assert page.status == 200 and "text 1" in await page.text()
+            assert str(page.url) == replay.rstrip("/") + to  # the token left the address
             assert "Set-Cookie" not in page.headers
             assert page.headers["Content-Security-Policy"].startswith("default-src 'self'")
-        replay_port = target.split(":")[2].split("/")[0]
-        async with browser.get(target, headers={"Host": f"evil.test:{replay_port}"}) as page:
-            assert page.status == 421
+            cookie = page.history[0].cookies[f"mirror_replay_{page.url.port}"]
+            assert cookie["httponly"] and cookie.value not in (ui.token, ui.cookie)
+        replay_port = replay.split(":")[2].rstrip("/")
+        for host in (f"evil.test:{replay_port}", f"127.0.0.1:{replay_port}"):
+            async with browser.get(replay, headers={"Host": host}) as page:
+                assert page.status == 421
+        async with browser.get(replay + "_library", allow_redirects=False) as back:
+            # the banner's way back: the app's name only in a redirect, never in a page
+            assert back.status == 303 and back.headers["Location"] == ui.base + "site/quick"
 
 
 async def test_export_and_verify_jobs_report_their_end(
@@ -369,9 +408,10 @@ async def test_bound_beyond_loopback_the_replay_asks_for_the_token_too(
         async with local.session() as s:
             await finished_site(local, s, library, site, "open")
             async with s.get(local.base + "site/open/browse", allow_redirects=False) as r:
-                replay_port = r.headers["Location"].rsplit(":", 1)[1].split("/")[0]
+                entry = r.headers["Location"]
+            replay_port = entry.rsplit(":", 1)[1].split("/")[0]
             replay = f"http://127.0.0.1:{replay_port}/"
-            async with s.get(replay) as r:
+            async with s.get(replay + "?" + entry.partition("?")[2]) as r:
                 assert r.status == 200 and "archived pages" in await r.text()
         async with aiohttp.ClientSession() as stranger, stranger.get(replay) as r:
             assert r.status == 403

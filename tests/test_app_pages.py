@@ -9,7 +9,7 @@ import re
 import stat
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import aiohttp
 import pytest
@@ -66,8 +66,11 @@ async def test_history_and_compare_are_app_pages_and_captures_open_on_the_replay
             assert status == 200
             assert '<a class="brand" href="/">mirror</a>' in history  # the app's header
             assert '<a href="/site/tales">◀ tales</a>' in history  # the way back
-            views = re.findall(r'<td><a href="(http://[^"]+)">', history)
-            assert len(views) == 2 and all(v.endswith("/" + url) for v in views)
+            views = [v.replace("&amp;", "&")
+                     for v in re.findall(r'<td><a href="(http://[^"]+)">', history)]
+            # the replay server's own token once, and the capture's path
+            assert len(views) == 2 and all(
+                parse_qs(urlsplit(v).query)["to"][0].endswith("/" + url) for v in views)
             replay = urlsplit(views[0]).netloc
             assert replay != urlsplit(ui.base).netloc  # archived pages: another origin
             changed = re.search(r'<a href="(/site/tales/compare\?a=\d+&amp;b=\d+)">changed',
@@ -95,11 +98,18 @@ async def test_history_and_compare_are_app_pages_and_captures_open_on_the_replay
                 assert (got, '<a href="/site/tales">◀ tales</a>' in page) == (status, True)
 
             # the capture opens on the replay origin, in a banner leading back to the app
-            status, banner = await get(s, views[0], **{"Sec-Fetch-Dest": "document"})
+            entry = views[0]
+            capture = (entry.partition("?")[0].rstrip("/")
+                       + parse_qs(urlsplit(entry).query)["to"][0])
+            assert (await get(s, entry))[0] == 303  # its token: its cookie, then the page
+            status, banner = await get(s, capture, **{"Sec-Fetch-Dest": "document"})
             assert status == 200
-            assert f'<a id="mb-library" href="{ui.base}site/tales"' in banner
-            async with aiohttp.ClientSession() as browser:  # no cookie: loopback replay
-                status, archived = await get(browser, views[0])
+            # the way back is a redirect: the archived page never sees the app's name
+            assert '<a id="mb-library" href="/_library"' in banner and ui.base not in banner
+            async with aiohttp.ClientSession() as browser:  # without the token: nothing
+                assert (await get(browser, capture))[0] == 403
+                assert (await get(browser, entry))[0] == 303
+                status, archived = await get(browser, capture)
                 assert status == 200 and "line 20 slow" in archived
                 # the replay server's own compare folds the same way
                 ids = changed[1].split("?", 1)[1].replace("&amp;", "&")
@@ -162,5 +172,9 @@ def test_a_state_file_others_could_read_or_not_written_by_mirror_gives_a_new_tok
     for text in ("", "{", '{"token": "short"}', '["x"]', '{"token": 5}'):
         assert parse_state(text) is None, text
     token = UiState().token
-    assert parse_state(f'{{"token": "{token}", "port": 70000, "replay_ports": '
+    assert parse_state(f'{{"version": 2, "token": "{token}", "port": 70000, "replay_ports": '
                        f'{{"a": 9000, "b": "x"}}}}') == UiState(token, None, {"a": 9000})
+    # a file from before the app had a name of its own: its cookie was the token, sent to
+    # every port of 127.0.0.1; a new token, the same ports
+    old = parse_state(f'{{"token": "{token}", "port": 8123}}')
+    assert old is not None and old.token != token and old.port == 8123

@@ -25,6 +25,7 @@ from uiproc import UiProcess, csrf_of, site_file
 
 from mirror import lan
 from mirror.cli import main
+from mirror.webapp import session_value
 
 START = 20.0  # seconds for a server to print its address
 OPEN = re.compile(r"^\s*open (http://\S+/)\?token=(\S+)$")
@@ -257,7 +258,7 @@ async def test_serve_lan_lets_in_only_the_browser_that_opened_the_address(
         async with phone.get(serve_lan.url, allow_redirects=False) as r:
             assert r.status == 303 and r.headers["Location"] == "/"
             cookie = r.cookies[f"mirror_serve_{port}"]  # cookies ignore ports: one per port
-            assert cookie.value == token
+            assert cookie.value == session_value(token, "127.0.0.1") != token
             assert cookie["httponly"] and cookie["samesite"] == "Strict"
         async with phone.get(base) as r:  # the jar has the cookie now
             assert r.status == 200 and "archived pages" in await r.text()
@@ -269,14 +270,15 @@ async def test_serve_lan_lets_in_only_the_browser_that_opened_the_address(
         assert r.status == 303
         assert r.headers["Location"] == f"/2024/{site_def.HISTORY_URL}"
     # the right token under another name (another port's cookie) does not open it
-    async with aiohttp.ClientSession(cookies={f"mirror_serve_{port + 1}": token}) as other, \
+    async with aiohttp.ClientSession(cookies={
+            f"mirror_serve_{port + 1}": session_value(token, "127.0.0.1")}) as other, \
             other.get(base) as r:
         assert r.status == 403
 
 
 async def test_serve_lan_is_read_only(serve_lan: Served) -> None:
-    async with aiohttp.ClientSession(cookies={f"mirror_serve_{serve_lan.port}":
-                                              serve_lan.token}) as phone:
+    async with aiohttp.ClientSession(cookies={f"mirror_serve_{serve_lan.port}": session_value(
+            serve_lan.token, "127.0.0.1")}) as phone:
         async with phone.get(serve_lan.base) as r:
             assert r.status == 200  # the cookie opens it: refusals below are the methods'
         for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS"):
@@ -308,7 +310,7 @@ async def test_ui_lan_asks_for_the_token_then_a_cookie(ui_lan: Served) -> None:
         async with phone.get(ui_lan.url, allow_redirects=False) as r:
             assert r.status == 303 and r.headers["Location"] == "/"
             cookie = r.cookies["mirror_ui"]
-            assert cookie["httponly"] and cookie["samesite"] == "Strict"
+            assert cookie["httponly"] and cookie["samesite"] == "Lax"
         async with phone.get(ui_lan.base + "site/h") as r:
             assert r.status == 200 and "<h1>h</h1>" in await r.text()
 
@@ -405,12 +407,36 @@ async def test_ui_lan_replay_servers_ask_for_the_cookie(ui_lan: Served) -> None:
             assert r.status == 303
             replay = r.headers["Location"]
         assert replay.startswith("http://127.0.0.1:") and not replay.startswith(ui_lan.base)
-        async with phone.get(replay) as r:  # the app's cookie reaches the replay's port
+        assert ui_lan.token not in replay  # a token of its own
+        async with phone.get(replay.partition("?")[0]) as r:  # the app's cookie: no entry
+            assert r.status == 403
+        async with phone.get(replay) as r:  # its token once, then its own cookie
             assert r.status == 200 and "archived pages" in await r.text()
+            replay = str(r.url)
         async with phone.post(replay, data={"q": "x"}) as r:
             assert r.status == 405
     async with browser() as stranger, stranger.get(replay) as r:
         assert r.status == 403
+
+
+@pytest.mark.parametrize("command", ["serve_lan", "ui_lan"])
+async def test_a_cookie_sent_to_another_port_opens_nothing_from_another_machine(
+        command: str, request: pytest.FixtureRequest) -> None:
+    """Cookies ignore ports: the phone's cookie goes to every server at this address (e.g.
+    another user's, by a link). It is bound to the phone's address: from any other, the
+    copy is refused; the token itself is never a cookie."""
+    served: Served = request.getfixturevalue(command)
+    phone = aiohttp.TCPConnector(local_addr=("127.0.0.7", 0))
+    async with aiohttp.ClientSession(connector=phone, cookie_jar=aiohttp.CookieJar(
+            unsafe=True)) as device, device.get(served.url) as r:
+        assert r.status == 200
+        cookies = {c.key: c.value for c in device.cookie_jar}
+    assert served.token not in cookies.values()
+    for source in ("127.0.0.1", "127.0.0.8"):  # this machine, another device
+        other = aiohttp.TCPConnector(local_addr=(source, 0))
+        async with aiohttp.ClientSession(connector=other, cookies=cookies) as thief, \
+                thief.get(served.base) as r:
+            assert r.status == 403, source
 
 
 @pytest.mark.slow

@@ -218,7 +218,7 @@ def test_demo_goes_into_the_library_and_the_app_shows_it(
     try:
         import urllib.request
 
-        request = urllib.request.Request(app.base, headers={"Cookie": f"mirror_ui={app.token}"})
+        request = urllib.request.Request(app.base, headers={"Cookie": f"mirror_ui={app.cookie}"})
         with urllib.request.urlopen(request, timeout=10) as answer:
             page = answer.read().decode()
     finally:

@@ -18,6 +18,7 @@ from conftest import TestSite
 
 from mirror.archive.manifest_queries import ManifestError, ManifestReader
 from mirror.layout import ArchiveLayout
+from mirror.webapp import session_value
 
 ADDRESS = re.compile(r"open (http://\S+/)\?token=(\S+)")
 
@@ -72,8 +73,15 @@ class UiProcess:
         return self.proc.returncode
 
     def session(self) -> aiohttp.ClientSession:
-        """A client with the access cookie, as a browser has after opening the address."""
-        return aiohttp.ClientSession(cookies={"mirror_ui": self.token})
+        """A client with the access cookie, as a browser has after opening the address (made
+        for its address, 127.0.0.1); it keeps the cookies of servers
+        known by an IP address too, as browsers do."""
+        return aiohttp.ClientSession(cookies={"mirror_ui": self.cookie},
+                                     cookie_jar=aiohttp.CookieJar(unsafe=True))
+
+    @property
+    def cookie(self) -> str:
+        return session_value(self.token, "127.0.0.1")
 
     @property
     def origin(self) -> str:

@@ -12,6 +12,7 @@ from mirror.webapp import (
     Handler,
     Middleware,
     host_allowed,
+    loopback_hosts,
     new_token,
     refuse,
     same,
@@ -47,8 +48,9 @@ class Secrets:
 
     @property
     def access(self) -> Access:
-        """The access token as the app and its replay servers check it: the app's cookie."""
-        return Access(self.token, COOKIE, COOKIE_AGE)
+        """The access token as the app checks it: the app's cookie (SameSite=Lax: the way
+        back from a replay server, another site, is a link that must carry it)."""
+        return Access(self.token, COOKIE, COOKIE_AGE, "Lax")
 
 
 def origin_ok(origin: str | None, referer: str | None, host: str) -> bool:
@@ -58,6 +60,26 @@ def origin_ok(origin: str | None, referer: str | None, host: str) -> bool:
     if origin is not None:
         return origin == own
     return referer is not None and (referer == own or referer.startswith(own + "/"))
+
+
+def elsewhere(request: web.Request, keys: Secrets, allowed: frozenset[str]) -> web.Response:
+    """The answer to a request for another Host: 421, or when the app has a name of its own
+    and this is its port on 127.0.0.1 with the token (an address printed before the app had
+    that name), a 303 to the app's name with it. A cookie an earlier version set on
+    127.0.0.1 (the token itself, sent to every port) is expired then."""
+    own = sorted(allowed)
+    name, _, port = own[0].rpartition(":") if len(own) == 1 else ("", "", "")
+    named = name.endswith(".localhost") and port.isdigit()
+    at_127 = named and request.host.lower() in loopback_hosts(int(port))
+    if at_127 and request.method == "GET" and same(request.query.get("token"), keys.token):
+        response = web.Response(status=303, headers={
+            "Location": f"http://{own[0]}{request.raw_path}"})
+    else:
+        response = refuse(421, "This app answers only to its own address: open the address "
+                               "that `mirror ui` printed.")
+    if named and COOKIE in request.cookies:
+        response.del_cookie(COOKIE, path="/")
+    return response
 
 
 def guard(keys: Secrets, hosts: Callable[[], frozenset[str]]) -> Middleware:
@@ -80,7 +102,7 @@ async def _checked(request: web.Request, handler: Handler, keys: Secrets,
                    hosts: Callable[[], frozenset[str]]) -> web.StreamResponse:
     host = request.headers.get("Host")
     if not host_allowed(host, hosts()):
-        return refuse(421, "This app answers only to its own address.")
+        return elsewhere(request, keys, hosts())
     assert host is not None
     entry = keys.access.check(request, "This app needs its access token: open the address "
                                        "that `mirror ui` printed (it ends in ?token=...).")

@@ -60,12 +60,12 @@ class ArchivePages:
                                problem="Which page? Add <code>?url=</code> and its URL.")
         server = await self.server(entry)
         found = await page_history(server.source, url)
-        rows = [_shown(entry.id, server.base, found.key, row, earlier)
+        rows = [_shown(entry.id, server, found.key, row, earlier)
                 for row, earlier in newest_first(found.rows)]
         problem = "" if rows else "This page is not in the archive."
         return self.render("history.html", 200 if rows else 404, entry=entry,
                            url=shown_url(found.key), full_url=found.key, rows=rows,
-                           problem=problem, replay=server.base,
+                           problem=problem, replay=server.entry(),
                            comparable=sum(r.row.capture_id is not None for r in rows) >= 2)
 
     async def compare(self, request: web.Request) -> web.Response:
@@ -83,14 +83,14 @@ class ArchivePages:
         return self.render(
             "compare.html", entry=entry, problem="", whole=whole,
             diff=text_diff(old, new, whole), no_text=NO_TEXT,
-            sides=[_side(server.base, s, old.url != new.url) for s in (old, new)],
+            sides=[_side(server, s, old.url != new.url) for s in (old, new)],
             title=shown_url(new.url), history=_history_href(entry.id, new.url),
             switch=f"/site/{entry.id}/compare?" + urlencode(
                 {**here, **({} if whole else {"whole": "1"})}),
-            side_by_side=server.base + "_compare?" + urlencode(here))
+            side_by_side=server.entry("/_compare?" + urlencode(here)))
 
 
-def _shown(site_id: str, replay: str, url: str, row: HistoryRow,
+def _shown(site_id: str, replay: ReplayServer, url: str, row: HistoryRow,
            earlier: HistoryRow | None) -> ShownCapture:
     ids = compared_ids(row, earlier)
     compare = (f"/site/{site_id}/compare?" + urlencode({"a": ids[0], "b": ids[1]})
@@ -99,13 +99,13 @@ def _shown(site_id: str, replay: str, url: str, row: HistoryRow,
                         compare)
 
 
-def _side(replay: str, side: Side, with_url: bool) -> dict[str, Any]:
+def _side(replay: ReplayServer, side: Side, with_url: bool) -> dict[str, Any]:
     return {"view": _view(replay, side.timestamp, side.url), "run": side.run,
             "label": (f"{shown_url(side.url)} at " if with_url else "") + side.shown}
 
 
-def _view(replay: str, timestamp: str, url: str) -> str:
-    return replay.rstrip("/") + replay_path(timestamp, url)
+def _view(replay: ReplayServer, timestamp: str, url: str) -> str:
+    return replay.entry(replay_path(timestamp, url))
 
 
 def _history_href(site_id: str, url: str) -> str:

@@ -264,10 +264,10 @@ class LibraryApp:
 
     async def browse(self, request: web.Request) -> web.Response:
         """To the site's replay server (its own origin), whose banner leads back here."""
-        base = (await self.archive_pages.server(self.entry(request))).base
+        server = await self.archive_pages.server(self.entry(request))
         url, ts = request.query.get("url", ""), request.query.get("ts", "")
         ts = ts if ts.isdigit() and len(ts) <= 14 else "99991231235959"  # else the newest
-        raise web.HTTPSeeOther(base + (f"{ts}/{url}" if url else ""))
+        raise web.HTTPSeeOther(server.entry(f"/{ts}/{url}" if url else "/"))
 
     async def search(self, request: web.Request) -> web.Response:
         """Full-text search across every site of the library (or one, with ?site=)."""

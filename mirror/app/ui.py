@@ -10,9 +10,25 @@ from pathlib import Path
 from mirror.app.guard import Secrets
 from mirror.app.server import LibraryApp
 from mirror.app.uistate import StateFile, state_file
-from mirror.webapp import HostNames, host_names, is_loopback, start_app_preferring, until_signalled
+from mirror.webapp import (
+    HostNames,
+    derive,
+    host_names,
+    is_loopback,
+    local_name,
+    resolves_names,
+    start_app_preferring,
+    until_signalled,
+)
 
 __all__ = ["host_names", "serve_library"]
+
+
+def app_token(kept: str, exposed: bool) -> str:
+    """The token the app asks for: the one kept (app/uistate.py), or beyond loopback (--lan,
+    --host) one made from it, so that an address given to a phone lets in nothing more
+    than the read-only or exposed app it was printed for."""
+    return derive(kept, "exposed") if exposed else kept
 
 
 async def serve_library(folder: Path, *, host: str, port: int | None, open_browser: bool,
@@ -24,14 +40,18 @@ async def serve_library(folder: Path, *, host: str, port: int | None, open_brows
     opened here (it is for another device), and `lan(base, token)` is what to print.
     With `db`, a Fleet page shows the fleet of that PostgreSQL database.
     The token and the port (when `port` is None and it is free) are those of the last
-    start (app/uistate.py): the addresses, bookmarks and cookies of the app stay good."""
+    start (app/uistate.py): the addresses, bookmarks and cookies of the app stay good.
+    On loopback the app is at a name of its own under localhost (webapp.local_name), made
+    from its token: its cookie goes to no other server of the machine."""
     folder.mkdir(parents=True, exist_ok=True)
     saved = StateFile(state_file(folder), folder)
-    keys = Secrets(token=saved.state.token)
-    names, exposed = host_names(host), lan is not None or not is_loopback(host)
-    hosts = HostNames(names)
+    exposed = lan is not None or not is_loopback(host)
+    keys = Secrets(token=app_token(saved.state.token, exposed))
+    named = not exposed and resolves_names(host)
+    names = frozenset({local_name(keys.token, "app")}) if named else host_names(host)
+    hosts = HostNames(names, loopback=not named)
     app = LibraryApp(folder, keys=keys, hosts=hosts, replay_host=host,
-                     extra_hosts=names, exposed=exposed, read_only=lan is not None,
+                     extra_hosts=names, exposed=not named, read_only=lan is not None,
                      fleet_db=db, saved=saved)
     runner, base = await start_app_preferring(app.make(), host,
                                               saved.state.port if port is None else port)

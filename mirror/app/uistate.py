@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 
 #: what new_token() makes (and nothing shorter): a file's token is used only if it matches
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{32,128}")
+#: the files this version writes; before 2, the app was at 127.0.0.1 and its cookie, the
+#: token itself, went to every port of the machine: a token from then is replaced
+VERSION = 2
 
 
 @dataclass
@@ -37,7 +40,8 @@ class UiState:
     replay_ports: dict[str, int] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, object]:
-        return {"token": self.token, "port": self.port, "replay_ports": self.replay_ports}
+        return {"version": VERSION, "token": self.token, "port": self.port,
+                "replay_ports": self.replay_ports}
 
 
 def parse_state(text: str) -> UiState | None:
@@ -49,7 +53,8 @@ def parse_state(text: str) -> UiState | None:
     if not isinstance(data, dict) or not _TOKEN.fullmatch(str(data.get("token", ""))):
         return None
     replays = data.get("replay_ports")
-    return UiState(data["token"], _port(data.get("port")),
+    token = data["token"] if data.get("version") == VERSION else new_token()
+    return UiState(token, _port(data.get("port")),
                    {str(k): p for k, v in (replays if isinstance(replays, dict) else {}).items()
                     if (p := _port(v)) is not None})
 
