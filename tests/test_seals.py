@@ -156,7 +156,7 @@ HOSTILE = ("rtc.html", "speculation.html", "form.html")
 
 
 def hostile_site(site: TestSite, found: Listeners) -> None:
-    links = "".join(f'<a href="{name}">{name}</a> ' for name in (*HOSTILE, "worker.html"))
+    links = "".join(f'<a href="{name}">{name}</a> ' for name in (*HOSTILE, "worker.html", "sw.js"))
     site.page("/", f"<!doctype html><html><head><title>hostile</title></head><body>{links}"
                    "</body></html>")
     site.page("/rtc.html", rtc_page(found.stun))
@@ -240,3 +240,28 @@ async def test_folder_export_seals_webrtc_speculation_and_forms(
             assert (name, listeners.datagrams(), listeners.hits) == (name, 0, [])
         tries = None
     assert site.log[before:] == [], tries
+
+
+async def test_kiwix_serve_refuses_an_archived_service_worker(
+        hostile: tuple[TestSite, Crawl], listeners: Listeners, tmp_path: Path) -> None:
+    """An archived page registers an archived sw.js: in kiwix-serve (one origin for every
+    book, served over http) it would outlive the page and fetch from the network."""
+    pytest.importorskip("libzim", reason="pip install -e '.[zim]'")
+    from test_zim import kiwix_serve
+
+    site, done = hostile
+    out = tmp_path / "hostile.zim"
+    assert main(["export", str(done.root / "site.toml"), "--zim", str(out)]) == 0
+    async with kiwix_serve(out) as base, browser_page() as page:
+        path = export_path(f"{site.base}worker.html", "text/html")
+        await visit(page, f"{base}content/hostile/{path}", listeners)
+        if await page.title() != "worker":  # kiwix-serve 3.3 names books without /content
+            await visit(page, f"{base}hostile/{path}", listeners)
+        assert await page.title() == "worker"
+        assert await page.evaluate("document.body.dataset.sw") == "refused"
+        assert await page.evaluate("navigator.serviceWorker.getRegistrations()"
+                                   ".then(r => r.length)") == 0
+        for name in HOSTILE:
+            url = f"{base}hostile/{export_path(f'{site.base}{name}', 'text/html')}"
+            await visit(page, url, listeners)
+            assert (name, listeners.datagrams(), listeners.hits) == (name, 0, [])
