@@ -215,9 +215,10 @@ async def test_serve_seals_webrtc_speculation_and_forms(
     runner, base = await start_replay_server(done.archive, Site("hostile"))
     try:
         async with browser_page() as page:
-            for name in HOSTILE:
-                await visit(page, f"{base}2/{site.base}{name}", listeners)
-                assert (name, listeners.datagrams(), listeners.hits) == (name, 0, [])
+            for name in HOSTILE:  # under the banner, then top-level (mp_)
+                for mode in ("", "mp_"):
+                    await visit(page, f"{base}2{mode}/{site.base}{name}", listeners)
+                    assert (name, listeners.datagrams(), listeners.hits) == (name, 0, [])
             await visit(page, f"{base}2mp_/{site.base}rtc.html", listeners)
             tries = await page.evaluate("document.body.dataset.tries")
             assert listeners.datagrams() == 0, tries
