@@ -18,6 +18,7 @@ from mirror.archive.damage import Damage, report
 from mirror.archive.warcread import ReadError
 from mirror.replay.captures import Capture, CaptureIndex, Record
 from mirror.replay.exportpath import export_path, relative_ref
+from mirror.replay.seal import SEAL_SCRIPT
 from mirror.replay.sitesearch import ASSETS, INDEX_SCRIPT, SEARCH_PAGE, SearchIndex, asset
 from mirror.web.extract import extract_html
 from mirror.web.http import HTML_TYPES
@@ -32,9 +33,11 @@ log = logging.getLogger(__name__)
 CONTENTS = "index.html"
 MARKER = ".mirror-export"  # marks a folder as ours, so a new export may overwrite it
 #: the export may not reach the network at all; 'self' keeps it working when hosted on http
-EXPORT_CSP = "default-src 'self' file: data: blob: 'unsafe-inline' 'unsafe-eval'"
+#: (a form's target is a navigation, which default-src does not cover: form-action does)
+EXPORT_CSP = ("default-src 'self' file: data: blob: 'unsafe-inline' 'unsafe-eval'; "
+              "frame-src 'self' file:; object-src 'self' file:; form-action 'self' file:")
 EXPORT_HEAD = (
-    f'<meta http-equiv="Content-Security-Policy" content="{EXPORT_CSP}">'
+    f'<meta http-equiv="Content-Security-Policy" content="{EXPORT_CSP}">{SEAL_SCRIPT}'
     "<style>[data-mirror-href]:not([href]){text-decoration:underline dotted;"
     "cursor:not-allowed}</style>"
 )

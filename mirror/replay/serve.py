@@ -31,6 +31,7 @@ from mirror.replay.pages import (
     replay_path,
     run_timestamp,
 )
+from mirror.replay.seal import FRAMES_SELF, NO_SCRIPT, SEAL_SCRIPT
 from mirror.replay.views import Views, library_link, not_archived, ui_response
 from mirror.web.http import HTML_TYPES
 from mirror.web.rewrite import html_title, rewrite_css_bytes, rewrite_html
@@ -55,7 +56,7 @@ log = logging.getLogger(__name__)
 
 #: archived responses may load only from this server (O2); navigation stays free
 REPLAY_CSP = ("default-src 'self' data: blob: 'unsafe-inline' 'unsafe-eval'; "
-              "form-action 'self'; base-uri 'self'; frame-ancestors 'self'")
+              f"{FRAMES_SELF}; form-action 'self'; base-uri 'self'; frame-ancestors 'self'")
 #: the only archived headers replayed; Set-Cookie, HSTS, CSP, Service-Worker-Allowed, Link,
 #: Alt-Svc, Clear-Site-Data and the rest are dropped (O2)
 PASSED_HEADERS = frozenset({"content-type", "content-language", "last-modified"})
@@ -99,13 +100,15 @@ def render(record: Record, url: str, timestamp: str, raw: bool = False,
         return _ui(502, "Undecodable", "<p>This capture's body cannot be decoded, so its "
                    f'links cannot be rewritten: <a href="{raw_link}">as archived</a>.</p>')
     if decoded and not raw and record.mime in HTML_TYPES:
-        body = rewrite_html(body, url, content_type, mapper).body
+        body = rewrite_html(body, url, content_type, mapper, head=SEAL_SCRIPT).body
         content_type = "text/html; charset=utf-8"  # re-serialised as HTML, XHTML too
     elif decoded and not raw and record.mime == "text/css":
         body = rewrite_css_bytes(body, url, content_type, mapper)
         content_type = "text/css; charset=utf-8"
-    return web.Response(status=record.status, body=body,
-                        headers=replay_headers(record, content_type, not decoded))
+    headers = replay_headers(record, content_type, not decoded)
+    if raw:  # as archived: not sealed, so no script runs
+        headers["Content-Security-Policy"] += f"; {NO_SCRIPT}"
+    return web.Response(status=record.status, body=body, headers=headers)
 
 
 def _address(timestamp: str, modifier: str, url: str) -> str:

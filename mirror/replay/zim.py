@@ -46,6 +46,7 @@ from mirror.replay.export import (
     shown_url,
 )
 from mirror.replay.exportpath import relative_ref
+from mirror.replay.seal import FRAMES_SELF, SEAL_SCRIPT
 from mirror.web.extract import extract_html
 from mirror.web.http import HTML_TYPES
 from mirror.web.rewrite import parse_html, rewrite_css_bytes, rewrite_html
@@ -54,8 +55,10 @@ from mirror.web.urls import join
 log = logging.getLogger(__name__)
 
 #: the pages may reach nothing outside the ZIM (a phone offline, or a reader's privacy)
-ZIM_CSP = "default-src 'self' data: blob: 'unsafe-inline' 'unsafe-eval'"
-ZIM_HEAD = f'<meta http-equiv="Content-Security-Policy" content="{ZIM_CSP}">'
+#: worker-src 'none': an archived sw.js cannot become kiwix-serve's service worker
+ZIM_CSP = ("default-src 'self' data: blob: 'unsafe-inline' 'unsafe-eval'; "
+           f"{FRAMES_SELF}; form-action 'self'; worker-src 'none'")
+ZIM_HEAD = f'<meta http-equiv="Content-Security-Policy" content="{ZIM_CSP}">{SEAL_SCRIPT}'
 #: lengths the openZIM metadata rules set (in characters)
 MAX_TITLE, MAX_DESCRIPTION = 30, 80
 ILLUSTRATION = 48
