@@ -39,7 +39,7 @@ class Origins:
 
     def is_content(self, request: web.Request) -> bool:
         sock = request.transport.get_extra_info("sockname") if request.transport else None
-        return bool(sock) and sock[1] in self.content
+        return sock is not None and sock[1] in self.content
 
     def middleware(self) -> Middleware:
         @web.middleware
