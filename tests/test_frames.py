@@ -136,3 +136,33 @@ async def test_folder_export_keeps_pages_in_the_export(
         await page.click("#next")  # a person's click goes on within the export
         await page.wait_for_function("document.title === 'index'")
     assert listeners.hits == []
+
+
+async def test_serve_answers_each_origin_for_its_own(hostile: tuple[TestSite, Crawl]) -> None:
+    """The banner's origin sends archived bytes to the other; that one sends everything
+    else back, and a page opened there on its own under the banner."""
+    from aiohttp import ClientSession
+
+    site, done = hostile
+    runner, base = await start_replay_server(done.archive, Site("hostile"))
+    page = f"{site.base}index.html"
+    try:
+        async with ClientSession() as http:
+            moved = await http.get(f"{base}2mp_/{page}", allow_redirects=False)
+            content = moved.headers["Location"].split("/2mp_/")[0] + "/"
+            assert moved.status == 302 and content != base
+            framed = await http.get(f"{content}2mp_/{page}", headers={"Sec-Fetch-Dest": "iframe"})
+            policy = framed.headers["Content-Security-Policy"]
+            assert framed.status == 200 and f"frame-ancestors 'self' {base[:-1]}" in policy
+            alone = await http.get(f"{content}2mp_/{page}", allow_redirects=False,
+                                   headers={"Sec-Fetch-Dest": "document"})
+            assert alone.headers["Location"] == f"{base[:-1]}/2/{page}"
+            for own in ("", "_search?q=x", "_mirror/banner.js", f"2/{page}"):
+                back = await http.get(content + own, allow_redirects=False)
+                assert back.headers["Location"] == base + own, own
+            frame_page = await http.get(f"{base}2/{page}", headers={"Sec-Fetch-Dest": "document"})
+            assert f"frame-src {content[:-1]};" in frame_page.headers["Content-Security-Policy"]
+            text = await frame_page.text()
+            assert f'src="{content}' in text and 'sandbox="allow-scripts' in text
+    finally:
+        await runner.cleanup()
