@@ -108,9 +108,10 @@ class HostNames:
     def __call__(self) -> frozenset[str]:
         return self.allowed
 
-    def bind(self, port: int) -> None:
-        own = frozenset(f"{n}:{port}" for n in self.names)
-        self.allowed = own | loopback_hosts(port) if self.loopback else own
+    def bind(self, *ports: int) -> None:
+        own = frozenset(f"{n}:{port}" for n in self.names for port in ports)
+        near = frozenset().union(*(loopback_hosts(port) for port in ports))
+        self.allowed = own | near if self.loopback else own
 
     def base(self, bound: str, port: int) -> str:
         """The base URL to give out: `bound` (start_app's), or on one of `names` when the

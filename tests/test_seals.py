@@ -26,7 +26,8 @@ from mirror.cli import main
 from mirror.replay.captures import CaptureIndex
 from mirror.replay.export import export_folder
 from mirror.replay.exportpath import export_path
-from mirror.replay.serve import Site, start_replay_server
+from mirror.replay.serve import Site, make_app, start_replay_server
+from mirror.webapp import start_app
 
 pytestmark = pytest.mark.browser
 
@@ -210,21 +211,27 @@ async def test_the_live_pages_do_escape(
 
 async def test_serve_seals_webrtc_speculation_and_forms(
         hostile: tuple[TestSite, Crawl], listeners: Listeners) -> None:
+    """`mirror serve` (a page under the banner; its mp_ address opened on its own comes back
+    under it, origins.py), and a server of one origin where a page is top-level (as on
+    --lan, where browsers send no Sec-Fetch-Dest)."""
     site, done = hostile
     before = len(site.log)
     runner, base = await start_replay_server(done.archive, Site("hostile"))
+    alone, single = await start_app(make_app(done.archive, Site("hostile")), "127.0.0.1", 0)
     try:
         async with browser_page() as page:
-            for name in HOSTILE:  # under the banner, then top-level (mp_)
-                for mode in ("", "mp_"):
-                    await visit(page, f"{base}2{mode}/{site.base}{name}", listeners)
-                    assert (name, listeners.datagrams(), listeners.hits) == (name, 0, [])
-            await visit(page, f"{base}2mp_/{site.base}rtc.html", listeners)
+            for server in (base, single):
+                for name in HOSTILE:  # under the banner, then top-level (mp_)
+                    for mode in ("", "mp_"):
+                        await visit(page, f"{server}2{mode}/{site.base}{name}", listeners)
+                        assert (name, listeners.datagrams(), listeners.hits) == (name, 0, [])
+            await visit(page, f"{single}2mp_/{site.base}rtc.html", listeners)
             tries = await page.evaluate("document.body.dataset.tries")
             assert listeners.datagrams() == 0, tries
             assert "made" not in tries, tries
     finally:
         await runner.cleanup()
+        await alone.cleanup()
     assert site.log[before:] == []
 
 

@@ -310,6 +310,11 @@ async def test_the_banner_follows_a_click_in_the_frame(archive: Archive,
                 {"url": fox, "from_run": 1, "to_run": 2}))
             assert await page.inner_text("del") == "quick"
             assert await page.inner_text("ins") == "slow"
+            # both pages side by side, each a sandboxed frame of the archived pages' origin
+            sides = page.frame_locator(".frames iframe")
+            assert "slow brown fox" in await sides.nth(1).locator("p").first.inner_text()
+            assert "quick brown fox" in await sides.nth(0).locator("p").first.inner_text()
+            assert await page.get_attribute(".frames iframe >> nth=0", "sandbox")
             await page.screenshot(path=str(shots(tmp_path) / "serve-compare.png"),
                                   full_page=True)
     finally:

@@ -21,6 +21,7 @@ from aiohttp import web
 from mirror.app.guard import Secrets
 from mirror.app.uistate import StateFile
 from mirror.config import SiteConfig
+from mirror.replay.origins import Origins, listen_for_content
 from mirror.replay.serve import Site, Source, make_app
 from mirror.webapp import (
     Access,
@@ -92,11 +93,14 @@ class Replays:
         site = Site(cfg.site.name, cfg.scope.ignore_query, cfg.site.start_urls,
                     BACK if back else "")
         source = await asyncio.to_thread(Source, cfg.site.output_dir, site.ignore_query)
-        app = make_app(cfg.site.output_dir, site, middlewares=doors, source=source)
+        origins = Origins()  # its archived pages on a second port, same name and doors
+        app = make_app(cfg.site.output_dir, site, middlewares=doors, source=source,
+                       origins=origins)
         last = self.saved.state.replay_ports.get(site_id) if self.saved else None
         runner, base = await start_app_preferring(app, self.host, last)
+        await listen_for_content(runner, self.host, origins)
         port = runner.addresses[0][1]
-        hosts.bind(port)
+        hosts.bind(*origins.banner, *origins.content)
         access.cookie = f"mirror_replay_{port}"  # beyond loopback, one address for them all
         if self.saved is not None and port != last:
             self.saved.state.replay_ports[site_id] = port

@@ -10,6 +10,7 @@ from warcio.timeutils import timestamp_to_iso_date
 
 from mirror.replay.captures import Capture
 from mirror.replay.export import VIEWPORT, shown_url
+from mirror.replay.origins import archived_frame
 from mirror.replay.pages import PAGE, attr, history_href, replay_path, shown_time
 
 #: served by this server (pages.FRAME_CSP allows scripts from 'self' only)
@@ -17,6 +18,7 @@ BANNER_JS = "/_mirror/banner.js"
 #: the banner script asks here what a frame address shows (?path=/<ts>mp_/<url>)
 CAPTURE_INFO = "/_mirror/capture"
 
+FRAME_ID = ' id="mirror-frame" name="mirror-frame"'
 _STYLE = (
     "html,body{height:100%;margin:0}body{display:flex;flex-direction:column}"
     "#mirror-banner{display:flex;align-items:center;gap:.9em;padding:3px 10px;"
@@ -82,8 +84,9 @@ def capture_info(caps: Sequence[Capture], cap: Capture, status: int | None, run:
                        after[0] if after else None, len(caps), title)
 
 
-def frame_page(info: CaptureInfo, site_name: str, library: str = "") -> bytes:
-    """The banner, then the archived page (its mp_ address) in a same-origin frame. With
+def frame_page(info: CaptureInfo, site_name: str, library: str = "", content: str = "") -> bytes:
+    """The banner, then the archived page (its mp_ address) in a frame: from `content`
+    (the archived pages' origin, origins.py) in a sandbox, or else from here. With
     `library` (the app's page of the site, when `mirror ui` started this server), the
     banner's first link goes back there."""
     title = info.title or shown_url(info.url)
@@ -107,8 +110,8 @@ def frame_page(info: CaptureInfo, site_name: str, library: str = "") -> bytes:
         f'<!doctype html>\n<html><head><meta charset="utf-8">{VIEWPORT}'
         f"<title>{html.escape(title)}</title><style>{_STYLE}</style>"
         f'<script src="{BANNER_JS}" defer></script></head>\n<body>\n{banner}\n'
-        f'<iframe id="mirror-frame" name="mirror-frame" src="{attr(info.frame())}" '
-        'title="The archived page"></iframe>\n</body></html>\n').encode()
+        f"{archived_frame(content, info.frame(), 'The archived page', FRAME_ID)}"
+        "\n</body></html>\n").encode()
 
 
 def _near(element_id: str, label: str, timestamp: str | None, url: str) -> str:

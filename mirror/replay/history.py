@@ -13,6 +13,7 @@ from mirror.archive.manifest_text import PageCapture
 from mirror.model import PageText
 from mirror.replay.captures import Capture
 from mirror.replay.export import shown_url
+from mirror.replay.origins import archived_frame
 from mirror.replay.pages import (
     PAGE,
     attr,
@@ -146,9 +147,10 @@ class Side:
         return shown_time(self.timestamp) if self.timestamp else self.date
 
 
-def compare_html(old: Side, new: Side, whole: bool = False) -> str:
+def compare_html(old: Side, new: Side, whole: bool = False, content: str = "") -> str:
     """The word diff of the two captures' texts (the changed passages, or the `whole`
-    text), then the two pages side by side."""
+    text), then the two pages side by side (framed from `content`, the archived pages'
+    origin, when there is one)."""
     same_url = old.url == new.url
     head = (f"<h1>Changes to {html.escape(shown_url(new.url))}</h1>" if same_url else
             f"<h1>{html.escape(shown_url(old.url))} and {html.escape(shown_url(new.url))}</h1>")
@@ -156,7 +158,7 @@ def compare_html(old: Side, new: Side, whole: bool = False) -> str:
              f'<a href="{attr(history_href(new.url))}">History</a></p>')
     switch = "/_compare?" + urlencode({"a": old.capture_id, "b": new.capture_id,
                                        **({} if whole else {"whole": "1"})})
-    return head + sides + _text_diff(old, new, whole, switch) + _frames(old, new)
+    return head + sides + _text_diff(old, new, whole, switch) + _frames(old, new, content)
 
 
 @dataclass(frozen=True)
@@ -207,10 +209,10 @@ def _text_diff(old: Side, new: Side, whole: bool, switch: str) -> str:
     return "".join(out)
 
 
-def _frames(old: Side, new: Side) -> str:
+def _frames(old: Side, new: Side, content: str) -> str:
     frames = "".join(
-        f'<figure><figcaption>{html.escape(s.shown)}</figcaption><iframe src="'
-        f'{attr(replay_path(s.timestamp, s.url, PAGE))}" title="{attr(s.date)}"></iframe>'
+        f'<figure><figcaption>{html.escape(s.shown)}</figcaption>'
+        f"{archived_frame(content, replay_path(s.timestamp, s.url, PAGE), s.date)}"
         "</figure>" for s in (old, new))
     return f'<h2>Side by side</h2><div class="frames">{frames}</div>'
 

@@ -22,6 +22,7 @@ from mirror.archive.warcread import ReadError
 from mirror.layout import ArchiveLayout
 from mirror.replay.captures import Capture, CaptureIndex, Record
 from mirror.replay.export import REWRITTEN_TYPES, page_rows
+from mirror.replay.origins import CONTENT, Origins, listen_for_content
 from mirror.replay.pages import (
     PAGE,
     RAW,
@@ -209,7 +210,7 @@ class Replay:
         if target.mode == "latest":
             raise web.HTTPFound(replay_path(cap.timestamp, cap.url))
         if target.mode == "replay" and _wants_frame(request, archive, cap):
-            return await self.views.frame(archive, cap)
+            return await self.views.frame(archive, cap, request.get(CONTENT, ""))
         return await self._record(archive, cap, target.mode)
 
     async def _record(self, archive: CaptureIndex, cap: Capture, mode: str) -> web.Response:
@@ -339,11 +340,15 @@ class Site:
 
 
 def make_app(folder: Path | ArchiveFiles, site: Site = Site(),
-             middlewares: Sequence[Middleware] = (), source: Source | None = None
-             ) -> web.Application:
-    """The replay app of `folder`'s archive (read through `source` when given one)."""
-    app = web.Application(middlewares=list(middlewares))
+             middlewares: Sequence[Middleware] = (), source: Source | None = None,
+             origins: Origins | None = None) -> web.Application:
+    """The replay app of `folder`'s archive (read through `source` when given one); with
+    `origins`, archived pages on a port of their own (see origins.py: listen_for_content)."""
+    split = [origins.middleware()] if origins else []
+    app = web.Application(middlewares=[*middlewares, *split])
     replay = Replay(source or Source(folder, site.ignore_query), site)
+    if origins:
+        origins.own = frozenset({"/", *replay.views.routes})
     app.router.add_route("*", "/{tail:.*}", replay.handle)
     return app
 
@@ -355,14 +360,17 @@ async def start_replay_server(
     """Start the replay server; returns (runner, base URL ending in '/'). Call cleanup().
     On a loopback address it answers only to loopback Host headers (DNS rebinding). With
     `access` (--lan) it answers only to `host`'s names and loopback ones, only to GET and
-    HEAD, and only to browsers holding `access`'s cookie (named after the port)."""
+    HEAD, and only to browsers holding `access`'s cookie (named after the port). Archived
+    pages are served from a second port (origins.py), behind the same doors."""
     hosts = HostNames(host_names(host) if access else frozenset())
     doors = [host_guard(hosts)] if access or is_loopback(host) else []
     if access:
         doors += [read_only_guard, access_guard(access, LAN_REFUSAL)]
-    runner, base = await start_app(make_app(folder, site, doors), host, port)
+    origins = Origins()
+    runner, base = await start_app(make_app(folder, site, doors, origins=origins), host, port)
+    await listen_for_content(runner, host, origins)
     bound = runner.addresses[0][1]
-    hosts.bind(bound)
+    hosts.bind(*origins.banner, *origins.content)
     if access:
         access.cookie = f"mirror_serve_{bound}"
     return runner, hosts.base(base, bound)

@@ -13,6 +13,7 @@ from mirror.replay.banner import BANNER_JS, CAPTURE_INFO, CaptureInfo, capture_i
 from mirror.replay.captures import Capture, CaptureIndex
 from mirror.replay.export import html_page, shown_url
 from mirror.replay.history import COMPARE_STYLE, compare_html, history_html
+from mirror.replay.origins import CONTENT, framed_policy
 from mirror.replay.pagedata import NO_MANIFEST, ArchiveSource, Problem, compare_sides, page_history
 from mirror.replay.pages import COMPARE_CSP, FRAME_CSP, UI_CSP, parse_target, run_timestamp
 from mirror.replay.searchpage import SEARCH_STYLE, run_search, search_form, search_html
@@ -64,11 +65,15 @@ class Views:
         return capture_info(archive.captures_of(cap.url), cap, status,
                             runs[-1] if runs else None, title)
 
-    async def frame(self, archive: CaptureIndex, cap: Capture) -> web.Response:
+    async def frame(self, archive: CaptureIndex, cap: Capture, content: str = "") -> web.Response:
+        """The banner above the page; the page from `content` (the archived pages' origin)
+        when there is one, else from here."""
         info = await self.info(archive, cap)
-        return web.Response(body=frame_page(info, self.site_name, self.library), headers={
-            "Content-Type": "text/html; charset=utf-8", "Content-Security-Policy": FRAME_CSP,
-            "Cache-Control": "no-cache", "Vary": "Sec-Fetch-Dest"})
+        body = frame_page(info, self.site_name, self.library, content)
+        return web.Response(body=body, headers={
+            "Content-Type": "text/html; charset=utf-8",
+            "Content-Security-Policy": framed_policy(FRAME_CSP, content) if content
+            else FRAME_CSP, "Cache-Control": "no-cache", "Vary": "Sec-Fetch-Dest"})
 
     async def capture(self, request: web.Request) -> web.Response:
         """What a frame address (/<ts>mp_/<url>) shows, for the banner script."""
@@ -107,9 +112,11 @@ class Views:
             return ui_response(sides.status, "Compare", f"<p>{sides.html}</p>")
         old, new = sides
         whole = request.query.get("whole") == "1"
+        content = request.get(CONTENT, "")
         return ui_response(200, f"Changes to {shown_url(new.url)}",
-                           library_link(self.library) + compare_html(old, new, whole),
-                           csp=COMPARE_CSP, style=COMPARE_STYLE)
+                           library_link(self.library) + compare_html(old, new, whole, content),
+                           csp=framed_policy(COMPARE_CSP, content) if content else COMPARE_CSP,
+                           style=COMPARE_STYLE)
 
     # -- full-text search ----------------------------------------------------------------
     async def search(self, request: web.Request) -> web.Response:

@@ -3,8 +3,13 @@
 // speculation rules (prefetch and prerender go to any site), so this takes them away from
 // the page and from every same-origin window it makes (about:blank and srcdoc frames,
 // window.open('')) before any archived script runs.
+// It also keeps the page where it is: no window opened and no navigation away from the
+// archive without the person's click (the Navigation API's navigate event, cancelled),
+// and it answers the banner above it, which asks where the frame is (see answerBanner).
 (() => {
   "use strict";
+  const apply = Reflect.apply;
+  const active = () => { try { return navigator.userActivation.isActive; } catch (e) { return false; } };
   const RTC = ["RTCPeerConnection", "webkitRTCPeerConnection", "RTCDataChannel",
     "RTCSessionDescription", "RTCIceCandidate", "RTCRtpSender", "RTCRtpReceiver",
     "RTCRtpTransceiver", "RTCIceTransport", "RTCDtlsTransport", "RTCSctpTransport",
@@ -46,6 +51,41 @@
     if (n === "srcdoc" && el.localName === "iframe") return SEAL + String(v);
     return v;
   };
+  // navigation away from the archive (another origin; from file://, anything but a file)
+  // only on the person's click: the page keeps its data where it was archived (O2)
+  const stay = (w) => {
+    const nav = w.navigation;
+    if (!nav || typeof nav.addEventListener !== "function") return;
+    const here = w.location.protocol;
+    nav.addEventListener("navigate", (e) => {
+      if (!e.cancelable || e.userInitiated || active()) return;
+      let to;
+      try { to = new URL(e.destination.url); } catch (x) { e.preventDefault(); return; }
+      const inside = here === "file:" ? to.protocol === "file:"
+        : to.origin === w.location.origin || to.protocol === "about:";
+      if (!inside) e.preventDefault();
+    });
+  };
+  // the banner above this frame (another origin) asks where the frame is, with a port to
+  // answer on; this listener is the first on the window, so no archived script sees the
+  // question or the port, and the address is the one the page was loaded from
+  const answerBanner = () => {
+    const up = window.parent;
+    if (up === window) return;
+    const where = location.pathname + location.search;
+    const getter = (name) => Object.getOwnPropertyDescriptor(MessageEvent.prototype, name).get;
+    const [data, source, ports] = ["data", "source", "ports"].map(getter);
+    const stop = Event.prototype.stopImmediatePropagation;
+    const send = MessagePort.prototype.postMessage;
+    const title = Object.getOwnPropertyDescriptor(Document.prototype, "title").get;
+    addEventListener("message", (e) => {
+      const asked = apply(data, e, []);
+      const port = apply(ports, e, [])[0];
+      if (apply(source, e, []) !== up || !asked || asked.mirror !== "where" || !port) return;
+      apply(stop, e, []);
+      apply(send, port, [{path: where, title: apply(title, document, [])}]);
+    }, true);
+  };
   let seal;
   const sealFrames = (w) => {
     try {
@@ -80,7 +120,9 @@
     }
     wrapMethod(E, "setAttributeNode", (el, f, [a]) => {
       a.value = value(el, a.name, a.value); return f.call(el, a); });
-    wrapMethod(w, "open", (win, f, args) => seal(f.apply(win, args)));
+    // a window only on a click (the browser's popup blocker may be off), sealed too
+    wrapMethod(w, "open", (win, f, args) => active() ? seal(apply(f, win, args)) : null);
+    stay(w);
     // anything that inserts nodes may add a frame: seal the frames after it
     const after = (p, names) => { for (const n of names) {
       wrapMethod(p, n, (node, f, args) => { const r = f.apply(node, args); sealFrames(w); return r; });
@@ -112,4 +154,5 @@
     return w;
   };
   seal(window);
+  answerBanner();
 })();
