@@ -16,8 +16,10 @@ SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/l
 SHARED_ROOTS = ("/", "/home", "/media", "/mnt", "/opt", "/root", "/srv", "/tmp", "/var",
                 "/var/lib", "/var/tmp", "/Users", "/Volumes")
 #: what a run writes before its manifest exists: a folder holding only these is one whose
-#: first run stopped early (ArchiveLayout: lock, log, progress; schedule/lastrun.py)
-_EARLY_FILES = frozenset({".lock", "mirror.log", "progress.json", "scheduled.json"})
+#: first run stopped early (ArchiveLayout: lock, log, progress; schedule/lastrun.py's record
+#: and schedule/wait.py's folder, both written before the run takes its lock)
+_EARLY_FILES = frozenset({".lock", "mirror.log", "progress.json", "scheduled.json",
+                          ".schedule-wait"})
 
 
 def system_folder(path: Path, home: Path) -> str | None:
