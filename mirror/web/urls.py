@@ -352,6 +352,10 @@ def _domain_or_ipv4(host: str) -> str:
 
 
 def _to_ascii(name: str) -> str:
+    if name.isascii() and "xn--" not in name.lower():
+        # nothing to map or to check: UTS #46 (std3 rules off) only lower-cases ASCII, and
+        # the caller checks the characters; `mirror check` then loads no IDNA tables
+        return name.lower()
     try:  # here, not at the top: `mirror check` loads this module and needs no IDNA tables
         import idna
     except ImportError:  # pragma: no cover - yarl, our HTTP stack's URL library, needs idna
