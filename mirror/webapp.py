@@ -18,7 +18,8 @@ from urllib.parse import urlencode
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-__all__ = ["HEADER_DEADLINE", "Access", "Handler", "HostNames", "Middleware", "READ_METHODS", "access_guard",
+__all__ = ["HEADER_DEADLINE", "Access", "Handler", "HostNames", "Middleware", "READ_METHODS",
+           "access_guard",
            "derive", "host_allowed", "host_guard", "host_names", "is_loopback",
            "local_name", "loopback_hosts", "new_token", "read_only_guard", "refuse",
            "resolves_names", "same", "session_value", "shown", "start_app",
