@@ -43,11 +43,14 @@ def site_app(base: list[str], requested: list[str]) -> web.Application:
         i = request.match_info["i"]
         resp = web.StreamResponse(headers={"Content-Type": "application/xml"})
         await resp.prepare(request)
-        await resp.write(f"<urlset {NS}>".encode())
-        for start in range(0, PER_SITEMAP, 5000):
-            await resp.write("".join(f"<url><loc>{base[0]}p/{i}/{j}</loc></url>"
-                                     for j in range(start, start + 5000)).encode())
-        await resp.write(b"</urlset>")
+        try:
+            await resp.write(f"<urlset {NS}>".encode())
+            for start in range(0, PER_SITEMAP, 5000):
+                await resp.write("".join(f"<url><loc>{base[0]}p/{i}/{j}</loc></url>"
+                                         for j in range(start, start + 5000)).encode())
+            await resp.write(b"</urlset>")
+        except ConnectionResetError:  # the run stopped and hung up: nothing to tell
+            pass
         return resp
 
     async def page(request: web.Request) -> web.StreamResponse:

@@ -18,7 +18,8 @@ from urllib.parse import urlencode
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-__all__ = ["Access", "Handler", "HostNames", "Middleware", "READ_METHODS", "access_guard",
+__all__ = ["HEADER_DEADLINE", "Access", "Handler", "HostNames", "Middleware", "READ_METHODS",
+           "access_guard",
            "derive", "host_allowed", "host_guard", "host_names", "is_loopback",
            "local_name", "loopback_hosts", "new_token", "read_only_guard", "refuse",
            "resolves_names", "same", "session_value", "shown", "start_app",
@@ -26,11 +27,15 @@ __all__ = ["Access", "Handler", "HostNames", "Middleware", "READ_METHODS", "acce
 
 READ_METHODS = frozenset({"GET", "HEAD"})
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+# Seconds a connection has to finish its request headers, counted from its opening or from
+# its last response; an idle keep-alive connection is closed then too (slow-header clients).
+# aiohttp's keep-alive timer does both from 3.14.4 on (it is armed when a connection opens).
+HEADER_DEADLINE = 10.0
 
 
 async def start_app(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, str]:
     """Serve `app`; returns (runner, base URL ending in '/'). Call runner.cleanup()."""
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, access_log=None, keepalive_timeout=HEADER_DEADLINE)
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port).start()

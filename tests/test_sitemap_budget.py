@@ -107,6 +107,27 @@ async def test_a_signal_while_reading_sitemaps(aiohttp_server, tmp_path: Path, s
     await resumes(site, tmp_path, ExitCode.LIMIT)
 
 
+async def test_a_stop_abandons_sitemaps_at_once_whatever_the_grace(aiohttp_server,
+                                                                   tmp_path: Path) -> None:
+    """A sitemap being fetched or stored is not waited for (the fourth is held, and the
+    grace is longer than the test's timeout): it is fetched again on resume."""
+    site = await serve(aiohttp_server, sitemaps=4, per_sitemap=50_000, hold={"/sm/3.xml"})
+    write_config(tmp_path, [site.base], crawl={"workers": 4, "stop_grace": 600},
+                 scope={"robots": True, "max_pages": 10})
+
+    async def stop(proc) -> None:  # noqa: ANN001 - asyncio Process
+        await until(lambda: "/sm/3.xml" in site.log, "the held sitemap requested")
+        proc.send_signal(signal.SIGTERM)
+
+    code, _, err = await mirror("run", "site.toml", "-q", cwd=tmp_path, timeout=60,
+                                on_start=stop)
+    assert code == ExitCode.INTERRUPTED, err
+    held = f"{site.base}sm/3.xml"
+    assert rows(tmp_path / "archive", f"SELECT state FROM urls WHERE url='{held}'") == [
+        ("pending",)]
+    await resumes(site, tmp_path, ExitCode.LIMIT)
+
+
 @pytest.mark.parametrize("sig", SIGNALS, ids=["SIGTERM", "SIGINT"])
 async def test_a_signal_while_crawling(aiohttp_server, tmp_path: Path, sig):
     site = await serve(aiohttp_server, hold={"/held"})

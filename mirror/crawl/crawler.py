@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from mirror import crashpoints
 from mirror.archive import index, recovery, warcwriter, workerfolder
@@ -157,6 +157,8 @@ class Crawler:
         self._fatal_code = ExitCode.INTERNAL  # USAGE when the site file's [login] failed
         self._workers: list[asyncio.Task[None]] = []
         self._finishing: set[asyncio.Task[None]] = set()  # responses being stored
+        # fetching or storing a sitemap: abandoned at once on a stop (fetched again on resume)
+        self._sitemap_tasks: set[asyncio.Task[None]] = set()
         # responses fetched and waiting to be stored, at most one per worker
         self._backlog = asyncio.Semaphore(cfg.crawl.workers)
         self._warc_opener = warc_opener  # fault injection in tests (ENOSPC)
@@ -186,13 +188,17 @@ class Crawler:
     # -- lifecycle -------------------------------------------------------------------------
     def stop(self) -> None:
         """Graceful stop: no new URLs are handed out; in-flight fetches get `stop_grace`
-        seconds to finish, then are abandoned. A second call abandons them at once."""
+        seconds to finish, then are abandoned. A second call abandons them at once. Sitemaps
+        are abandoned at once: one can list 50,000 URLs to parse and commit, and it is
+        fetched again on resume."""
         if self._interrupted:
             self.abort()
             return
         self._interrupted = True
         if self.frontier is not None:
             self.frontier.stop()
+        for task in self._sitemap_tasks:
+            task.cancel()
         asyncio.get_running_loop().call_later(self.cfg.crawl.stop_grace, self.abort)
 
     def abort(self) -> None:
@@ -483,11 +489,23 @@ class Crawler:
         while (item := await frontier.take()) is not None:
             handed_off = False
             try:
-                with self._guarded(item):
+                with self._guarded(item), self._abandonable(item, asyncio.current_task()):
                     handed_off = await self._process(session, item)
             finally:
                 if not handed_off:
                     frontier.release(item)
+
+    @contextmanager
+    def _abandonable(self, item: UrlItem, task: asyncio.Task[Any] | None) -> Iterator[None]:
+        """While `task` works on `item`, a stop cancels it at once if `item` is a sitemap."""
+        if task is None or not is_sitemap(item):
+            yield
+            return
+        self._sitemap_tasks.add(task)
+        try:
+            yield
+        finally:
+            self._sitemap_tasks.discard(task)
 
     @contextmanager
     def _guarded(self, item: UrlItem) -> Iterator[None]:
@@ -540,6 +558,8 @@ class Crawler:
             self.frontier.fetched(item)
             task = asyncio.create_task(self._finish(item, ex, error, prev))
             self._finishing.add(task)
+            if is_sitemap(item):
+                self._sitemap_tasks.add(task)
             task.add_done_callback(functools.partial(self._finished, item, ex))
             handed_off = True
             return True
@@ -566,6 +586,7 @@ class Crawler:
     def _finished(self, item: UrlItem, ex: Exchange, task: asyncio.Task[None]) -> None:
         """After `_finish`, however it ended: also when it was cancelled before it began."""
         self._finishing.discard(task)
+        self._sitemap_tasks.discard(task)
         ex.body.close()
         self._backlog.release()
         if task.cancelled():

@@ -8,7 +8,9 @@ The pipes are event-loop streams: no threads, so nothing waits on the GIL to han
 over.
 
 Failures never lose a page: until a helper says it is ready, and for good once helpers
-have died `MAX_RESTARTS` times, pages are parsed in the crawler's own process. A helper
+have died `MAX_RESTARTS` times, pages are parsed in the crawler's own process (while helpers
+start, only pages of at most `IN_PROCESS_BYTES`: a bigger one, such as a sitemap of 50,000
+URLs, waits for a helper rather than hold the event loop, and signals, for seconds). A helper
 answers its requests in order, so when it dies the oldest unanswered one is the page it was
 parsing: that page is sent once more, to a new helper (never parsed in the crawler's
 process: it may be what killed the helper), and if it is again the one being parsed when
@@ -59,6 +61,8 @@ PARSE_SECONDS = 10.0
 #: most bytes of bodies read for link discovery and not yet answered, all pages together
 #: (one page larger than this still goes, alone)
 INFLIGHT_BYTES = 24_000_000
+#: largest body parsed in the crawler's process while the helpers start (about 0.1 s)
+IN_PROCESS_BYTES = 256 * 1024
 
 
 class HelperDied(Exception):
@@ -129,8 +133,8 @@ class ParserPool:
         for dead in [h for h in self._helpers if h.died is not None]:
             await self._replace(dead, dead.died)  # it died between two pages
         helper = self._ready()
-        if helper is None and self._was_ready:  # a page that beats the budget: not here
-            helper = await self._ready_soon()
+        if helper is None and (self._was_ready or len(page.body) > IN_PROCESS_BYTES):
+            helper = await self._ready_soon()  # not here: a page that beats the budget
         if helper is None:
             return self.discover_in_process(item, page)
         self._was_ready = True
@@ -220,7 +224,7 @@ class ParserPool:
 
     async def close(self, abandon: bool = False) -> None:
         """Stop the helpers; with `abandon` (the run was told to stop: no answer is waited
-        for any more), those still parsing are killed at once instead of finishing."""
+        for any more), they are killed at once instead of finishing what they parse."""
         helpers, self._helpers = self._helpers, []
         await asyncio.gather(*(h.stop(abandon) for h in helpers))
 
@@ -263,16 +267,17 @@ class _Helper:
         self.pending[request_id] = future
         if self._watch is None:  # an idle helper begins this one now
             self._start_clock()
-        try:
-            self._send((request_id, item, page))
-            assert self.proc.stdin is not None
-            await self.proc.stdin.drain()
-        except (ConnectionError, RuntimeError) as exc:
-            self._fail(HelperDied(f"cannot write to it: {exc}"))
-        try:
+        try:  # cancelled (a stop) in the drain too: no answer left for nobody to retrieve
+            try:
+                self._send((request_id, item, page))
+                assert self.proc.stdin is not None
+                await self.proc.stdin.drain()
+            except (ConnectionError, RuntimeError) as exc:
+                self._fail(HelperDied(f"cannot write to it: {exc}"))
             return await future
         finally:
             self.pending.pop(request_id, None)
+            future.cancel()  # nothing when it is done
 
     async def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -345,12 +350,12 @@ class _Helper:
 
     async def stop(self, abandon: bool = False) -> None:
         """Close its stdin (it exits at end of input); kill it if it does not, or at once
-        when `abandon`ed with requests unanswered."""
+        when `abandon`ed."""
         if self.proc.stdin is not None and not self.proc.stdin.is_closing():
             self.proc.stdin.close()
         try:
-            await asyncio.wait_for(self.proc.wait(), 0 if abandon and self.pending
-                                   else STOP_TIMEOUT)
+            # abandoned: killed at once, also when what it parses is no longer waited for
+            await asyncio.wait_for(self.proc.wait(), 0 if abandon else STOP_TIMEOUT)
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):  # it exited meanwhile
                 self.proc.kill()
