@@ -29,6 +29,7 @@ from mirror.model import SNAPSHOT_CODES, ExitCode, RunState
 from mirror.report import (
     RunStatus,
     counts_text,
+    nofollow_warning,
     render_changes,
     render_status,
     render_summary,
@@ -1141,6 +1142,8 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
             layout.progress.unlink(missing_ok=True)
     if quiet:
         say(summary_line(data))
+        if warning := nofollow_warning(data.meta_robots):  # a one-page archive, explained
+            say(f"  NOTE: {warning}")
     elif terminal:
         from mirror.progress import print_summary
 

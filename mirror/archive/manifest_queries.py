@@ -16,6 +16,7 @@ from mirror.archive.manifest_schema import (
     check_postgres,
     read_as_current,
 )
+from mirror.archive.manifest_robots import RobotsQueries
 from mirror.archive.manifest_text import TextQueries
 from mirror.archive.sqldb import PostgresDb, Row, SqlDb, SqliteDb, is_database_url
 from mirror.archive.workerfolder import no_manifest
@@ -54,7 +55,7 @@ def open_reader(target: Path | str) -> ManifestReader:
     return ManifestReader(target)
 
 
-class ManifestReader(TextQueries):
+class ManifestReader(TextQueries, RobotsQueries):
     """The manifest, read-only: for `mirror status`, `runs`, `diff`, `explain`, `verify`,
     the replay server and run reports, also beside a running crawl (WAL lets it read). It
     never writes to the file, not even to upgrade it. The writer, Manifest, extends it.
