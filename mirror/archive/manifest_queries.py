@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mirror.archive.manifest_robots import RobotsQueries
 from mirror.archive.manifest_schema import (
     FRONTIER_URLS,
     HELD_BY_OTHERS,
@@ -16,7 +17,6 @@ from mirror.archive.manifest_schema import (
     check_postgres,
     read_as_current,
 )
-from mirror.archive.manifest_robots import RobotsQueries
 from mirror.archive.manifest_text import TextQueries
 from mirror.archive.sqldb import PostgresDb, Row, SqlDb, SqliteDb, is_database_url
 from mirror.archive.workerfolder import no_manifest

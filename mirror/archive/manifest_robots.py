@@ -36,4 +36,5 @@ class RobotsQueries:
             "COUNT(DISTINCT CASE WHEN u.depth=0 THEN c.url_id END), "
             "COUNT(DISTINCT CASE WHEN u.depth=0 AND p.nofollow=1 THEN c.url_id END) "
             f"{_PAGES}", (run_id,)).fetchone()
-        return RobotsCounts(*(int(n) for n in row))
+        pages, noindex, nofollow, starts, start_nofollow = (int(n) for n in row)
+        return RobotsCounts(pages, noindex, nofollow, starts, start_nofollow)

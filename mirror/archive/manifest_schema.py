@@ -20,8 +20,9 @@ else is written: there is no failed run (a run's failures are URL states).
 
     complete | limit | abandoned -> (deleted)   drop_runs: `mirror prune` (mirror.archive.prune)
                                   drops the run with its captures, texts, sessions, notes,
-                                  page_robots and errors; a capture of it that a kept capture refers to
-                                  (original_id) stays, its run_id naming no run any more.
+                                  page_robots and errors; a capture of it that a kept
+                                  capture refers to (original_id) stays, its run_id
+                                  naming no run any more.
                                   While a prune is under way, meta 'prune' holds its journal.
 
 A URL (urls.state) belongs to the run that last discovered it (urls.run_id); the steps:
