@@ -623,10 +623,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     from mirror.crawl.robotslookup import robots_rules
     from mirror.explain import explain
+    from mirror.explainarchive import archive_lines
 
     cfg = load_config(args.config)
     rules, source = asyncio.run(robots_rules(cfg, args.url, offline=args.offline))
-    say("\n".join(explain(cfg, args.url, args.depth, rules, source)))
+    say("\n".join(explain(cfg, args.url, args.depth, rules, source)
+                  + archive_lines(cfg, args.url)))
     return ExitCode.OK
 
 

@@ -166,8 +166,13 @@ async def test_meta_robots_false_follows_everything(
 
 async def mirror_run(path: Path) -> tuple[int, str]:
     """`mirror run -q` as cron runs it: (exit code, what it printed on stdout)."""
+    return await mirror_cmd("run", "-q", str(path))
+
+
+async def mirror_cmd(*args: str) -> tuple[int, str]:
+    """`mirror ARGS...` in a process of its own: (exit code, what it printed on stdout)."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "mirror", "run", "-q", str(path),
+        sys.executable, "-m", "mirror", *args,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), 120)
@@ -214,6 +219,12 @@ async def test_a_nofollow_start_page_is_explained_in_the_summary_and_the_app(
     assert "note: the start page says nofollow" in report, report
     assert "1 noindex · 1 nofollow" in report, report
     assert "meta-robots: 2" in report, report
+
+    # `mirror explain` says why /a was not fetched, and where it is linked from
+    code, out = await mirror_cmd("explain", str(path), site.base + "a", "--offline")
+    assert code == 0, out
+    assert "in run 1             not fetched: rule meta-robots: the only pages" in out, out
+    assert f"linked from {site.base} (nofollow)" in out, out
 
     # the setting the note names archives the site
     path.write_text(path.read_text().replace("robots = false",

@@ -4,7 +4,7 @@ Manifest.commit_capture(robots=...)): a base of ManifestReader."""
 from __future__ import annotations
 
 from mirror.archive.sqldb import SqlDb
-from mirror.model import RobotsCounts
+from mirror.model import META_ROBOTS, RobotsCounts
 
 #: the pages a count is over: page URLs (not requisites, not robots.txt) with a 2xx answer
 _PAGES = ("FROM captures c JOIN urls u ON u.id = c.url_id "
@@ -38,3 +38,17 @@ class RobotsQueries:
             f"{_PAGES}", (run_id,)).fetchone()
         pages, noindex, nofollow, starts, start_nofollow = (int(n) for n in row)
         return RobotsCounts(pages, noindex, nofollow, starts, start_nofollow)
+
+    def not_followed(self, url: str) -> tuple[int, list[tuple[str, bool]]] | None:
+        """For a URL its last run skipped under the rule meta-robots: (that run, the first
+        ten pages that link to it, each with whether it said nofollow); None for any
+        other URL."""
+        row = self.sql.execute("SELECT id, run_id FROM urls WHERE url=? AND state='skipped' "
+                               "AND reason=?", (url, META_ROBOTS)).fetchone()
+        if row is None:
+            return None
+        url_id, run_id = row
+        return run_id, [(u, bool(n)) for u, n in self.sql.execute(
+            "SELECT s.url, COALESCE(p.nofollow, 0) FROM links l JOIN urls s ON s.id = l.src "
+            "LEFT JOIN page_robots p ON p.url_id = l.src AND p.run_id = ? "
+            "WHERE l.dst=? ORDER BY s.url LIMIT 10", (run_id, url_id))]
