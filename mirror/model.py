@@ -276,13 +276,16 @@ META_ROBOTS = "meta-robots"
 class RobotsCounts:
     """How many of a run's stored pages (2xx) said noindex and nofollow (meta robots,
     X-Robots-Tag), of how many; the same for its start pages (depth 0: the start URLs and
-    where they redirect). `enabled`: [scope] meta_robots was on."""
+    where they redirect); and how many said nofollow but not noindex: content pages whose
+    links the site asks not to follow (a wiki's edit and history pages say both).
+    `enabled`: [scope] meta_robots was on."""
 
     pages: int = 0
     noindex: int = 0
     nofollow: int = 0
     start_pages: int = 0
     start_nofollow: int = 0
+    nofollow_indexed: int = 0
     enabled: bool = True
 
 

@@ -82,14 +82,16 @@ META_ROBOTS_OFF = "[scope] meta_robots = false"
 def nofollow_warning(c: RobotsCounts) -> str | None:
     """What a person must be told when a run followed few links because its pages said
     nofollow (some software marks every page so): every start page said it, or more than
-    half of the pages stored did. Names the setting that archives the site anyway."""
+    half of the pages stored said nofollow but not noindex (a wiki's edit, history and
+    diff pages say both, and are rightly not followed: they do not count). Names the
+    setting that archives the site anyway."""
     if not c.enabled or not c.nofollow:
         return None
     if c.start_pages and c.start_nofollow == c.start_pages:
         said = ("the start page says" if c.start_pages == 1
                 else f"all {c.start_pages} start pages say")
-    elif 2 * c.nofollow > c.pages:
-        said = f"{c.nofollow} of {c.pages} pages say"
+    elif 2 * c.nofollow_indexed > c.pages:
+        said = f"{c.nofollow_indexed} of {c.pages} pages say"
     else:
         return None
     return (f"{said} nofollow (<meta name=\"robots\"> or X-Robots-Tag), so their links "

@@ -72,8 +72,12 @@ def test_extraction_keeps_the_named_metas() -> None:
     (RobotsCounts(pages=1, nofollow=1, start_pages=1, start_nofollow=1), "the start page says"),
     (RobotsCounts(pages=9, nofollow=2, start_pages=2, start_nofollow=2),
      "all 2 start pages say"),
-    (RobotsCounts(pages=9, nofollow=5, start_pages=1), "5 of 9 pages say"),
-    (RobotsCounts(pages=10, nofollow=5, start_pages=1), None),  # half is not most
+    (RobotsCounts(pages=9, nofollow=5, start_pages=1, nofollow_indexed=5),
+     "5 of 9 pages say"),
+    (RobotsCounts(pages=10, nofollow=5, start_pages=1, nofollow_indexed=5),
+     None),  # half is not most
+    # a wiki: most pages are edit and history views that say noindex, nofollow
+    (RobotsCounts(pages=900, noindex=750, nofollow=750, start_pages=1), None),
     (RobotsCounts(pages=9, nofollow=2, start_pages=2, start_nofollow=1), None),
     (RobotsCounts(pages=9, noindex=9, start_pages=1), None),  # noindex stops nothing
     (RobotsCounts(pages=1, nofollow=1, start_pages=1, start_nofollow=1, enabled=False), None),
@@ -161,6 +165,22 @@ async def test_meta_robots_false_follows_everything(
     assert report["meta_robots"]["enabled"] is False
 
 
+async def test_most_pages_nofollow_but_not_noindex_is_told(
+        make_site: Callable[[], Awaitable[TestSite]], crawl: Any) -> None:
+    site = await make_site()
+    site.page("/", "".join(f'<a href="/p{i}">{i}</a>' for i in range(3)))
+    for i in range(3):
+        site.page(f"/p{i}", '<html><head><meta name="robots" content="index, nofollow">'
+                            f'</head><body><a href="/more{i}">more</a></body></html>')
+    site.page("/edit", '<html><head><meta name="robots" content="noindex,nofollow"></head>'
+                       "<body>edit</body></html>")
+    said = report_of(await crawl([site.base], scope={"robots": False}))["meta_robots"]
+    assert (said["pages"], said["nofollow"], said["nofollow_indexed"]) == (4, 3, 3)
+    assert said["start_nofollow"] == 0
+    assert said["warning"].startswith("3 of 4 pages say nofollow"), said
+    assert not any(site.count(f"/more{i}") for i in range(3))
+
+
 # -- what a person is told -------------------------------------------------------------------
 
 
@@ -216,6 +236,7 @@ async def test_a_nofollow_start_page_is_explained_in_the_summary_and_the_app(
     assert row, home
     assert "the start page says nofollow" in text_of(row[0]), row[0]
     assert "set [scope] meta_robots = false in the site file" in text_of(row[0])
+    assert 'href="/site/shy/settings/file">edit the site file' in row[0]
     assert "note: the start page says nofollow" in report, report
     assert "1 noindex · 1 nofollow" in report, report
     assert "meta-robots: 2" in report, report

@@ -34,10 +34,11 @@ class RobotsQueries:
             "COUNT(DISTINCT CASE WHEN p.noindex=1 THEN c.url_id END), "
             "COUNT(DISTINCT CASE WHEN p.nofollow=1 THEN c.url_id END), "
             "COUNT(DISTINCT CASE WHEN u.depth=0 THEN c.url_id END), "
-            "COUNT(DISTINCT CASE WHEN u.depth=0 AND p.nofollow=1 THEN c.url_id END) "
+            "COUNT(DISTINCT CASE WHEN u.depth=0 AND p.nofollow=1 THEN c.url_id END), "
+            "COUNT(DISTINCT CASE WHEN p.nofollow=1 AND p.noindex=0 THEN c.url_id END) "
             f"{_PAGES}", (run_id,)).fetchone()
-        pages, noindex, nofollow, starts, start_nofollow = (int(n) for n in row)
-        return RobotsCounts(pages, noindex, nofollow, starts, start_nofollow)
+        pages, noindex, nofollow, starts, start_nofollow, indexed = (int(n) for n in row)
+        return RobotsCounts(pages, noindex, nofollow, starts, start_nofollow, indexed)
 
     def not_followed(self, url: str) -> tuple[int, list[tuple[str, bool]]] | None:
         """For a URL its last run skipped under the rule meta-robots: (that run, the first
