@@ -168,16 +168,17 @@ async def test_meta_robots_false_follows_everything(
 async def test_most_pages_nofollow_but_not_noindex_is_told(
         make_site: Callable[[], Awaitable[TestSite]], crawl: Any) -> None:
     site = await make_site()
-    site.page("/", "".join(f'<a href="/p{i}">{i}</a>' for i in range(3)))
+    site.page("/", "".join(f'<a href="/p{i}">{i}</a>' for i in range(3))
+              + '<a href="/edit">edit</a>')
     for i in range(3):
         site.page(f"/p{i}", '<html><head><meta name="robots" content="index, nofollow">'
                             f'</head><body><a href="/more{i}">more</a></body></html>')
     site.page("/edit", '<html><head><meta name="robots" content="noindex,nofollow"></head>'
                        "<body>edit</body></html>")
     said = report_of(await crawl([site.base], scope={"robots": False}))["meta_robots"]
-    assert (said["pages"], said["nofollow"], said["nofollow_indexed"]) == (4, 3, 3)
-    assert said["start_nofollow"] == 0
-    assert said["warning"].startswith("3 of 4 pages say nofollow"), said
+    assert (said["pages"], said["nofollow"], said["nofollow_indexed"]) == (5, 4, 3)
+    assert (said["noindex"], said["start_nofollow"]) == (1, 0)
+    assert said["warning"].startswith("3 of 5 pages say nofollow"), said
     assert not any(site.count(f"/more{i}") for i in range(3))
 
 
