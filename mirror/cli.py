@@ -29,6 +29,7 @@ from mirror.model import SNAPSHOT_CODES, ExitCode, RunState
 from mirror.report import (
     RunStatus,
     counts_text,
+    nofollow_warning,
     render_changes,
     render_status,
     render_summary,
@@ -622,10 +623,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     from mirror.crawl.robotslookup import robots_rules
     from mirror.explain import explain
+    from mirror.explainarchive import archive_lines
 
     cfg = load_config(args.config)
     rules, source = asyncio.run(robots_rules(cfg, args.url, offline=args.offline))
-    say("\n".join(explain(cfg, args.url, args.depth, rules, source)))
+    say("\n".join(explain(cfg, args.url, args.depth, rules, source)
+                  + archive_lines(cfg, args.url)))
     return ExitCode.OK
 
 
@@ -1141,6 +1144,8 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
             layout.progress.unlink(missing_ok=True)
     if quiet:
         say(summary_line(data))
+        if warning := nofollow_warning(data.meta_robots):  # a one-page archive, explained
+            say(f"  NOTE: {warning}")
     elif terminal:
         from mirror.progress import print_summary
 

@@ -154,6 +154,9 @@ class ScopeSection:
     max_host_pages: int = _key(integer(0, 1_000_000_000), 0)
     max_host_bytes: int = _key(integer(0, 10**15), 0)
     robots: bool = _key(boolean(), True)  # obey robots.txt (RFC 9309)
+    # obey <meta name="robots"> and X-Robots-Tag: nofollow pages' links are not followed
+    # (rule meta-robots; their requisites are), noindex pages are recorded (web.robotsmeta)
+    meta_robots: bool = _key(boolean(), True)
     # read the sitemaps robots.txt names (else /sitemap.xml) and crawl their in-scope URLs
     sitemaps: bool = _key(boolean(), True)
     # URLs the run's sitemaps may list in all (sitemaps and pages, in or out of scope); those

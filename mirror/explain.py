@@ -25,6 +25,8 @@ RULES = {
     "trap:share": "a share-button link (?share=) ([scope] traps)",
     "trap:print": "a print or e-mail variant of a page ([scope] traps)",
     "logout": "a logout link, which would end the crawl's session",
+    "meta-robots": "the only pages that link to it say nofollow (<meta name=\"robots\"> or "
+                   "X-Robots-Tag); [scope] meta_robots = false follows them",
     "sitemap-budget": "a sitemap listed it after the run's sitemaps had listed [scope] "
                       "max_sitemap_urls URLs (or it is a sitemap left unread once they had)",
 }

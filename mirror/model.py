@@ -253,12 +253,14 @@ class Discovered(NamedTuple):
     """What discovery found in a stored response: where it redirects, the URLs it leads
     to, a note on the page (why it may need a browser to archive, or, starting with
     PARSE_BUDGET, why its links were partly or not read), and its text, if any (same parse
-    as its links)."""
+    as its links), and the robots directives it carries (web.robotsmeta: "noindex",
+    "nofollow" or "noindex,nofollow"; None when none, or [scope] meta_robots is off)."""
 
     target: str | None
     links: list[NewUrl]
     note: str | None = None
     text: PageText | None = None
+    robots: str | None = None
 
 
 NOTHING = Discovered(None, [])
@@ -266,6 +268,25 @@ NOTHING = Discovered(None, [])
 #: the rule a page over its parse budget (time, nesting, size) is flagged under: its note
 #: starts with it, and its links were partly or not extracted
 PARSE_BUDGET = "parse-budget"
+#: the rule a link is skipped under when the page it is on says nofollow (web.robotsmeta)
+META_ROBOTS = "meta-robots"
+
+
+@dataclass(frozen=True)
+class RobotsCounts:
+    """How many of a run's stored pages (2xx) said noindex and nofollow (meta robots,
+    X-Robots-Tag), of how many; the same for its start pages (depth 0: the start URLs and
+    where they redirect); and how many said nofollow but not noindex: content pages whose
+    links the site asks not to follow (a wiki's edit and history pages say both).
+    `enabled`: [scope] meta_robots was on."""
+
+    pages: int = 0
+    noindex: int = 0
+    nofollow: int = 0
+    start_pages: int = 0
+    start_nofollow: int = 0
+    nofollow_indexed: int = 0
+    enabled: bool = True
 
 
 def over_budget(why: str) -> Discovered:

@@ -16,7 +16,14 @@ from rich.text import Text
 
 from mirror.crawl.progressfile import LiveProgress
 from mirror.model import UrlState
-from mirror.report import RunData, human_bytes, run_outcome, unreachable_line
+from mirror.report import (
+    RunData,
+    human_bytes,
+    nofollow_warning,
+    robots_line,
+    run_outcome,
+    unreachable_line,
+)
 from mirror.terminal import printable_lines
 
 BAR_WIDTH = 30
@@ -115,6 +122,8 @@ def summary_table(d: RunData, max_items: int = 10) -> Table:
 
     failed = d.url_states.get(UrlState.FAILED, 0)
     c = d.changes.counts()
+    if warning := nofollow_warning(d.meta_robots):
+        row("NOTE", warning, "bold yellow")
     row("captures", str(d.captures))
     row("failed", str(failed), "red" if failed else "")
     row("changes", f"{c['new']} new, {c['changed']} changed, {c['unchanged']} unchanged, "
@@ -127,6 +136,8 @@ def summary_table(d: RunData, max_items: int = 10) -> Table:
     row("duration", f"{d.duration:.1f}s ({rate:.1f} pages/s)")
     if d.unreachable_hosts:
         row("unreachable", unreachable_line(d.unreachable_hosts), "red")
+    if robots := robots_line(d.meta_robots):
+        row("meta robots", robots)
     if d.sitemap_only_pages:
         row("sitemaps", f"{d.sitemap_only_pages} pages reached only through a sitemap")
     if d.needs_browser:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from mirror.crawl.history import Changes
-from mirror.model import UNFINISHED, RunState, UrlState
+from mirror.model import UNFINISHED, RobotsCounts, RunState, UrlState
 from mirror.runhealth import Health, RunNumbers, health
 
 
@@ -43,6 +43,8 @@ class RunData:
     parse_budget: list[tuple[str, str]] = field(default_factory=list)
     pages_stored: int = 0  # pages with a 2xx or 304 answer
     start_urls: list[tuple[str, str | None]] = field(default_factory=list)  # url, problem
+    # pages that said noindex / nofollow (<meta name="robots">, X-Robots-Tag)
+    meta_robots: RobotsCounts = field(default_factory=RobotsCounts)
 
     def health(self) -> Health:
         """Whether the run archived what it was asked to (runhealth)."""
@@ -61,6 +63,7 @@ def build_report(d: RunData) -> dict[str, object]:
                                 for h, r, n in d.unreachable_hosts]
     out["failed"] = [{"url": u, "error": e} for u, e in d.failed]
     out["start_urls"] = [{"url": u, "problem": p} for u, p in d.start_urls]
+    out["meta_robots"] = {**asdict(d.meta_robots), "warning": nofollow_warning(d.meta_robots)}
     verdict = d.health()
     out["health"] = {"failed": verdict.failed, "problem": verdict.problem,
                      "reason": verdict.reason, "text": verdict.text()}
@@ -70,6 +73,38 @@ def build_report(d: RunData) -> dict[str, object]:
     out["changes"] = {**asdict(d.changes), "failed": [u for u, _ in d.failed],
                       "counts": {**d.changes.counts(), "failed": len(d.failed)}}
     return out
+
+
+#: the setting that archives a site whose pages say nofollow all the same
+META_ROBOTS_OFF = "[scope] meta_robots = false"
+
+
+def nofollow_warning(c: RobotsCounts) -> str | None:
+    """What a person must be told when a run followed few links because its pages said
+    nofollow (some software marks every page so): every start page said it, or more than
+    half of the pages stored said nofollow but not noindex (a wiki's edit, history and
+    diff pages say both, and are rightly not followed: they do not count). Names the
+    setting that archives the site anyway."""
+    if not c.enabled or not c.nofollow:
+        return None
+    if c.start_pages and c.start_nofollow == c.start_pages:
+        said = ("the start page says" if c.start_pages == 1
+                else f"all {c.start_pages} start pages say")
+    elif 2 * c.nofollow_indexed > c.pages:
+        said = f"{c.nofollow_indexed} of {c.pages} pages say"
+    else:
+        return None
+    return (f"{said} nofollow (<meta name=\"robots\"> or X-Robots-Tag), so their links "
+            f"were not followed; to archive the site anyway, set {META_ROBOTS_OFF} "
+            "in the site file")
+
+
+def robots_line(c: RobotsCounts) -> str | None:
+    """'3 pages noindex, 2 nofollow (their links not followed: rule meta-robots)'."""
+    if not c.enabled or not (c.noindex or c.nofollow):
+        return None
+    return (f"{c.noindex} page{'' if c.noindex == 1 else 's'} noindex, {c.nofollow} nofollow "
+            "(their links not followed: rule meta-robots)")
 
 
 def human_bytes(n: float) -> str:
@@ -150,6 +185,9 @@ def unreachable_line(hosts: list[tuple[str, str, int]], max_hosts: int = 5) -> s
 def render_summary(d: RunData, max_items: int = 10) -> str:
     """A plain-text summary; readable in a terminal, a log file and a cron mail alike."""
     lines = [summary_line(d)]
+    warning = nofollow_warning(d.meta_robots)
+    if warning:
+        lines.append(f"  NOTE: {warning}")
     lines += _counts("status", dict(sorted(d.status_classes.items())))
     lines += _counts("content types", {k or "(none)": v for k, v in d.content_types.items()})
     lines += _counts("skipped", d.skipped)
@@ -167,6 +205,8 @@ def render_summary(d: RunData, max_items: int = 10) -> str:
         lines.append(f"  {'parse budget':<14} {n} page{'s' if n > 1 else ''} over the parse "
                      f"budget, links partly or not read, e.g. {d.parse_budget[0][0]} "
                      f"({d.parse_budget[0][1]})")
+    if robots := robots_line(d.meta_robots):
+        lines.append(f"  {'meta robots':<14} {robots}")
     if d.sitemap_only_pages:
         lines.append(f"  {'sitemaps':<14} {d.sitemap_only_pages} pages reached only "
                      "through a sitemap")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -81,6 +82,7 @@ def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
         skipped_urls=m.skipped_urls(run),
         pages_stored=m.count_pages_stored(run),
         start_urls=[(u, start_problem(s, st, r)) for u, s, st, r in m.start_urls(run)],
+        meta_robots=replace(m.robots_counts(run), enabled=cfg.scope.meta_robots),
         warc_files=[p.name for p in index.warc_files(ArchiveLayout(cfg.site.output_dir).warc)],
         archive=str(cfg.site.output_dir),
     )

@@ -57,7 +57,7 @@ def test_helper_answers_each_request_in_order_with_its_log_records(tmp_path: Pat
     ready, first, second = frames(stdout.getvalue())
     assert ready == "ready"
     request_id, ok, wire, records = first
-    location, found, _, text = parsehelper.from_wire(wire)
+    location, found, _, text, _ = parsehelper.from_wire(wire)
     assert (request_id, ok, location) == (7, True, None)
     assert text is not None and text.body == "/a /b /c"  # the page's text comes back too
     assert [(f.url, f.skip_reason) for f in found] == [
@@ -74,7 +74,8 @@ def test_an_answer_crosses_the_pipe_as_plain_tuples_and_comes_back_whole() -> No
     found = Discovered("http://h.test/to", [
         NewUrl("http://h.test/a", "h.test", 1, 5, "page", Via.LINK, LinkKind.LINK),
         NewUrl("http://x.test/b", "x.test", 2, 0, "", Via.REQUISITE, LinkKind.REQUISITE,
-               "off_site", "2026-01-02")], "needs a browser", PageText("Title", "text"))
+               "off_site", "2026-01-02")], "needs a browser", PageText("Title", "text"),
+        "noindex,nofollow")
     wire = parsehelper.to_wire(found)
     # nothing but builtins on the wire: pickle handles them without a Python call
     assert all(type(x) is tuple for x in wire[1]) and type(wire[3]) is tuple

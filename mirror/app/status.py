@@ -66,6 +66,8 @@ class RunSummary:
     changes: dict[str, int] = field(default_factory=dict)
     broken_links: int | None = None  # None: no report (the manifest has to say)
     failure: str | None = None  # the run failed (runhealth): what and why, from its report
+    #: its pages said nofollow (report.nofollow_warning): why it archived so little
+    robots_warning: str | None = None
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,7 @@ class Reports:
                           captures if isinstance(captures, int) else None,
                           {k: v for k, v in counts.items() if isinstance(v, int)},
                           broken if isinstance(broken, int) else None,
-                          verdict.text() or None)
+                          verdict.text() or None, robots_warning(data))
 
     def load(self, path: Path) -> dict[str, object]:
         """The report's JSON without its long lists; {} when missing or unreadable."""
@@ -120,6 +122,13 @@ class Reports:
                 data = {}
             cached = self._seen[path] = (stamp, data)
         return cached[1]
+
+
+def robots_warning(report: dict[str, object]) -> str | None:
+    """The report's word on pages that said nofollow (report.nofollow_warning), if any."""
+    said = report.get("meta_robots")
+    warning = said.get("warning") if isinstance(said, dict) else None
+    return warning if isinstance(warning, str) else None
 
 
 def live_progress(layout: ArchiveLayout, holder: str | None) -> LiveProgress | None:

@@ -345,10 +345,12 @@ class Manifest(FleetVerbs, SitemapReads, ManifestReader):
         note: str | None = None,
         text: PageText | None = None,
         lease: HostLease | None = None,
+        robots: str | None = None,
     ) -> bool:
         """One transaction (or a part of a group's): the URL done (or failed), the capture
-        row, its page's text (a revisit shares its original's), what it linked to, and a
-        note on the page (why it may need a browser), if any. With `lease` (a worker of a
+        row, its page's text (a revisit shares its original's), what it linked to, a
+        note on the page (why it may need a browser), and its robots directives
+        ("noindex,nofollow": Discovered.robots), if any. With `lease` (a worker of a
         shared crawl), only while the URL is still leased under it: else nothing is
         written and it returns False (the worker cuts its WARC file back to before the
         record: another worker has the URL, or will fetch it again)."""
@@ -373,11 +375,21 @@ class Manifest(FleetVerbs, SitemapReads, ManifestReader):
                 self.sql.execute("INSERT INTO notes (run_id, url_id, note) VALUES (?,?,?) "
                                  "ON CONFLICT(run_id, url_id) DO UPDATE SET note=excluded.note",
                                  (run_id, item.id, note))
+            if robots:
+                self._page_robots(run_id, item.id, robots)
             self._add_urls(run_id, item.id, found)
             crashpoints.reached("commit:inside")
         if not self._grouped:
             self.index_texts_due()
         return True
+
+    def _page_robots(self, run_id: int, url_id: int, robots: str) -> None:
+        words = robots.split(",")
+        self.sql.execute(
+            "INSERT INTO page_robots (run_id, url_id, noindex, nofollow) VALUES (?,?,?,?) "
+            "ON CONFLICT(run_id, url_id) DO UPDATE SET noindex=excluded.noindex, "
+            "nofollow=excluded.nofollow",
+            (run_id, url_id, int("noindex" in words), int("nofollow" in words)))
 
     def _end_lease(self, url_id: int, lease: HostLease | None, changes: str,
                    params: Sequence[object]) -> bool:
@@ -514,7 +526,7 @@ class Manifest(FleetVerbs, SitemapReads, ManifestReader):
                 'UPDATE captures SET filename=?, "offset"=?, length=?, req_offset=?, '
                 "req_length=? WHERE id=?", [(*m[1:], m[0]) for m in moves])
             self.sql.execute(f"DELETE FROM runs WHERE id IN ({marks})", runs)
-            for table in ("sessions", "notes", "errors", "sitemap_reads"):
+            for table in ("sessions", "notes", "page_robots", "errors", "sitemap_reads"):
                 self.sql.execute(f"DELETE FROM {table} WHERE run_id IN ({marks})", runs)
             self.sql.execute(_SET_META, ("prune", journal))
             crashpoints.reached("prune:switch-inside")

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mirror.archive.manifest_robots import RobotsQueries
 from mirror.archive.manifest_schema import (
     FRONTIER_URLS,
     HELD_BY_OTHERS,
@@ -54,7 +55,7 @@ def open_reader(target: Path | str) -> ManifestReader:
     return ManifestReader(target)
 
 
-class ManifestReader(TextQueries):
+class ManifestReader(TextQueries, RobotsQueries):
     """The manifest, read-only: for `mirror status`, `runs`, `diff`, `explain`, `verify`,
     the replay server and run reports, also beside a running crawl (WAL lets it read). It
     never writes to the file, not even to upgrade it. The writer, Manifest, extends it.

@@ -19,9 +19,10 @@ complete, limit and abandoned are final: the next `mirror run` starts a new run.
 else is written: there is no failed run (a run's failures are URL states).
 
     complete | limit | abandoned -> (deleted)   drop_runs: `mirror prune` (mirror.archive.prune)
-                                  drops the run with its captures, texts, sessions, notes
-                                  and errors; a capture of it that a kept capture refers to
-                                  (original_id) stays, its run_id naming no run any more.
+                                  drops the run with its captures, texts, sessions, notes,
+                                  page_robots and errors; a capture of it that a kept
+                                  capture refers to (original_id) stays, its run_id
+                                  naming no run any more.
                                   While a prune is under way, meta 'prune' holds its journal.
 
 A URL (urls.state) belongs to the run that last discovered it (urls.run_id); the steps:
@@ -190,6 +191,15 @@ CREATE TABLE IF NOT EXISTS notes (
     run_id INTEGER NOT NULL,
     url_id INTEGER NOT NULL,
     note TEXT NOT NULL,
+    PRIMARY KEY (run_id, url_id)
+) WITHOUT ROWID;
+-- The robots directives a page a run stored carries (<meta name="robots">, X-Robots-Tag;
+-- mirror.web.robotsmeta), when [scope] meta_robots is on: 1 where it says noindex, nofollow.
+CREATE TABLE IF NOT EXISTS page_robots (
+    run_id INTEGER NOT NULL,
+    url_id INTEGER NOT NULL,
+    noindex INTEGER NOT NULL,
+    nofollow INTEGER NOT NULL,
     PRIMARY KEY (run_id, url_id)
 ) WITHOUT ROWID;
 -- The <lastmod> of each page URL in the last sitemap read that lists it with one, as

@@ -7,12 +7,29 @@ from functools import lru_cache
 
 from mirror.config import SiteConfig
 from mirror.crawl import sitemaps
+from mirror.crawl.robots import product_token
 from mirror.crawl.scope import REQUISITE, Scope
-from mirror.model import NOTHING, PARSE_BUDGET, Discovered, LinkKind, NewUrl, UrlItem, Via
+from mirror.model import (
+    META_ROBOTS,
+    NOTHING,
+    PARSE_BUDGET,
+    Discovered,
+    LinkKind,
+    NewUrl,
+    UrlItem,
+    Via,
+)
 from mirror.web.codings import DecodeError, decode_body
 from mirror.web.extract import Link, extract, page_text
 from mirror.web.http import HTML_TYPES, REDIRECT_STATUSES, mime_of
 from mirror.web.nesting import too_deep_at
+from mirror.web.robotsmeta import (
+    HEADER,
+    NOFOLLOW,
+    header_directives,
+    meta_directives,
+    robots_value,
+)
 from mirror.web.urls import InvalidURL, canonical_site, join, normalize
 
 log = logging.getLogger(__name__)
@@ -38,6 +55,7 @@ class Discovery:
         self.scope = scope
         # a decision depends only on its arguments, and pages share most of their links
         self.decide = lru_cache(maxsize=1 << 12)(self._decide)  # bounded: a few MB
+        self.agent = product_token(cfg.crawl.user_agent)  # what a <meta name> may name
 
     def wants_body(self, status: int, headers: dict[str, str], truncated: str | None,
                    item: UrlItem | None = None) -> bool:
@@ -61,8 +79,9 @@ class Discovery:
         if status in REDIRECT_STATUSES and "location" in headers:
             return self.redirect(item, headers["location"])
         mime = mime_of(headers.get("content-type"))
+        said = self._header_robots(status, headers)
         if body is None or mime is None or not _parses(status, mime, truncated):
-            return NOTHING
+            return Discovered(None, [], robots=robots_value(said)) if said else NOTHING
         try:
             text, cut = decode_body(body, headers.get("content-encoding"), MAX_PARSE_BYTES)
         except DecodeError as exc:
@@ -80,15 +99,30 @@ class Discovery:
                    f"links read from the first {deep} bytes"
         found = extract(text, item.url, mime, headers.get("content-type"))
         words = page_text(found) if mime in HTML_TYPES else None
-        return Discovered(None, self.links(item, found.links), note or found.needs_browser,
-                          words)
+        if found.metas and self.cfg.scope.meta_robots:
+            said |= meta_directives(found.metas, self.agent)
+        return Discovered(None, self.links(item, found.links, NOFOLLOW in said),
+                          note or found.needs_browser, words, robots_value(said))
 
-    def links(self, item: UrlItem, found: tuple[Link, ...]) -> list[NewUrl]:
+    def _header_robots(self, status: int, headers: dict[str, str]) -> frozenset[str]:
+        """The X-Robots-Tag directives of a 2xx answer, when [scope] meta_robots is on."""
+        if not self.cfg.scope.meta_robots or not 200 <= status < 300:
+            return frozenset()
+        return header_directives(headers.get(HEADER), self.agent)
+
+    def links(self, item: UrlItem, found: tuple[Link, ...],
+              nofollow: bool = False) -> list[NewUrl]:
+        """The NewUrl rows of a page's links; with `nofollow` (the page says so), its links
+        but its requisites are skipped under META_ROBOTS (unless a scope rule skips them
+        first), so the report counts them."""
         # requisites are never crawled further: only their own requisites are followed
         links = [x for x in found if item.mode != REQUISITE or x.kind == LinkKind.REQUISITE]
         kept, dropped = self.scope.cap_outlinks(links, keep_first=_is_requisite)
         urls = [self.decide(x.url, item.depth + 1, self.cfg.crawl.max_redirects,
                             x.kind == LinkKind.REQUISITE, x.kind) for x in kept]
+        if nofollow:
+            urls = [_not_followed(u) if u.kind == LinkKind.LINK and not u.skip_reason else u
+                    for u in urls]
         if dropped:
             log.warning("%s has %d links; the last %d were not followed (max_outlinks)",
                         item.url, len(links), dropped)
@@ -203,6 +237,10 @@ def _parses(status: int, mime: str | None, truncated: str | None) -> bool:
 def is_sitemap(item: UrlItem) -> bool:
     """A sitemap to read (a page a sitemap lists is via it too, but is crawled as a page)."""
     return item.via == Via.SITEMAP and item.mode == REQUISITE
+
+
+def _not_followed(new: NewUrl) -> NewUrl:
+    return new._replace(mode="", skip_reason=META_ROBOTS)
 
 
 def _is_requisite(link: Link) -> bool:

@@ -43,21 +43,23 @@ def frame(message: object) -> bytes:
 
 
 #: a Discovered as it crosses the pipe: its links and text as plain tuples
-Wire = tuple[str | None, list[tuple[Any, ...]], str | None, tuple[Any, ...] | None]
+Wire = tuple[str | None, list[tuple[Any, ...]], str | None, tuple[Any, ...] | None,
+             str | None]
 
 
 def to_wire(found: Discovered) -> Wire:
     """What a helper answers for a page: pickle writes and reads a plain tuple of strings
     and ints in C, where a named tuple or a dataclass costs a Python call per link (half
     the time of a page's answer, both ways, with about 30 links)."""
-    target, links, note, text = found
-    return target, [tuple(x) for x in links], note, None if text is None else tuple(text)
+    target, links, note, text, robots = found
+    return (target, [tuple(x) for x in links], note, None if text is None else tuple(text),
+            robots)
 
 
 def from_wire(wire: Wire) -> Discovered:
-    target, links, note, text = wire
+    target, links, note, text, robots = wire
     return Discovered(target, [NewUrl._make(x) for x in links], note,
-                      None if text is None else PageText._make(text))
+                      None if text is None else PageText._make(text), robots)
 
 
 class _Collect(logging.Handler):

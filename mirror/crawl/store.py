@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -33,6 +33,7 @@ from mirror.crawl.discover import MAX_PARSE_BYTES
 from mirror.crawl.parsehelper import Page
 from mirror.model import Discovered, HostLease
 from mirror.web.http import header_map, mime_of
+from mirror.web.robotsmeta import HEADER, header_values
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +184,8 @@ class CaptureStore:
                     lease = self.lease_of(p.item) if self.lease_of is not None else None
                     if not self.manifest.commit_capture(
                             p.run_id, p.item, p.row, p.links.links, failed_reason=p.error,
-                            note=p.links.note, text=p.links.text, lease=lease):
+                            note=p.links.note, text=p.links.text, lease=lease,
+                            robots=p.links.robots):
                         fenced.append(p)
                 if len(group) > 1:
                     crashpoints.reached("group:inside", "group")
@@ -240,7 +242,7 @@ class CaptureStore:
         row = capture_row(ex, loc, links.target, revisit, original, prev)
         crashpoints.reached("commit:before")
         self.manifest.commit_capture(run_id, item, row, links.links, failed_reason=error,
-                                     note=links.note, text=links.text)
+                                     note=links.note, text=links.text, robots=links.robots)
         crashpoints.reached("commit:after")
 
     def _own(self, filename: str) -> bool:
@@ -265,10 +267,10 @@ class CaptureStore:
         confirmed = history.not_modified(ex, prev)
         if confirmed is not None:
             raw = warcread.read_raw(self.warc_path(confirmed.filename), confirmed.offset)
-            status, headers = raw.status or 200, header_map(raw.headers or ())
+            status, headers = raw.status or 200, _discovery_headers(raw.headers or ())
             wanted = self.wants_body(status, headers, None, item)
             return Page(status, headers, raw.payload if wanted else None, None)
-        headers = header_map(ex.response_headers)
+        headers = _discovery_headers(ex.response_headers)
         body = None
         if self.wants_body(ex.status, headers, ex.truncated, item):
             if stored is not None:
@@ -295,6 +297,15 @@ class CaptureStore:
             if self.writer is not None:
                 self.writer.close()
                 self._note_file("")
+
+
+def _discovery_headers(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """A response's headers as discovery reads them: the first value of each, but every
+    X-Robots-Tag value (web.robotsmeta: one agent prefix holds for its own header only)."""
+    headers = header_map(pairs)
+    if HEADER in headers:
+        headers[HEADER] = header_values(pairs) or ""
+    return headers
 
 
 def capture_row(ex: Exchange, loc: CaptureLocation, location: str | None,

@@ -73,6 +73,9 @@ class Extracted:
     base: str  # effective base URL (after <base href>)
     needs_browser: str | None = None  # why the page looks built by scripts (browser_hint)
     text: str | None = None  # visible text (visible_text): blocks on lines, at most MAX_TEXT
+    #: (name lower-cased, content) of each <meta name content>, in document order (the
+    #: robots directives are read from them: web.robotsmeta)
+    metas: tuple[tuple[str, str], ...] = ()
 
 
 class _Collector:
@@ -82,6 +85,7 @@ class _Collector:
         self.base = base
         self.resolve = _Resolver(base)
         self._links: dict[tuple[str, str], Link] = {}
+        self.metas: list[tuple[str, str]] = []
 
     def add(self, ref: str, kind: str, source: str) -> None:
         url = self.resolve(ref)
@@ -299,7 +303,8 @@ def extract_html(body: bytes, url: str, content_type: str | None = None) -> Extr
     for tag, attrib, text in page.elements:
         _add_element(out, tag, attrib, text)
     title = None if page.title is None else title_text(page.title)
-    return Extracted(out.links(), title, charset, out.base, page.needs_browser, page.text)
+    return Extracted(out.links(), title, charset, out.base, page.needs_browser, page.text,
+                     tuple(out.metas))
 
 
 def _parse(text: str) -> _Page | None:
@@ -432,6 +437,9 @@ def _add_input(out: _Collector, attrib: Mapping[str, str]) -> None:
 
 def _add_meta(out: _Collector, attrib: Mapping[str, str]) -> None:
     content = attrib.get("content")
+    name = attrib.get("name")
+    if name is not None and content is not None:
+        out.metas.append((name.strip().lower(), content))
     if content and attrib.get("http-equiv", "").strip().lower() == "refresh":
         target = refresh_url(content)
         if target is not None:
