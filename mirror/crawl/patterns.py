@@ -1,6 +1,7 @@
 """Learned trap patterns (pure): a URL's pattern, a pattern's figures from the pages the
-crawl fetched, and the verdict that stops a pattern whose first pages are all noindex or
-near-duplicates of pages stored before."""
+crawl fetched, and the verdict that stops a pattern when a block of its pages (its first
+few, or any SAMPLE in a row after them) are all noindex or near-duplicates of pages stored
+before."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ NOINDEX = "learned:noindex"
 DUPLICATE = "learned:duplicate"
 #: skip rule of a pattern the site file names in [scope] skip_patterns
 PINNED = "skip_patterns"
-#: a pattern is judged on its first SAMPLE pages (2xx HTML pages with a text)
+#: a pattern is judged on each block of SAMPLE pages (2xx HTML pages with a text) in the
+#: order they were stored: its first SAMPLE, the next SAMPLE, ... (the views of a page are
+#: often found after a few pages of their own: list?id=1, list?id=2, then list?id=1&sort=)
 SAMPLE = 5
 #: ... and stopped when at least this many of them are near-duplicates
 DUPLICATES = 4
@@ -79,37 +82,37 @@ def valid_pattern(text: str) -> bool:
 class Figures:
     """What the crawl saw of one pattern's pages (2xx HTML pages with a text).
 
-    `sample_*` count within its first SAMPLE pages, which alone decide its verdict, so the
-    verdict is the same whatever was fetched after them; the totals go on for the report."""
+    `block_*` count within its current block of SAMPLE pages (pages // SAMPLE full blocks
+    before it), which alone decides its verdict once full; the totals are for the report."""
 
     pages: int = 0
     noindex: int = 0  # pages marked noindex (meta robots, X-Robots-Tag)
     duplicates: int = 0  # near-duplicates of a page of another URL stored before
     links: int = 0  # links to pages found on them (what the pattern yields)
-    sample_noindex: int = 0
-    sample_duplicates: int = 0
+    block_noindex: int = 0
+    block_duplicates: int = 0
     samples: tuple[str, ...] = ()  # its first URLs
 
     def seen(self, url: str, *, noindex: bool, duplicate: bool, links: int) -> Figures:
         """The figures after one more page of the pattern."""
-        sampling = self.pages < SAMPLE
+        fresh = self.pages % SAMPLE == 0  # a new block begins with this page
         return replace(
             self, pages=self.pages + 1, noindex=self.noindex + noindex,
             duplicates=self.duplicates + duplicate, links=self.links + links,
-            sample_noindex=self.sample_noindex + (noindex and sampling),
-            sample_duplicates=self.sample_duplicates + (duplicate and sampling),
+            block_noindex=(0 if fresh else self.block_noindex) + noindex,
+            block_duplicates=(0 if fresh else self.block_duplicates) + duplicate,
             samples=self.samples + (url,) if len(self.samples) < SAMPLES else self.samples)
 
 
 def verdict(f: Figures) -> str | None:
-    """The rule that stops a pattern, judged on its first SAMPLE pages: all of them
-    noindex (NOINDEX), or at least DUPLICATES of them near-duplicates of pages stored
-    before (DUPLICATE); None while fewer have been seen, or when they pass."""
-    if f.pages < SAMPLE:
+    """The rule that stops a pattern, judged when a block of SAMPLE of its pages is full:
+    all of them noindex (NOINDEX), or at least DUPLICATES of them near-duplicates of pages
+    stored before (DUPLICATE); None while the block is not full, or when it passes."""
+    if f.pages == 0 or f.pages % SAMPLE:
         return None
-    if f.sample_noindex >= SAMPLE:
+    if f.block_noindex >= SAMPLE:
         return NOINDEX
-    if f.sample_duplicates >= DUPLICATES:
+    if f.block_duplicates >= DUPLICATES:
         return DUPLICATE
     return None
 
@@ -118,8 +121,8 @@ def why(rule: str, f: Figures) -> str:
     """A person's reading of a verdict: '4 of its first 5 pages were near-duplicates of
     pages stored before'."""
     if rule == NOINDEX:
-        return f"all of its first {SAMPLE} pages were marked noindex"
+        return f"{SAMPLE} of its pages in a row were marked noindex"
     if rule == DUPLICATE:
-        return (f"{f.sample_duplicates} of its first {SAMPLE} pages were near-duplicates "
-                "of pages stored before")
+        return (f"{f.block_duplicates} of {SAMPLE} of its pages in a row were "
+                "near-duplicates of pages stored before")
     return "[scope] skip_patterns names it"

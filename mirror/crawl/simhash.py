@@ -29,8 +29,9 @@ _BLOCK_MASK = (1 << _BLOCK_BITS) - 1
 
 
 def simhash(text: str) -> int:
-    """The 64-bit SimHash of `text`: bit b is set when the lines whose hash has bit b outweigh those whose hash has not. Identical texts have equal
-    fingerprints, whatever the order of their lines; an empty text: 0.
+    """The 64-bit SimHash of `text`: bit b is set when the lines whose hash has bit b
+    outweigh those whose hash has not. Identical texts have equal fingerprints, whatever
+    the order of their lines; an empty text: 0.
 
     The weighted votes are counted bit-sliced: planes[i] holds bit i of the 64 counters,
     a feature of weight 2^k is added as a ripple of carries from plane k (two or three
@@ -38,7 +39,8 @@ def simhash(text: str) -> int:
     of all counters at once (_over)."""
     planes = [0] * _PLANES
     total = 0
-    for feature in text.encode().split(b"\n"):
+    # surrogatepass: any str has a fingerprint (a lone surrogate is not valid UTF-8)
+    for feature in text.encode("utf-8", "surrogatepass").split(b"\n"):
         size = len(feature)
         if not size:
             continue
@@ -88,7 +90,8 @@ def from_signed(v: int) -> int:
 
 
 class NearIndex:
-    """Fingerprints of stored pages, each with the URL id that first had it; `match` finds
+    """The first fingerprint of each URL's page (a URL's later ones are not added: what
+    the manifest keeps, so a resumed crawl has the same index); `match` finds
     one within NEAR bits of a new fingerprint (held by another URL) by looking only at the
     fingerprints that share a block with it: a handful on a site of any size, as a block's
     16 bits spread fingerprints over 65,536 buckets."""
@@ -96,20 +99,25 @@ class NearIndex:
     def __init__(self) -> None:
         self._owner: dict[int, int] = {}  # fingerprint -> the first URL id that had it
         self._shared: set[int] = set()  # fingerprints more than one URL had
+        self._urls: set[int] = set()
         self._buckets: list[dict[int, list[int]]] = [{} for _ in range(_BLOCKS)]
 
     def __len__(self) -> int:
         return len(self._owner)
 
-    def add(self, h: int, url_id: int) -> None:
+    def add(self, h: int, url_id: int) -> bool:
+        """Add a URL's fingerprint; False (nothing added) when the URL has one already."""
+        if url_id in self._urls:
+            return False
+        self._urls.add(url_id)
         owner = self._owner.get(h)
         if owner is not None:
-            if owner != url_id:
-                self._shared.add(h)
-            return
+            self._shared.add(h)
+            return True
         self._owner[h] = url_id
         for i, bucket in enumerate(self._buckets):
             bucket.setdefault((h >> (i * _BLOCK_BITS)) & _BLOCK_MASK, []).append(h)
+        return True
 
     def match(self, h: int, url_id: int) -> int | None:
         """A stored fingerprint near `h` whose URL is not `url_id`, or None."""
