@@ -275,3 +275,84 @@ async def test_pins_keep_a_pattern_or_skip_it(
 def _verdicts(archive: Path) -> dict[str, str | None]:
     with sqlite3.connect(archive / "manifest.sqlite3") as db:
         return dict(db.execute("SELECT pattern, rule FROM learned_patterns WHERE run_id=1"))
+
+
+async def test_explain_names_the_stopped_pattern(
+        make_site: Callable[[], Awaitable[TestSite]],
+        crawl: Callable[..., Awaitable[Crawl]], tmp_path: Path) -> None:
+    from mirror.cli import _learned
+    from mirror.config import load_config
+    from mirror.explain import explain
+    from mirror.report import learned_lines
+
+    site = await make_site()
+    trap_site(site)
+    c = await crawl([site.base], crawl={"workers": 1})
+    cfg = load_config(tmp_path / "site.toml")
+    host = site.base.split("://")[1].rstrip("/")
+    lines = explain(cfg, f"{site.base}calendar/2031/07", 1, None, "offline", _learned(cfg))
+    line = next(x for x in lines if x.startswith("pattern"))
+    assert f"{host}/calendar/{{n}}/{{n}}: stopped by the last run, rule {DUPLICATE}" in line
+    assert f"{site.base}calendar/2024/01" in line and "fetch_patterns" in line
+    article = explain(cfg, f"{site.base}article/3", 1, None, "offline", _learned(cfg))
+    assert f"pattern     {host}/article/{{n}}: not stopped" in article
+    report = json.loads((c.archive / "reports" / "1.json").read_text())
+    summary = "\n".join(learned_lines(report["learned_patterns"]))
+    assert f"{host}/calendar/{{n}}/{{n}}: {DUPLICATE}" in summary
+
+
+def test_resume_after_kill_gives_the_same_verdicts(
+        site_in_thread: Callable[[], TestSite], tmp_path: Path) -> None:
+    """`mirror run` killed with SIGKILL mid-crawl, then run again, ends with the verdicts
+    (rule and first URLs of each pattern) of a run never interrupted."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import write_config
+
+    site = site_in_thread()
+    trap_site(site)
+    site.latency = 0.01
+
+    def run(folder: Path, kill_after: int = 0) -> None:
+        folder.mkdir()
+        config = write_config(folder, [site.base], crawl={"workers": 1})
+        argv = [sys.executable, "-m", "mirror", "run", str(config), "--quiet"]
+        start = len(site.log)
+        proc = subprocess.Popen(argv, cwd=folder, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            if kill_after:
+                deadline = time.monotonic() + 60
+                while len(site.log) - start < kill_after and proc.poll() is None \
+                        and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+                return
+            assert proc.wait(120) in (0, 4)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+
+    def verdicts(folder: Path) -> dict[str, tuple[str | None, str]]:
+        with sqlite3.connect(folder / "archive" / "manifest.sqlite3") as db:
+            return {p: (rule, samples) for p, rule, samples in db.execute(
+                "SELECT pattern, rule, samples FROM learned_patterns WHERE run_id=1")}
+
+    def pages(folder: Path) -> int:
+        with sqlite3.connect(folder / "archive" / "manifest.sqlite3") as db:
+            return int(db.execute("SELECT SUM(pages) FROM learned_patterns").fetchone()[0])
+
+    run(tmp_path / "whole")
+    run(tmp_path / "killed", kill_after=30)
+    assert pages(tmp_path / "killed") < pages(tmp_path / "whole")  # killed mid-crawl
+    subprocess.run([sys.executable, "-m", "mirror", "run", "site.toml", "--quiet"],
+                   cwd=tmp_path / "killed", timeout=120, check=False)
+    whole, resumed = verdicts(tmp_path / "whole"), verdicts(tmp_path / "killed")
+    assert resumed == whole
+    assert sum(1 for rule, _ in whole.values() if rule == DUPLICATE) == 2

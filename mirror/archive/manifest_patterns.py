@@ -6,7 +6,7 @@ captures it has."""
 from __future__ import annotations
 
 from mirror.archive.sqldb import SqlDb
-from mirror.crawl.patterns import Figures
+from mirror.crawl.patterns import Figures, url_pattern, why
 
 #: added to manifest_schema.SCHEMA (tables made with CREATE TABLE IF NOT EXISTS: an older
 #: manifest gets them on opening, a reader sees them empty)
@@ -87,3 +87,20 @@ class PatternWrites:
         """(url id, signed SimHash) of every URL with a page text."""
         return [(int(u), int(h)) for u, h in self.sql.execute(
             "SELECT url_id, simhash FROM fingerprints ORDER BY url_id").fetchall()]
+
+
+def learned_report(sql: SqlDb, run_id: int) -> list[dict[str, object]]:
+    """The patterns a run stopped, for its report: each with its rule, why, figures, the
+    URLs skipped under it and its first URLs."""
+    stopped = stopped_patterns(sql, run_id)
+    if not stopped:
+        return []
+    skipped: dict[str, int] = {}
+    for (url,) in sql.execute("SELECT url FROM urls WHERE run_id=? AND state='skipped' "
+                              "AND reason LIKE 'learned:%'", (run_id,)):
+        pattern = url_pattern(str(url))
+        skipped[pattern] = skipped.get(pattern, 0) + 1
+    return [{"pattern": p, "rule": rule, "why": why(rule, f), "pages": f.pages,
+             "noindex": f.noindex, "duplicates": f.duplicates, "links": f.links,
+             "skipped": skipped.get(p, 0), "samples": list(f.samples)}
+            for p, (f, rule) in stopped.items()]
