@@ -24,7 +24,6 @@ from mirror.crawl.patterns import (
     verdict,
 )
 from mirror.crawl.simhash import NearIndex, distance, near, simhash
-from mirror.web.urls import normalize
 
 # -- url_pattern -------------------------------------------------------------------------
 
@@ -270,11 +269,6 @@ async def test_pins_keep_a_pattern_or_skip_it(
     assert _fetched(site, "/list") == 0  # pinned off
     reasons = set(c.skipped().values())
     assert "skip_patterns" in reasons and DUPLICATE not in reasons
-
-
-def _verdicts(archive: Path) -> dict[str, str | None]:
-    with sqlite3.connect(archive / "manifest.sqlite3") as db:
-        return dict(db.execute("SELECT pattern, rule FROM learned_patterns WHERE run_id=1"))
 
 
 async def test_explain_names_the_stopped_pattern(

@@ -41,6 +41,7 @@ from mirror.crawl.fetch import (
 )
 from mirror.crawl.frontier import Frontier
 from mirror.crawl.hostlease import SharedFrontier, default_ttl
+from mirror.crawl.learned import Learner
 from mirror.crawl.login import LoginError, LoginKeeper
 from mirror.crawl.parsepool import ParserPool, helper_count, parse_cut
 from mirror.crawl.politeness import (
@@ -57,7 +58,6 @@ from mirror.crawl.politeness import (
 )
 from mirror.crawl.robots import ROBOTS_RULE, RobotsRules, robots_url
 from mirror.crawl.robotsgate import RobotsGate, RunRobots
-from mirror.crawl.learned import Learner
 from mirror.crawl.scope import PAGE, Scope
 from mirror.crawl.sharedrun import FilesResult, SharedFiles, SharedRun, repair_files
 from mirror.crawl.sitemapbudget import SitemapBudget
