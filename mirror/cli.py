@@ -627,9 +627,24 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config)
     rules, source = asyncio.run(robots_rules(cfg, args.url, offline=args.offline))
-    say("\n".join(explain(cfg, args.url, args.depth, rules, source)
+    say("\n".join(explain(cfg, args.url, args.depth, rules, source, _learned(cfg))
                   + archive_lines(cfg, args.url)))
     return ExitCode.OK
+
+
+def _learned(cfg: SiteConfig) -> dict[str, Any] | None:
+    """The learned trap patterns the archive's last run stopped (None: no manifest yet)."""
+    from mirror.archive.manifest_patterns import stopped_patterns
+
+    path = ArchiveLayout(cfg.site.output_dir).manifest
+    if not path.exists():
+        return None
+    manifest = ManifestReader(path)
+    try:
+        last = manifest.last_run()
+        return stopped_patterns(manifest.sql, last.id) if last else {}
+    finally:
+        manifest.close()
 
 
 def _existing_warc_dir(cfg: SiteConfig, args: argparse.Namespace) -> Path:

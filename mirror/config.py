@@ -44,6 +44,7 @@ from mirror.configrules import (
     string,
     success,
 )
+from mirror.crawl.patterns import valid_pattern
 from mirror.schedule.spec import Schedule
 from mirror.web.http import SECRET_HEADERS
 from mirror.web.urls import DEFAULT_IGNORE_QUERY
@@ -112,6 +113,10 @@ def _key(rule: Rule, default: Any = dataclasses.MISSING, *,
 
 
 HOUR, DAY = 3600, 86400  # ceilings of the time keys, in seconds
+#: a learned URL pattern as the run report and `mirror explain` write it
+_PATTERN = string("a URL pattern as the report writes it, such as "
+                  "'example.com/index.php?action=&title=' (host/path, no scheme, no spaces)",
+                  valid_pattern)
 #: link-extraction helpers a site file may ask for; a run starts at most one per core
 MAX_PARSE_PROCESSES = 32
 
@@ -165,6 +170,13 @@ class ScopeSection:
     # URL traps of the common CMSs skipped by default, each under its own rule; remove a
     # name from the list to crawl those URLs again
     traps: tuple[str, ...] = _key(array(choice(*TRAPS), "an array of trap names"), TRAPS)
+    # learned trap patterns (crawl/patterns.py): a URL pattern whose first pages are all
+    # noindex or near-duplicates of pages stored before stops being fetched
+    learn_traps: bool = _key(boolean(), True)
+    # patterns as the report writes them ("example.com/index.php?action=&title="): never
+    # stopped by learning / never fetched (rule skip_patterns)
+    fetch_patterns: tuple[str, ...] = _key(array(_PATTERN, "an array of URL patterns"), ())
+    skip_patterns: tuple[str, ...] = _key(array(_PATTERN, "an array of URL patterns"), ())
 
 
 @dataclass(frozen=True)

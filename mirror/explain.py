@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from mirror.config import SiteConfig
+from mirror.crawl.patterns import Figures, url_pattern, why
 from mirror.crawl.robots import RobotsRules
 from mirror.crawl.scope import Scope
 from mirror.model import Mode
 from mirror.web.urls import InvalidURL, normalize
+
+#: the patterns a run stopped: pattern -> (figures, rule) (manifest_patterns.stopped_patterns)
+Learned = dict[str, tuple[Figures, str]]
 
 #: what each skip rule means, for people
 RULES = {
@@ -27,15 +31,22 @@ RULES = {
     "logout": "a logout link, which would end the crawl's session",
     "meta-robots": "the only pages that link to it say nofollow (<meta name=\"robots\"> or "
                    "X-Robots-Tag); [scope] meta_robots = false follows them",
+    "learned:noindex": "its URL pattern was stopped: a block of its pages were all marked "
+                       "noindex ([scope] learn_traps; pin it with [scope] fetch_patterns)",
+    "learned:duplicate": "its URL pattern was stopped: most of a block of its pages were "
+                         "near-duplicates of pages stored before ([scope] learn_traps; pin "
+                         "it with [scope] fetch_patterns)",
+    "skip_patterns": "its URL pattern is in [scope] skip_patterns",
     "sitemap-budget": "a sitemap listed it after the run's sitemaps had listed [scope] "
                       "max_sitemap_urls URLs (or it is a sitemap left unread once they had)",
 }
 
 
 def explain(cfg: SiteConfig, raw: str, depth: int, robots: RobotsRules | None,
-            robots_source: str) -> list[str]:
+            robots_source: str, learned: Learned | None = None) -> list[str]:
     """Lines describing the canonical form, the scope decision as a link and as a page
-    requisite at `depth`, and the robots.txt verdict (None: not known)."""
+    requisite at `depth`, the robots.txt verdict (None: not known) and the URL's learned
+    pattern (`learned`: the patterns the last run stopped; None: no manifest)."""
     try:
         url = normalize(raw, cfg.scope.ignore_query)
     except InvalidURL as exc:
@@ -51,7 +62,26 @@ def explain(cfg: SiteConfig, raw: str, depth: int, robots: RobotsRules | None,
             lines.append(f"{label:<20} not fetched: rule {d.reason}: "
                          f"{RULES.get(d.reason, d.reason)}")
     lines.append(_robots_line(cfg, url, robots, robots_source))
+    lines.append(_pattern_line(cfg, url, learned))
     return lines
+
+
+def _pattern_line(cfg: SiteConfig, url: str, learned: Learned | None) -> str:
+    pattern = url_pattern(url)
+    if pattern in cfg.scope.skip_patterns:
+        return f"pattern     {pattern}: never fetched ([scope] skip_patterns)"
+    if pattern in cfg.scope.fetch_patterns:
+        return f"pattern     {pattern}: always fetched ([scope] fetch_patterns)"
+    if not cfg.scope.learn_traps:
+        return f"pattern     {pattern} (not learned: [scope] learn_traps = false)"
+    found = (learned or {}).get(pattern)
+    if found is None:
+        return f"pattern     {pattern}: not stopped" + (
+            "" if learned is not None else " (no run yet)")
+    figures, rule = found
+    return (f"pattern     {pattern}: stopped by the last run, rule {rule}: "
+            f"{why(rule, figures)}; e.g. {', '.join(figures.samples[:3])}; to fetch it "
+            f"anyway add it to [scope] fetch_patterns")
 
 
 def _robots_line(cfg: SiteConfig, url: str, robots: RobotsRules | None, source: str) -> str:

@@ -45,6 +45,8 @@ class RunData:
     start_urls: list[tuple[str, str | None]] = field(default_factory=list)  # url, problem
     # pages that said noindex / nofollow (<meta name="robots">, X-Robots-Tag)
     meta_robots: RobotsCounts = field(default_factory=RobotsCounts)
+    # learned trap patterns the run stopped (manifest_patterns.learned_report)
+    learned_patterns: list[dict[str, object]] = field(default_factory=list)
 
     def health(self) -> Health:
         """Whether the run archived what it was asked to (runhealth)."""
@@ -182,6 +184,21 @@ def unreachable_line(hosts: list[tuple[str, str, int]], max_hosts: int = 5) -> s
     return f"{count} host{'' if count == 1 else 's'} unreachable: " + "; ".join(parts)
 
 
+def learned_lines(patterns: list[dict[str, object]], max_items: int = 5) -> list[str]:
+    """A line per learned trap pattern the run stopped: the pattern, its rule, the URLs
+    skipped under it, a sample URL (`mirror explain` it to see why)."""
+    lines = []
+    for p in patterns[:max_items]:
+        samples = p["samples"]
+        sample = samples[0] if isinstance(samples, list) and samples else ""
+        lines.append(f"  {'learned':<14} {p['pattern']}: {p['rule']} ({p['why']}), "
+                     f"{p['skipped']} URLs skipped, e.g. {sample}")
+    if len(patterns) > max_items:
+        lines.append(f"  {'':<14} ... and {len(patterns) - max_items} more patterns "
+                     "(reports/<run>.json: learned_patterns)")
+    return lines
+
+
 def render_summary(d: RunData, max_items: int = 10) -> str:
     """A plain-text summary; readable in a terminal, a log file and a cron mail alike."""
     lines = [summary_line(d)]
@@ -207,6 +224,7 @@ def render_summary(d: RunData, max_items: int = 10) -> str:
                      f"({d.parse_budget[0][1]})")
     if robots := robots_line(d.meta_robots):
         lines.append(f"  {'meta robots':<14} {robots}")
+    lines += learned_lines(d.learned_patterns)
     if d.sitemap_only_pages:
         lines.append(f"  {'sitemaps':<14} {d.sitemap_only_pages} pages reached only "
                      "through a sitemap")

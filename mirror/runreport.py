@@ -8,6 +8,7 @@ from datetime import datetime
 from pathlib import Path
 
 from mirror.archive.fsutil import atomic_write_text
+from mirror.archive.manifest_patterns import learned_report
 from mirror.archive.manifest_queries import ManifestReader
 from mirror.config import SiteConfig
 from mirror.crawl.history import Changes, compare
@@ -83,6 +84,7 @@ def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
         pages_stored=m.count_pages_stored(run),
         start_urls=[(u, start_problem(s, st, r)) for u, s, st, r in m.start_urls(run)],
         meta_robots=replace(m.robots_counts(run), enabled=cfg.scope.meta_robots),
+        learned_patterns=learned_report(m.sql, run),
         warc_files=[p.name for p in index.warc_files(ArchiveLayout(cfg.site.output_dir).warc)],
         archive=str(cfg.site.output_dir),
     )

@@ -12,6 +12,7 @@ from pathlib import Path
 from mirror import crashpoints
 from mirror.archive import latestindex
 from mirror.archive.manifest_fleet import FleetVerbs, fence, retried
+from mirror.archive.manifest_patterns import PatternWrites
 from mirror.archive.manifest_queries import END, ManifestReader
 from mirror.archive.manifest_schema import (
     FRONTIER_URLS,
@@ -72,7 +73,7 @@ def open_manifest(target: Path | str, *, durable: bool = False) -> Manifest:
     return Manifest(target, durable=durable)
 
 
-class Manifest(FleetVerbs, SitemapReads, ManifestReader):
+class Manifest(FleetVerbs, SitemapReads, PatternWrites, ManifestReader):
     """Crawl state, opened read-write: an older schema is upgraded on opening. In a SQLite
     file (WAL; one writer at a time) or a PostgreSQL database (several workers: the
     verbs of FleetVerbs lease hosts to them). Every method is one short transaction; the

@@ -103,6 +103,11 @@ class ManifestReader(TextQueries, RobotsQueries):
                 db.close()
             if isinstance(exc, ManifestError):
                 raise
+            if isinstance(exc, sqlite3.DatabaseError) and "malformed" in str(exc):
+                raise ManifestError(
+                    f"{self.path}: damaged ({exc}); refusing to use it. Move the archive "
+                    "folder aside, or restore manifest.sqlite3 from a backup and run again."
+                ) from exc
             raise ManifestError(f"{self.path}: not a usable manifest: {exc}") from exc
         return SqliteDb(db, str(self.path))
 

@@ -105,6 +105,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from mirror.archive.manifest_patterns import PATTERN_SCHEMA
 from mirror.archive.sqldb import ManifestError, SqlDb
 
 __all__ = ["INDEXES", "MIGRATIONS", "READ_AS_CURRENT", "SCHEMA", "SCHEMA_VERSION",
@@ -291,6 +292,8 @@ CREATE TABLE IF NOT EXISTS files (
     closed INTEGER
 );
 """
+
+SCHEMA += PATTERN_SCHEMA  # learned trap patterns (manifest_patterns.py)
 
 #: upgrades from each older schema version to the next, run in order by the writer
 MIGRATIONS = {

@@ -41,6 +41,7 @@ from mirror.crawl.fetch import (
 )
 from mirror.crawl.frontier import Frontier
 from mirror.crawl.hostlease import SharedFrontier, default_ttl
+from mirror.crawl.learned import Learner
 from mirror.crawl.login import LoginError, LoginKeeper
 from mirror.crawl.parsepool import ParserPool, helper_count, parse_cut
 from mirror.crawl.politeness import (
@@ -57,7 +58,7 @@ from mirror.crawl.politeness import (
 )
 from mirror.crawl.robots import ROBOTS_RULE, RobotsRules, robots_url
 from mirror.crawl.robotsgate import RobotsGate, RunRobots
-from mirror.crawl.scope import Scope
+from mirror.crawl.scope import PAGE, Scope
 from mirror.crawl.sharedrun import FilesResult, SharedFiles, SharedRun, repair_files
 from mirror.crawl.sitemapbudget import SitemapBudget
 from mirror.crawl.startup import RunSession, Startup, now_iso
@@ -178,6 +179,11 @@ class Crawler:
                                   group_size=1 if shared else group_size,
                                   group_wait=group_wait, committed=self._stored,
                                   failed=self._fail_run)
+        # learned trap patterns: this process's figures must be the manifest's, so not in a
+        # crawl shared by several workers
+        self.learner = (Learner(self.manifest, cfg.scope.fetch_patterns)
+                        if cfg.scope.learn_traps and shared is None else None)
+        self.store.learn = self.learner.observe if self.learner else None
         self.startup = Startup(cfg, self.manifest, self.store, self.parsers.discover_in_process,
                                self._stored, force_new_run=new_run)
         self.uploader: Uploader | None = None  # [archive] store: started with the run
@@ -580,6 +586,8 @@ class Crawler:
             links = requisites.bounded(
                 links, item, functools.partial(self.manifest.requisite_chain, item.id),
                 self.cfg.scope.max_requisite_depth)
+            if self.learner is not None:
+                links = links._replace(links=self.learner.sift(links.links))
             self._store(item, ex, error, prev, links)
             self._usage[item.site] = _plus(self._usage.get(item.site), ex.body_length)
 
@@ -612,6 +620,8 @@ class Crawler:
         rule = self.scope.budget.exceeded(pages, nbytes)
         if rule is None and is_sitemap(item) and self.sitemap_budget.spent(self.run_id):
             rule = SITEMAP_BUDGET
+        if rule is None and self.learner is not None and item.mode == PAGE:
+            rule = self.learner.rule_for(item.url)  # a pattern stopped since it was queued
         if rule is None and self.cfg.scope.robots and not item.url.endswith("/robots.txt"):
             rules = await self.robots.rules_for(session, item.url)
             self.frontier_delay(item.site, rules)

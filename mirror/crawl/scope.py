@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from mirror.config import SiteConfig
+from mirror.crawl.patterns import PINNED, url_pattern
 from mirror.model import Mode
 from mirror.web.urls import canonical_site, host_of, site_key
 
@@ -176,6 +177,7 @@ class Scope:
     budget: HostBudget = field(default_factory=HostBudget)
     traps: tuple[str, ...] = ()  # [scope] traps: the CMS traps skipped, see cms_trap()
     keep_session: bool = False  # a login or cookies to keep: logout links are skipped
+    skip_patterns: frozenset[str] = frozenset()  # [scope] skip_patterns (crawl/patterns.py)
 
     @classmethod
     def from_config(cls, cfg: SiteConfig) -> Scope:
@@ -200,6 +202,7 @@ class Scope:
             budget=HostBudget(cfg.scope.max_host_pages, cfg.scope.max_host_bytes),
             traps=cfg.scope.traps,
             keep_session=_has_session(cfg),
+            skip_patterns=frozenset(cfg.scope.skip_patterns),
         )
 
     def on_site(self, url: str) -> bool:
@@ -221,6 +224,8 @@ class Scope:
         """
         if any(p.search(url) for p in self.exclude):
             return Decision(False, "", "exclude")
+        if self.skip_patterns and url_pattern(url) in self.skip_patterns:
+            return Decision(False, "", PINNED)
         trap = trap_rule(url, self.max_url_length, self.max_path_depth, self.max_segment_repeats)
         if trap:
             return Decision(False, "", trap)

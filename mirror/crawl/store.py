@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 WantsBody = Callable[[int, dict[str, str], str | None, UrlItem | None], bool]
 #: told of each capture once its group is committed: (item, exchange, error, URLs found)
 Committed = Callable[[UrlItem, Exchange, str | None, list[NewUrl]], None]
+#: told of each capture inside its transaction (what it writes joins it): run, item, found
+Learn = Callable[[int, UrlItem, Discovered], None]
 
 #: most captures in one group, i.e. one manifest transaction (bench/README.md: the
 #: manifest's CPU per capture halves from 1 to 16, and changes little after 32)
@@ -109,6 +111,8 @@ class CaptureStore:
         #: (one capture per group then: a record fenced off is the file's tail, cut off)
         self.lease_of: Callable[[UrlItem], HostLease | None] | None = None
         self._file = ""  # the file the last capture went to
+        #: learned trap patterns (crawl/learned.py): each capture's figures, committed with it
+        self.learn: Learn | None = None
 
     def previous(self, run_id: int, item: UrlItem) -> Previous | None:
         """The URL's latest capture from an earlier run (no query when there is none); in
@@ -187,6 +191,8 @@ class CaptureStore:
                             note=p.links.note, text=p.links.text, lease=lease,
                             robots=p.links.robots):
                         fenced.append(p)
+                    elif self.learn is not None:
+                        self.learn(p.run_id, p.item, p.links)
                 if len(group) > 1:
                     crashpoints.reached("group:inside", "group")
         except ManifestWriteError as exc:
@@ -241,8 +247,12 @@ class CaptureStore:
         committed before it)."""
         row = capture_row(ex, loc, links.target, revisit, original, prev)
         crashpoints.reached("commit:before")
-        self.manifest.commit_capture(run_id, item, row, links.links, failed_reason=error,
-                                     note=links.note, text=links.text, robots=links.robots)
+        with self.manifest.group():
+            self.manifest.commit_capture(run_id, item, row, links.links, failed_reason=error,
+                                         note=links.note, text=links.text, robots=links.robots)
+            if self.learn is not None:
+                self.learn(run_id, item, links)
+        self.manifest.index_texts_due()
         crashpoints.reached("commit:after")
 
     def _own(self, filename: str) -> bool:

@@ -1,0 +1,106 @@
+"""Learned trap patterns in the manifest: each run's per-pattern figures and verdicts, and
+the text fingerprint of each page stored. Written in a capture's own transaction (a
+base of Manifest), so a run killed at any point resumes with exactly the figures of the
+captures it has."""
+
+from __future__ import annotations
+
+from mirror.archive.sqldb import SqlDb
+from mirror.crawl.patterns import Figures, url_pattern, why
+
+#: added to manifest_schema.SCHEMA (tables made with CREATE TABLE IF NOT EXISTS: an older
+#: manifest gets them on opening, a reader sees them empty)
+PATTERN_SCHEMA = """
+-- Learned trap patterns (crawl/patterns.py): what each run saw of each URL pattern's pages
+-- (2xx HTML with a text), and the rule that stopped it (NULL: fetched). samples: its first
+-- URLs, one a line.
+CREATE TABLE IF NOT EXISTS learned_patterns (
+    run_id INTEGER NOT NULL,
+    pattern TEXT NOT NULL,
+    pages INTEGER NOT NULL,
+    noindex INTEGER NOT NULL,
+    duplicates INTEGER NOT NULL,
+    links INTEGER NOT NULL,
+    block_noindex INTEGER NOT NULL,
+    block_duplicates INTEGER NOT NULL,
+    samples TEXT NOT NULL,
+    rule TEXT,
+    PRIMARY KEY (run_id, pattern)
+) WITHOUT ROWID;
+-- The SimHash of the visible text of each URL's first page with a text (a signed 64-bit
+-- integer; kept as it was, as the crawl's index of them keeps it): the pages a new page
+-- may be a near-duplicate of.
+CREATE TABLE IF NOT EXISTS fingerprints (
+    url_id INTEGER PRIMARY KEY,
+    simhash INTEGER NOT NULL
+);
+"""
+
+_COLUMNS = "pattern, pages, noindex, duplicates, links, block_noindex, block_duplicates, " \
+           "samples, rule"
+
+
+def _figures(row: tuple[object, ...]) -> Figures:
+    pages, noindex, duplicates, links, s_noindex, s_dup, samples = row
+    return Figures(int(pages), int(noindex), int(duplicates), int(links),  # type: ignore[call-overload]
+                   int(s_noindex), int(s_dup),  # type: ignore[call-overload]
+                   tuple(str(samples).split("\n")) if samples else ())
+
+
+def read_patterns(sql: SqlDb, run_id: int) -> dict[str, tuple[Figures, str | None]]:
+    """Every pattern of a run: pattern -> (figures, rule or None), most pages first."""
+    rows = sql.execute(f"SELECT {_COLUMNS} FROM learned_patterns WHERE run_id=? "
+                       "ORDER BY pages DESC, pattern", (run_id,)).fetchall()
+    return {str(r[0]): (_figures(tuple(r[1:8])), r[8]) for r in rows}
+
+
+def stopped_patterns(sql: SqlDb, run_id: int) -> dict[str, tuple[Figures, str]]:
+    """The patterns a run stopped: pattern -> (figures, rule)."""
+    return {p: (f, rule) for p, (f, rule) in read_patterns(sql, run_id).items() if rule}
+
+
+class PatternWrites:
+    """Manifest's writes of learned patterns: they join the open transaction (a capture's
+    group), so call them inside Manifest.group()."""
+
+    sql: SqlDb
+
+    def save_pattern(self, run_id: int, pattern: str, figures: Figures,
+                     rule: str | None) -> None:
+        f = figures
+        self.sql.execute(
+            f"INSERT INTO learned_patterns ({_COLUMNS}, run_id) VALUES (?,?,?,?,?,?,?,?,?,?) "
+            "ON CONFLICT (run_id, pattern) DO UPDATE SET pages=excluded.pages, "
+            "noindex=excluded.noindex, duplicates=excluded.duplicates, links=excluded.links, "
+            "block_noindex=excluded.block_noindex, "
+            "block_duplicates=excluded.block_duplicates, samples=excluded.samples, "
+            "rule=excluded.rule",
+            (pattern, f.pages, f.noindex, f.duplicates, f.links, f.block_noindex,
+             f.block_duplicates, "\n".join(f.samples), rule, run_id))
+
+    def save_fingerprint(self, url_id: int, signed: int) -> None:
+        self.sql.execute("INSERT INTO fingerprints (url_id, simhash) VALUES (?, ?) "
+                         "ON CONFLICT (url_id) DO NOTHING",
+                         (url_id, signed))
+
+    def fingerprints(self) -> list[tuple[int, int]]:
+        """(url id, signed SimHash) of every URL with a page text."""
+        return [(int(u), int(h)) for u, h in self.sql.execute(
+            "SELECT url_id, simhash FROM fingerprints ORDER BY url_id").fetchall()]
+
+
+def learned_report(sql: SqlDb, run_id: int) -> list[dict[str, object]]:
+    """The patterns a run stopped, for its report: each with its rule, why, figures, the
+    URLs skipped under it and its first URLs."""
+    stopped = stopped_patterns(sql, run_id)
+    if not stopped:
+        return []
+    skipped: dict[str, int] = {}
+    for (url,) in sql.execute("SELECT url FROM urls WHERE run_id=? AND state='skipped' "
+                              "AND reason LIKE 'learned:%'", (run_id,)):
+        pattern = url_pattern(str(url))
+        skipped[pattern] = skipped.get(pattern, 0) + 1
+    return [{"pattern": p, "rule": rule, "why": why(rule, f), "pages": f.pages,
+             "noindex": f.noindex, "duplicates": f.duplicates, "links": f.links,
+             "skipped": skipped.get(p, 0), "samples": list(f.samples)}
+            for p, (f, rule) in stopped.items()]

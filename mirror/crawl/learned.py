@@ -1,0 +1,90 @@
+"""The crawl's learned trap patterns: each stored page's figures added to its URL
+pattern's (in the capture's transaction), the patterns stopped by their verdict, and the
+URLs of a stopped pattern skipped under its rule, before the fetch and when found."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from mirror.archive.manifest import Manifest
+from mirror.archive.manifest_patterns import read_patterns
+from mirror.crawl.patterns import Figures, url_pattern, verdict, why
+from mirror.crawl.scope import PAGE
+from mirror.crawl.simhash import NearIndex, from_signed, simhash, to_signed
+from mirror.model import Discovered, NewUrl, UrlItem
+
+log = logging.getLogger(__name__)
+
+
+def noindex_of(found: Discovered) -> bool:
+    """Whether a stored page is marked noindex (<meta name="robots"> or X-Robots-Tag, as
+    discovery read them: web.robotsmeta; never while [scope] meta_robots is off)."""
+    return "noindex" in (found.robots or "").split(",")
+
+
+class Learner:
+    """Per-pattern figures of the run, the patterns it stopped, and the fingerprints of the
+    pages stored (every run's): loaded from the manifest on first use in a run, then kept
+    in step with it by `observe`, which writes what it changes in the same transaction."""
+
+    def __init__(self, manifest: Manifest, fetch_patterns: Iterable[str] = ()) -> None:
+        self.manifest = manifest
+        self.pinned = frozenset(fetch_patterns)  # [scope] fetch_patterns: never stopped
+        self.run_id = 0
+        self.figures: dict[str, Figures] = {}
+        self.stopped: dict[str, str] = {}  # pattern -> rule
+        self.index = NearIndex()
+
+    def load(self, run_id: int) -> None:
+        """The run's figures and every fingerprint, from the manifest (once per run)."""
+        if run_id == self.run_id:
+            return
+        self.run_id = run_id
+        patterns = read_patterns(self.manifest.sql, run_id)
+        self.figures = {p: f for p, (f, _) in patterns.items()}
+        self.stopped = {p: rule for p, (_, rule) in patterns.items() if rule}
+        self.index = NearIndex()
+        for url_id, signed in self.manifest.fingerprints():
+            self.index.add(from_signed(signed), url_id)
+
+    def observe(self, run_id: int, item: UrlItem, found: Discovered) -> None:
+        """A page was stored (called inside its capture's transaction): its fingerprint,
+        whether it is a near-duplicate of another URL's page, and its pattern's figures,
+        which may stop the pattern."""
+        if item.mode != PAGE or found.text is None:
+            return
+        self.load(run_id)
+        h = simhash(found.text.body or "")
+        duplicate = self.index.match(h, item.id) is not None
+        if self.index.add(h, item.id):
+            self.manifest.save_fingerprint(item.id, to_signed(h))
+        pattern = url_pattern(item.url)
+        links = sum(1 for x in found.links if x.mode == PAGE and not x.skip_reason)
+        figures = self.figures.get(pattern, Figures()).seen(
+            item.url, noindex=noindex_of(found), duplicate=duplicate, links=links)
+        self.figures[pattern] = figures
+        rule = self.stopped.get(pattern)
+        if rule is None and pattern not in self.pinned:
+            rule = verdict(figures)
+            if rule is not None:
+                self.stopped[pattern] = rule
+                log.warning("learned trap pattern %s (%s: %s), e.g. %s; its other URLs are "
+                            "skipped (pin it with [scope] fetch_patterns)", pattern, rule,
+                            why(rule, figures), ", ".join(figures.samples[:2]))
+        self.manifest.save_pattern(run_id, pattern, figures, rule)
+
+    def rule_for(self, url: str) -> str | None:
+        """The rule of a stopped pattern a URL belongs to, or None."""
+        return self.stopped.get(url_pattern(url)) if self.stopped else None
+
+    def sift(self, links: list[NewUrl]) -> list[NewUrl]:
+        """Links found on a page, those to pages of a stopped pattern marked skipped under
+        its rule (so they are recorded as skipped, not queued and skipped at the fetch)."""
+        if not self.stopped:
+            return links
+        out = []
+        for link in links:
+            rule = None if link.skip_reason or link.mode != PAGE else self.rule_for(link.url)
+            out.append(link._replace(mode="", skip_reason=rule) if rule else link)
+        return out

@@ -1,0 +1,128 @@
+"""Learned trap patterns (pure): a URL's pattern, a pattern's figures from the pages the
+crawl fetched, and the verdict that stops a pattern when a block of its pages (its first
+few, or any SAMPLE in a row after them) are all noindex or near-duplicates of pages stored
+before."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+#: skip rules of learned patterns (reports and tests count by them)
+NOINDEX = "learned:noindex"
+DUPLICATE = "learned:duplicate"
+#: skip rule of a pattern the site file names in [scope] skip_patterns
+PINNED = "skip_patterns"
+#: a pattern is judged on each block of SAMPLE pages (2xx HTML pages with a text) in the
+#: order they were stored: its first SAMPLE, the next SAMPLE, ... (the views of a page are
+#: often found after a few pages of their own: list?id=1, list?id=2, then list?id=1&sort=)
+SAMPLE = 5
+#: ... and stopped when at least this many of them are near-duplicates
+DUPLICATES = 4
+#: sample URLs kept per pattern, for the report and `mirror explain`
+SAMPLES = 5
+
+NUMBER = "{n}"
+ID = "{id}"
+# In a path segment, left to right: a percent-escape is kept as it is; a UUID, or a run
+# of 8 or more letters and digits with at least one of each (a hash, a session id) is
+# {id}; any other run of digits is {n} (so "page2", "2024-05" keep their words)
+_PARTS = re.compile(
+    r"(%[0-9A-Fa-f]{2})"
+    r"|(?<![A-Za-z0-9])(?:[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}"
+    r"|(?=[A-Za-z]*[0-9])(?=[0-9]*[A-Za-z])[A-Za-z0-9]{8,})(?![A-Za-z0-9])"
+    r"|[0-9]+")
+
+
+def _general(m: re.Match[str]) -> str:
+    if m.group(1):
+        return m.group(1)
+    text = m.group(0)
+    return NUMBER if text.isdigit() else ID
+
+
+def _segment(segment: str) -> str:
+    """A path segment with its ids and numbers generalised: "2024-05" -> "{n}-{n}",
+    "a3f9c2e1d4b5" -> "{id}", "page-2.html" -> "page-{n}.html", "Main_Page" as it is."""
+    if not any(c.isdigit() for c in segment):
+        return segment
+    return _PARTS.sub(_general, segment)
+
+
+@lru_cache(maxsize=1 << 14)
+def url_pattern(url: str) -> str:
+    """The pattern of a canonical URL: its host[:port], its path with numbers, dates, ids
+    and hashes generalised, and the sorted set of its query's keys (values dropped):
+
+        https://w.example/index.php?title=X&action=history -> w.example/index.php?action=&title=
+        https://w.example/index.php?title=X&oldid=12       -> w.example/index.php?oldid=&title=
+        https://w.example/wiki/Main_Page                   -> w.example/wiki/Main_Page
+        http://h/calendar/2024/05?view=week&p=2            -> h/calendar/{n}/{n}?p=&view=
+
+    A page of its own (an article) keeps a pattern of its own; the views of many pages
+    (history, edit, sort, calendar months) share one."""
+    rest = url.partition("://")[2].partition("#")[0]
+    path, _, query = rest.partition("?")
+    host, slash, path = path.partition("/")
+    shape = host + slash + "/".join(_segment(s) for s in path.split("/"))
+    if not query:
+        return shape
+    keys = sorted({_segment(k.partition("=")[0]) for k in query.split("&") if k})
+    return shape + "?" + "&".join(k + "=" for k in keys)
+
+
+def valid_pattern(text: str) -> bool:
+    """Whether a site file's pattern looks like one url_pattern writes: host/path, no
+    scheme, no whitespace."""
+    return "/" in text and "://" not in text and not any(c.isspace() for c in text)
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What the crawl saw of one pattern's pages (2xx HTML pages with a text).
+
+    `block_*` count within its current block of SAMPLE pages (pages // SAMPLE full blocks
+    before it), which alone decides its verdict once full; the totals are for the report."""
+
+    pages: int = 0
+    noindex: int = 0  # pages marked noindex (meta robots, X-Robots-Tag)
+    duplicates: int = 0  # near-duplicates of a page of another URL stored before
+    links: int = 0  # links to pages found on them (what the pattern yields)
+    block_noindex: int = 0
+    block_duplicates: int = 0
+    samples: tuple[str, ...] = ()  # its first URLs
+
+    def seen(self, url: str, *, noindex: bool, duplicate: bool, links: int) -> Figures:
+        """The figures after one more page of the pattern."""
+        fresh = self.pages % SAMPLE == 0  # a new block begins with this page
+        return replace(
+            self, pages=self.pages + 1, noindex=self.noindex + noindex,
+            duplicates=self.duplicates + duplicate, links=self.links + links,
+            block_noindex=(0 if fresh else self.block_noindex) + noindex,
+            block_duplicates=(0 if fresh else self.block_duplicates) + duplicate,
+            samples=self.samples + (url,) if len(self.samples) < SAMPLES else self.samples)
+
+
+def verdict(f: Figures) -> str | None:
+    """The rule that stops a pattern, judged when a block of SAMPLE of its pages is full:
+    all of them noindex (NOINDEX), or at least DUPLICATES of them near-duplicates of pages
+    stored before (DUPLICATE); None while the block is not full, or when it passes."""
+    if f.pages == 0 or f.pages % SAMPLE:
+        return None
+    if f.block_noindex >= SAMPLE:
+        return NOINDEX
+    if f.block_duplicates >= DUPLICATES:
+        return DUPLICATE
+    return None
+
+
+def why(rule: str, f: Figures) -> str:
+    """A person's reading of a verdict: '4 of its first 5 pages were near-duplicates of
+    pages stored before'."""
+    if rule == NOINDEX:
+        return f"{SAMPLE} of its pages in a row were marked noindex"
+    if rule == DUPLICATE:
+        return (f"{f.block_duplicates} of {SAMPLE} of its pages in a row were "
+                "near-duplicates of pages stored before")
+    return "[scope] skip_patterns names it"
