@@ -44,9 +44,9 @@ from mirror.configrules import (
     string,
     success,
 )
-from mirror.crawl.patterns import valid_pattern
 from mirror.schedule.spec import Schedule
 from mirror.web.http import SECRET_HEADERS
+from mirror.web.patterns import valid_pattern
 from mirror.web.urls import DEFAULT_IGNORE_QUERY
 
 
@@ -170,7 +170,7 @@ class ScopeSection:
     # URL traps of the common CMSs skipped by default, each under its own rule; remove a
     # name from the list to crawl those URLs again
     traps: tuple[str, ...] = _key(array(choice(*TRAPS), "an array of trap names"), TRAPS)
-    # learned trap patterns (crawl/patterns.py): a URL pattern whose first pages are all
+    # learned trap patterns (web/patterns.py): a URL pattern whose first pages are all
     # noindex or near-duplicates of pages stored before stops being fetched
     learn_traps: bool = _key(boolean(), True)
     # patterns as the report writes them ("example.com/index.php?action=&title="): never

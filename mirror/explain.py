@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from mirror.config import SiteConfig
-from mirror.crawl.patterns import Figures, url_pattern, why
 from mirror.crawl.robots import RobotsRules
 from mirror.crawl.scope import Scope
 from mirror.model import Mode
+from mirror.web.patterns import Figures, url_pattern, why
 from mirror.web.urls import InvalidURL, normalize
 
 #: the patterns a run stopped: pattern -> (figures, rule) (manifest_patterns.stopped_patterns)

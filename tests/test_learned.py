@@ -14,7 +14,8 @@ from conftest import Crawl, TestSite
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirror.crawl.patterns import (
+from mirror.crawl.simhash import NearIndex, distance, near, simhash
+from mirror.web.patterns import (
     DUPLICATE,
     NOINDEX,
     SAMPLE,
@@ -23,7 +24,6 @@ from mirror.crawl.patterns import (
     valid_pattern,
     verdict,
 )
-from mirror.crawl.simhash import NearIndex, distance, near, simhash
 
 # -- url_pattern -------------------------------------------------------------------------
 

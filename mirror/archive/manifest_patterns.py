@@ -6,12 +6,12 @@ captures it has."""
 from __future__ import annotations
 
 from mirror.archive.sqldb import SqlDb
-from mirror.crawl.patterns import Figures, url_pattern, why
+from mirror.web.patterns import Figures, url_pattern, why
 
 #: added to manifest_schema.SCHEMA (tables made with CREATE TABLE IF NOT EXISTS: an older
 #: manifest gets them on opening, a reader sees them empty)
 PATTERN_SCHEMA = """
--- Learned trap patterns (crawl/patterns.py): what each run saw of each URL pattern's pages
+-- Learned trap patterns (web/patterns.py): what each run saw of each URL pattern's pages
 -- (2xx HTML with a text), and the rule that stopped it (NULL: fetched). samples: its first
 -- URLs, one a line.
 CREATE TABLE IF NOT EXISTS learned_patterns (

@@ -9,10 +9,10 @@ from collections.abc import Iterable
 
 from mirror.archive.manifest import Manifest
 from mirror.archive.manifest_patterns import read_patterns
-from mirror.crawl.patterns import Figures, url_pattern, verdict, why
 from mirror.crawl.scope import PAGE
 from mirror.crawl.simhash import NearIndex, from_signed, simhash, to_signed
 from mirror.model import Discovered, NewUrl, UrlItem
+from mirror.web.patterns import Figures, url_pattern, verdict, why
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from mirror.config import SiteConfig
-from mirror.crawl.patterns import PINNED, url_pattern
 from mirror.model import Mode
+from mirror.web.patterns import PINNED, url_pattern
 from mirror.web.urls import canonical_site, host_of, site_key
 
 PAGE = Mode.PAGE
@@ -177,7 +177,7 @@ class Scope:
     budget: HostBudget = field(default_factory=HostBudget)
     traps: tuple[str, ...] = ()  # [scope] traps: the CMS traps skipped, see cms_trap()
     keep_session: bool = False  # a login or cookies to keep: logout links are skipped
-    skip_patterns: frozenset[str] = frozenset()  # [scope] skip_patterns (crawl/patterns.py)
+    skip_patterns: frozenset[str] = frozenset()  # [scope] skip_patterns (web/patterns.py)
 
     @classmethod
     def from_config(cls, cfg: SiteConfig) -> Scope:
