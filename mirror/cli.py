@@ -352,6 +352,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"[{section}]")
         for key, value in values.items():
             print(f"  {key} = {value!r}")
+    from mirror.crawl.traprules import rule_lines
+
+    print("\n".join(rule_lines(cfg.scope.traps)))
     print(f"archive: {cfg.site.output_dir}")
     if cfg.schedule.every is not None:
         from datetime import datetime
