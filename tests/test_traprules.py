@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mirror.crawl.scope import cms_trap
+from mirror.crawl.software import detect, generator, site_file_comment
 from mirror.crawl.traprules import NAMES, RULES
 from mirror.web.urls import normalize
 
@@ -162,3 +163,53 @@ CONTENT = [
 @pytest.mark.parametrize("path", CONTENT)
 def test_content_is_kept_by_every_rule(path: str) -> None:
     assert cms_trap(normalize(BASE + path), NAMES, keep_session=False) is None
+
+
+# -- recognising the software of a start page (mirror add) ----------------------------------
+
+PAGES = [
+    ('<meta name="generator" content="MediaWiki 1.39.4">', "MediaWiki", "generator"),
+    ("<META CONTENT='DokuWiki' NAME=generator>", "DokuWiki", "generator"),
+    ('<meta name="generator" content="WordPress 6.4.2">', "WordPress", "generator"),
+    ('<meta name="generator" content="WooCommerce 8.0">', "WordPress", "generator"),
+    ('<meta name="generator" content="Discourse 3.1.0 - https://github.com/discourse">',
+     "Discourse", "generator"),
+    ('<meta name="Generator" content="Drupal 10 (https://www.drupal.org)">', "Drupal",
+     "generator"),
+    ('<meta name="generator" content="Joomla! - Open Source Content Management">', "Joomla",
+     "generator"),
+    ('<meta name="generator" content="vBulletin 4.2.5">', "vBulletin", "generator"),
+    ('<a href="./viewtopic.php?t=5">A topic</a>', "phpBB", "URLs"),
+    ('<a href="/threads/hello.123/">Hello</a>', "XenForo", "URLs"),
+    ('<a href="/index.php?title=Foo&amp;action=edit">edit</a>', "MediaWiki", "URLs"),
+    ('<link rel="stylesheet" href="/wp-content/themes/x/style.css">', "WordPress", "URLs"),
+    ('<img src="/sites/default/files/logo.png">', "Drupal", "URLs"),
+]
+
+
+@pytest.mark.parametrize(("html", "software", "evidence"), PAGES)
+def test_detect(html: str, software: str, evidence: str) -> None:
+    found = detect(f"<html><head><title>x</title>{html}</head><body></body></html>")
+    assert found is not None and found.software.name == software
+    assert evidence in found.evidence
+    own = {r.name for r in RULES if r.software == software}
+    assert own <= set(found.rules) <= set(NAMES)
+
+
+def test_a_plain_page_is_not_recognised() -> None:
+    assert detect('<html><meta name="generator" content="Hugo 0.120"><a href="/about/">'
+                  "About</a></html>") is None
+    assert generator('<meta name="description" content="MediaWiki 1.39">') == ""
+
+
+def test_site_file_comment_lists_the_rules_and_the_setting() -> None:
+    found = detect('<meta name="generator" content="DokuWiki">')
+    lines = site_file_comment(found)
+    assert lines[0] == ('# The start page looks like DokuWiki: <meta name="generator" '
+                        'content="DokuWiki">.')
+    listed = [line.split()[1] for line in lines if line.startswith("#   trap:")]
+    assert listed == [f"trap:{name}" for name in found.rules] if found else False
+    assert "trap:dokuwiki-export" in listed and "trap:mediawiki-edit" not in listed
+    assert all(line.startswith("#") and len(line) <= 100 for line in lines)
+    assert site_file_comment(None, "dns: no such host")[0] == (
+        "# mirror could not look at the start page (dns: no such host), so it did not")
