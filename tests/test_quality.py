@@ -17,7 +17,7 @@ PACKAGE = ROOT / "mirror"
 #: modules that decide without I/O: no aiohttp, no SQL, no network client, however deep
 PURE = ("web.urls", "web.extract", "web.css", "web.codings", "web.rewrite", "web.charset",
         "web.html", "web.http", "report", "runhealth",
-        "explain", "model", "crawl.scope", "crawl.traprules", "crawl.software",
+        "explain", "model", "crawl.scope", "crawl.traprules", "crawl.software", "crawl.growth",
         "crawl.history", "crawl.discover",
         "crawl.politeness", "crawl.robots", "replay.textdiff", "replay.pages",
         "schedule.spec", "fleet.duetime", "archive.searchrank")
