@@ -353,6 +353,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"[{section}]")
         for key, value in values.items():
             print(f"  {key} = {value!r}")
+    from mirror.crawl.traprules import rule_lines
+
+    print("\n".join(rule_lines(cfg.scope.traps)))
     print(f"archive: {cfg.site.output_dir}")
     if cfg.schedule.every is not None:
         from datetime import datetime
@@ -1132,7 +1135,7 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
     if terminal and not quiet:
         from mirror.progress import ProgressDisplay  # rich: only for a display
 
-        display = ProgressDisplay(cfg.site.name)
+        display = ProgressDisplay(cfg.site.name, str(cfg.path))
     layout = ArchiveLayout(cfg.site.output_dir)
     held = nullcontext() if lock is not None else ArchiveLock(layout.root)
     # signals are answered from here on, in every phase: start-up, crawl, index, report
@@ -1229,14 +1232,19 @@ async def _ticker(crawler: Crawler, path: Path,
 async def _tick(crawler: Crawler, path: Path, display: ProgressDisplay | None) -> None:
     import asyncio
 
+    from mirror.crawl.growth import GrowthWindow
     from mirror.crawl.progressfile import LiveProgress, RateWindow, write_progress
 
     pid, started, window, warned = os.getpid(), time.time(), RateWindow(), False
+    growth = GrowthWindow()
     while True:
         p = crawler.progress()
         if p is not None:
+            now = time.monotonic()
             live = LiveProgress.of(p, pid=pid, started=started, updated=time.time(),
-                                   rate=window.add(time.monotonic(), p.done))
+                                   rate=window.add(now, p.done),
+                                   growth=growth.add(now, p.queued),
+                                   top=crawler.new_urls.dominant())
             if display is not None:
                 display.update(live)
             try:

@@ -43,6 +43,7 @@ from mirror.configrules import (
     store_url,
     string,
     success,
+    trap_name,
 )
 from mirror.schedule.spec import Schedule
 from mirror.web.http import SECRET_HEADERS
@@ -169,7 +170,7 @@ class ScopeSection:
     max_sitemap_urls: int = _key(integer(0, 1_000_000_000), 100_000)
     # URL traps of the common CMSs skipped by default, each under its own rule; remove a
     # name from the list to crawl those URLs again
-    traps: tuple[str, ...] = _key(array(choice(*TRAPS), "an array of trap names"), TRAPS)
+    traps: tuple[str, ...] = _key(array(trap_name, "an array of trap names"), TRAPS)
     # learned trap patterns (web/patterns.py): a URL pattern whose first pages are all
     # noindex or near-duplicates of pages stored before stops being fetched
     learn_traps: bool = _key(boolean(), True)

@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from mirror.crawl.traprules import NAMES
 from mirror.schedule.spec import FORMS, Schedule, ScheduleError, parse_schedule
 from mirror.web.http import REDACTED, SECRET_HEADERS
 
-#: the CMS traps [scope] traps can skip: each is a scope rule "trap:<name>" (crawl/scope.py)
-TRAPS = ("replytocom", "login", "share", "print")
+#: the CMS traps [scope] traps can skip: each is a scope rule "trap:<name>" (crawl/traprules.py)
+TRAPS = NAMES
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,18 @@ def string(expected: str, ok: Callable[[str], bool] = bool,
 
 def choice(*choices: str) -> Rule:
     return string("one of " + ", ".join(map(repr, choices)), lambda s: s in choices)
+
+
+def trap_name(value: Any, ctx: Context) -> str:
+    """One of the built-in trap rules' names; the closest ones named when it is not."""
+    if isinstance(value, str) and value in TRAPS:
+        return value
+    import difflib
+
+    close = difflib.get_close_matches(value, TRAPS, 1, 0.6) if isinstance(value, str) else []
+    like = repr(close[0]) if close else "'login' or 'mediawiki-edit'"
+    raise mismatch(f"a trap rule name such as {like} (`mirror check` lists all "
+                   f"{len(TRAPS)})", value)
 
 
 def array(item: Rule, expected: str, *, nonempty: bool = False) -> Rule:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from mirror.config import SiteConfig
 from mirror.crawl.robots import RobotsRules
 from mirror.crawl.scope import Scope
+from mirror.crawl.traprules import RULES as TRAP_RULES
 from mirror.model import Mode
 from mirror.web.patterns import Figures, url_pattern, why
 from mirror.web.urls import InvalidURL, normalize
@@ -22,12 +23,6 @@ RULES = {
     "path_depth": "its path has more segments than [scope] max_path_depth",
     "segment_repeats": "a path segment repeats more than [scope] max_segment_repeats times",
     "robots": "robots.txt disallows it for this user agent",
-    "trap:replytocom": "a comment-reply link (?replytocom=): one copy of the post per comment "
-                       "([scope] traps)",
-    "trap:login": "a login or password-reset page (or, with no session to keep, a logout "
-                  "link) ([scope] traps)",
-    "trap:share": "a share-button link (?share=) ([scope] traps)",
-    "trap:print": "a print or e-mail variant of a page ([scope] traps)",
     "logout": "a logout link, which would end the crawl's session",
     "meta-robots": "the only pages that link to it say nofollow (<meta name=\"robots\"> or "
                    "X-Robots-Tag); [scope] meta_robots = false follows them",
@@ -39,7 +34,8 @@ RULES = {
     "skip_patterns": "its URL pattern is in [scope] skip_patterns",
     "sitemap-budget": "a sitemap listed it after the run's sitemaps had listed [scope] "
                       "max_sitemap_urls URLs (or it is a sitemap left unread once they had)",
-}
+} | {f"trap:{rule.name}": (f"{rule.software}: " if rule.software else "") + rule.what
+     + " ([scope] traps: remove the name to crawl such URLs)" for rule in TRAP_RULES}
 
 
 def explain(cfg: SiteConfig, raw: str, depth: int, robots: RobotsRules | None,

@@ -14,6 +14,7 @@ from mirror.terminal import printable
 
 if TYPE_CHECKING:
     from mirror.app.library import SiteEntry
+    from mirror.app.startpage import Look
 
 
 class LibraryUsageError(Exception):
@@ -37,10 +38,9 @@ def shown(text: object) -> str:
 
 def cmd_add(args: argparse.Namespace) -> int:
     from mirror.app.newsite import Covered, NameTaken, SiteFileError, add_site
-
     library = _library_folder(args)
     try:
-        path = add_site(library, args.url, args.name, overlap=args.overlap)
+        path = add_site(library, args.url, args.name, overlap=args.overlap, look=_look)
     except NameTaken as exc:
         again = shlex.join(["mirror", "add", args.url.strip(), "--name", exc.suggestion])
         raise LibraryUsageError(f"{shown(exc)}:\n  {shown(again)}") from None
@@ -52,6 +52,20 @@ def cmd_add(args: argparse.Namespace) -> int:
     print(shown_lines(path.read_text(encoding="utf-8")), end="")
     print(f"next: mirror run {shown(path)}   (or open it in `mirror ui {shown(library)}`)")
     return ExitCode.OK
+
+
+def _look(url: str) -> Look:
+    """A look at the start page, said on stdout before the file is shown."""
+    from mirror.app.startpage import look_now
+
+    seen = look_now(url)
+    if seen.problem:
+        print(f"could not look at the start page ({shown(seen.problem)}): writing the "
+              "generic site file")
+    elif seen.found:
+        print(f"the start page looks like {seen.found.software.name} "
+              f"({shown(seen.found.evidence)})")
+    return seen
 
 
 def shown_lines(text: str) -> str:

@@ -14,6 +14,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from mirror.crawl.growth import Dominant, explain_hint
 from mirror.crawl.progressfile import LiveProgress
 from mirror.model import UrlState
 from mirror.report import (
@@ -33,8 +34,8 @@ class ProgressDisplay:
     """A bar of done out of (done + queued) and the run's numbers, redrawn at each
     `update`; log records are printed above it. On stderr, so stdout keeps the summary."""
 
-    def __init__(self, site: str) -> None:
-        self.site = site
+    def __init__(self, site: str, config: str = "site.toml") -> None:
+        self.site, self.config = site, config
         self.console = Console(stderr=True)
         self.live = Live(Text(f"{site}: starting"), console=self.console,
                          auto_refresh=False, transient=True)
@@ -44,7 +45,7 @@ class ProgressDisplay:
         return RichHandler(console=self.console, show_path=False, markup=False)
 
     def update(self, p: LiveProgress) -> None:
-        self.live.update(progress_renderable(self.site, p), refresh=True)
+        self.live.update(progress_renderable(self.site, p, self.config), refresh=True)
 
     def __enter__(self) -> ProgressDisplay:
         self.live.__enter__()
@@ -73,7 +74,8 @@ def _numbers(p: LiveProgress) -> list[tuple[str, str]]:
     parts = [
         (f"{p.done}/{p.done + p.queued}", "bold"),
         (f"{p.rate:.1f} pages/s", ""),
-        (f"ETA {format_duration(p.eta)}", "cyan"),
+        (f"ETA {format_duration(p.eta)}", "cyan") if p.eta is not None or p.growth <= 0
+        else (f"no ETA: queue +{p.growth:.1f}/s", "yellow"),
         (human_bytes(p.bytes), ""),
         (f"{p.failed} failed", "red" if p.failed else ""),
         (f"{p.retried} retries", "yellow" if p.retried else ""),
@@ -85,14 +87,25 @@ def _numbers(p: LiveProgress) -> list[tuple[str, str]]:
     return parts
 
 
-def render_progress(site: str, p: LiveProgress) -> str:
-    """The display as one plain line."""
-    return f"{site}: " + ", ".join(text for text, _ in _numbers(p))
+def render_progress(site: str, p: LiveProgress, config: str = "site.toml") -> str:
+    """The display as one plain line (and the hint of a dominant pattern on a second)."""
+    hint = pattern_hint(p, config)
+    return f"{site}: " + ", ".join(text for text, _ in _numbers(p)) + (
+        f"\n{hint}" if hint else "")
 
 
-def progress_renderable(site: str, p: LiveProgress) -> RenderableType:
+def pattern_hint(p: LiveProgress, config: str) -> str:
+    """'83% of the new URLs are like ...; see why ...: mirror explain ...', or ""."""
+    if not p.top_pattern:
+        return ""
+    return explain_hint(Dominant(p.top_pattern, p.top_share, p.top_sample), config)
+
+
+def progress_renderable(site: str, p: LiveProgress,
+                        config: str = "site.toml") -> RenderableType:
     """The display, two lines that fit 80 columns: the site, a bar, done/total, rate and
-    ETA; then bytes, failures, retries, hosts held back and the time so far."""
+    ETA (or how fast the queue grows); then bytes, failures, retries, hosts held back and
+    the time so far; and a third when one URL pattern supplies most new URLs."""
     parts = [Text(text, style=style) for text, style in _numbers(p)]
     grid = Table.grid(padding=(0, 1))
     grid.add_row(
@@ -100,7 +113,10 @@ def progress_renderable(site: str, p: LiveProgress) -> RenderableType:
         ProgressBar(total=max(p.done + p.queued, 1), completed=p.done, width=BAR_WIDTH),
         Text("  ").join(parts[:3]),
     )
-    return Group(grid, Text(" " * (len(site) + 1)) + Text("  ").join(parts[3:]))
+    lines: list[RenderableType] = [grid, Text(" " * (len(site) + 1)) + Text("  ").join(parts[3:])]
+    if hint := pattern_hint(p, config):
+        lines.append(Text(printable_lines(hint), style="yellow"))
+    return Group(*lines)
 
 
 def summary_table(d: RunData, max_items: int = 10) -> Table:

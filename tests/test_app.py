@@ -157,6 +157,23 @@ async def test_adding_a_site_shows_a_config_error_at_its_field_then_writes_the_f
     assert "e.g. example-org-2" in page
 
 
+async def test_adding_a_wiki_writes_the_rules_made_for_it(
+        ui: UiProcess, session: aiohttp.ClientSession, library: Path,
+        make_site: Callable[[], Awaitable[TestSite]]) -> None:
+    wiki = await make_site()
+    wiki.page("/", '<html><head><meta name="generator" content="MediaWiki 1.39.4"></head>'
+                   '<body><a href="/wiki/Special:RecentChanges">Recent</a></body></html>')
+    status, _ = await post(ui, session, "/add", {"site.start_urls": wiki.base,
+                                                 "site.name": "wiki"})
+    assert status == 303
+    text = (library / "wiki.toml").read_text(encoding="utf-8")
+    assert "# The start page looks like MediaWiki: " in text
+    assert re.search(r"^#   trap:mediawiki-special +MediaWiki", text, re.MULTILINE) is None
+    assert re.search(r"^#   trap:mediawiki-special +Special: pages", text, re.MULTILINE)
+    assert load_config(library / "wiki.toml").scope.traps[:4] == (
+        "replytocom", "login", "share", "print")
+
+
 async def test_settings_rewrite_only_the_changed_keys_and_keep_comments(
         ui: UiProcess, session: aiohttp.ClientSession, library: Path) -> None:
     path = library / "kept.toml"

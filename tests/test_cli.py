@@ -23,6 +23,7 @@ from conftest import RunClock, write_config
 
 from mirror import cli as mirror_cli
 from mirror.crawl import crawler
+from mirror.crawl.traprules import NAMES as TRAPS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -73,6 +74,19 @@ def test_check_prints_effective_settings(cli: Cli):
     assert (code, err) == (0, "")
     assert "example.toml: OK" in out
     assert "  workers = 16" in out and "[archive]" in out
+
+
+def test_check_lists_every_trap_rule_one_a_line(cli: Cli, tmp_path: Path):
+    (tmp_path / "site.toml").write_text('[site]\nname = "x"\nstart_urls = ["http://a/"]\n'
+                                        '[scope]\ntraps = ["login", "mediawiki-special"]\n')
+    code, out, err = cli("check", "site.toml")
+    assert (code, err) == (0, "")
+    lines = [line.split() for line in out.splitlines() if " trap:" in line]
+    assert [words[1] for words in lines] == [f"trap:{name}" for name in TRAPS]
+    assert {words[1] for words in lines if words[0] == "on"} == {
+        "trap:login", "trap:mediawiki-special"}
+    special = next(line for line in out.splitlines() if "trap:mediawiki-special" in line)
+    assert "MediaWiki: Special: pages but Special:AllPages" in special
 
 
 @pytest.mark.parametrize(

@@ -286,8 +286,11 @@ CASES = [
      " found 0 (an integer)"),
     # issue 15's keys
     (SITE + "[scope]\ntraps = ['replytocom', 'calendar']", "scope.traps",
-     "[scope] traps[1]: expected one of 'replytocom', 'login', 'share', 'print', found "
-     "'calendar' (a string)"),
+     "[scope] traps[1]: expected a trap rule name such as 'login' or 'mediawiki-edit' "
+     "(`mirror check` lists all 33), found 'calendar' (a string)"),
+    (SITE + "[scope]\ntraps = ['mediawiki-edits']", "scope.traps",
+     "[scope] traps[0]: expected a trap rule name such as 'mediawiki-edit' (`mirror check` "
+     "lists all 33), found 'mediawiki-edits' (a string)"),
     (SITE + "[crawl]\ncookies_file = 'missing.txt'", "crawl.cookies_file",
      f"[crawl] cookies_file: no such file: {Path('missing.txt').absolute()}"),
     (SITE + "[crawl]\nmax_retry_time = -1", "crawl.max_retry_time",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -63,7 +64,7 @@ def port_name(base: str) -> str:
 def added(mirror: Mirror, url: str, *args: str) -> Path:
     proc = mirror("add", url, *args)
     assert proc.returncode == 0, proc.stderr
-    found = re.match(r"wrote (\S+\.toml):", proc.stdout)
+    found = re.search(r"^wrote (\S+\.toml):", proc.stdout, re.MULTILINE)
     assert found, proc.stdout
     return Path(found[1])
 
@@ -91,6 +92,51 @@ def test_two_sites_on_one_host_are_added_by_port_and_both_run(
     # with a site file it is the one site's status, as before
     proc = mirror("status", str(first))
     assert proc.returncode == 0 and "library" not in proc.stdout
+
+
+def test_add_recognises_mediawiki_and_writes_its_rules_as_comments(
+        site_in_thread: Callable[[], TestSite], mirror: Mirror, home: Path) -> None:
+    wiki = site_in_thread()
+    wiki.page("/", '<html><head><meta charset="UTF-8"><title>Main Page</title>'
+                   '<meta name="generator" content="MediaWiki 1.39.4"></head><body>'
+                   '<a href="/index.php?title=Main_Page&amp;action=edit">Edit</a></body></html>')
+    proc = mirror("add", wiki.base)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith('the start page looks like MediaWiki (<meta name="generator" '
+                                  'content="MediaWiki 1.39.4">)\n'), proc.stdout
+    path = added(mirror, wiki.base, "--name", "wiki2", "--overlap")
+    text = path.read_text(encoding="utf-8")
+    scope = text[text.index("[scope]"):text.index("[crawl]")]
+    for name in ("mediawiki-edit", "mediawiki-history", "mediawiki-info", "mediawiki-special",
+                 "login", "account", "returnto"):
+        assert re.search(rf"^#   trap:{name} +\S", scope, re.MULTILINE), name
+    assert "trap:phpbb-posting" not in scope  # only the rules made for it, and generic ones
+    assert re.search(r'^# traps = \["replytocom", ', scope, re.MULTILINE)
+    # uncommented, the traps line is the default: the file says what the crawl does anyway
+    check = mirror("check", str(path))
+    assert check.returncode == 0, check.stderr
+    assert "  on   trap:mediawiki-special" in check.stdout
+    lines = [line[2:] if re.match(r'# traps = |#\s+"', line) else line
+             for line in text.splitlines()]
+    uncommented = path.with_name("wiki2-uncommented.toml")  # output_dir is relative to it
+    uncommented.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    check2 = mirror("check", str(uncommented))
+    assert check2.returncode == 0, check2.stderr
+    assert check2.stdout.split("OK", 1)[1] == check.stdout.split("OK", 1)[1]
+
+
+def test_add_offline_says_so_and_writes_the_generic_file(mirror: Mirror, home: Path) -> None:
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    proc = mirror("add", url)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("could not look at the start page (connect: cannot connect "
+                                  "to 127.0.0.1:"), proc.stdout
+    assert proc.stdout.splitlines()[0].endswith("): writing the generic site file")
+    path = added(mirror, url, "--name", "again", "--overlap")
+    assert "# mirror could not look at the start page (" in path.read_text(encoding="utf-8")
+    assert mirror("check", str(path)).returncode == 0
 
 
 def test_a_taken_name_says_how_to_choose_another(

@@ -17,7 +17,8 @@ PACKAGE = ROOT / "mirror"
 #: modules that decide without I/O: no aiohttp, no SQL, no network client, however deep
 PURE = ("web.urls", "web.extract", "web.css", "web.codings", "web.rewrite", "web.charset",
         "web.html", "web.http", "report", "runhealth",
-        "explain", "model", "crawl.scope", "crawl.history", "crawl.discover",
+        "explain", "model", "crawl.scope", "crawl.traprules", "crawl.software", "crawl.growth",
+        "crawl.history", "crawl.discover",
         "crawl.politeness", "crawl.robots", "replay.textdiff", "replay.pages",
         "schedule.spec", "fleet.duetime", "archive.searchrank")
 #: the layers (LAYOUT.md) and what each may import of mirror: packages, and top-level

@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import tomlkit
 
+if TYPE_CHECKING:
+    from mirror.app.startpage import Look
+
 from mirror.app.sitefile import apply_form, declared_name, toml_string
 from mirror.config import CrawlSection, ScopeSection, parse_config
+from mirror.crawl.software import site_file_comment
 from mirror.web.urls import InvalidURL, host_of, site_key
 
 
@@ -73,7 +79,7 @@ hosts = []
 # exclude = ['/logout', '[?&]sort=']
 # Most links followed from a start URL (0: the start URLs only).
 max_depth = {max_depth}
-
+{software}
 [crawl]
 # Requests in flight at once: over all hosts, and to one host.
 workers = {workers}
@@ -85,15 +91,18 @@ delay = {delay}
 """
 
 
-def new_site_text(url: str, name: str | None = None, output_dir: str | None = None) -> str:
+def new_site_text(url: str, name: str | None = None, output_dir: str | None = None,
+                  seen: Look | None = None) -> str:
     """A commented site file for `url`; ConfigError (key "site.start_urls", "site.name")
     for a bad URL or name. Without output_dir the archive goes to "archive/<name>" beside
-    the file, the config default, and the key is shown commented out."""
+    the file, the config default, and the key is shown commented out. `seen`: what a look
+    at the start page recognised, written as comments in [scope] (None: not looked)."""
     name = site_name(url) if name is None else name
-    return _site_text(url, name, output_dir, Path(f"{name}.toml"))
+    return _site_text(url, name, output_dir, Path(f"{name}.toml"), seen)
 
 
-def _site_text(url: str, name: str, output_dir: str | None, path: Path) -> str:
+def _site_text(url: str, name: str, output_dir: str | None, path: Path,
+               seen: Look | None = None) -> str:
     url = url.strip()
     parse_config(f"[site]\nname = {_toml(name)}\nstart_urls = {_toml([url])}\n", path)
     parts = urlsplit(url)
@@ -105,7 +114,9 @@ def _site_text(url: str, name: str, output_dir: str | None, path: Path) -> str:
                     else f"# output_dir = {_toml(f'archive/{name}')}"),
         include=toml_string(f"^{re.escape(origin)}/blog/").as_string(),
         max_depth=scope.max_depth, workers=crawl.workers, per_host=crawl.per_host,
-        delay=_toml(crawl.delay), user_agent=crawl.user_agent)
+        delay=_toml(crawl.delay), user_agent=crawl.user_agent,
+        software="" if seen is None else "\n".join(
+            site_file_comment(seen.found, seen.problem)) + "\n")
     parse_config(text, path)
     return text
 
@@ -115,11 +126,14 @@ def _toml(value: object) -> str:
 
 
 def add_site(library: Path, url: str, name: str | None = None,
-             values: dict[str, str] | None = None, *, overlap: bool = False) -> Path:
-    """Write `<library>/<name>.toml` for `url`, with the settings form's `values` applied,
-    and return its path; ConfigError (its key naming the field) for a bad URL, name or
-    value, Covered when another site's scope crawls `url` (unless `overlap`), NameTaken
-    when the name is taken, SiteFileError when the file cannot be written."""
+             values: dict[str, str] | None = None, *, overlap: bool = False,
+             look: Callable[[str], Look] | None = None) -> Path:
+    """Write `<library>/<name>.toml` for `url`, with the settings form's `values` applied
+    and, once the file is known to be valid and free, what `look` (startpage.look_now)
+    recognised at the start page as comments; return its path. ConfigError (its key naming
+    the field) for a bad URL, name or value, Covered when another site's scope crawls `url`
+    (unless `overlap`), NameTaken when the name is taken, SiteFileError when the file cannot
+    be written."""
     name = site_name(url) if name is None else name
     path = library / f"{name}.toml"
     text = _site_text(url, name, None, path)  # validates the name before it makes a path
@@ -132,6 +146,9 @@ def add_site(library: Path, url: str, name: str | None = None,
         suggestion = free_name(name, set(taken))
         raise NameTaken(f"{taken[name.casefold()]}: a site named {name!r} is in the library "
                         f"already; choose another name, e.g. {suggestion}", suggestion)
+    if look is not None:
+        text = _site_text(url, name, None, path, look(url.strip()))
+        text = apply_form(text, path, values) if values else text
     try:
         library.mkdir(parents=True, exist_ok=True)
         with open(path, "x", encoding="utf-8", newline="\n") as f:

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
-from mirror.app import newsite, removepage, sitefile
+from mirror.app import newsite, removepage, sitefile, startpage
 from mirror.app.guard import CSRF_FIELD, Secrets, guard
 from mirror.app.jobs import ActionError, Jobs, Launcher
 from mirror.app.library import Library, SiteEntry
@@ -382,7 +382,7 @@ class LibraryApp:
         url, name = values.pop("site.start_urls", ""), values.pop("site.name", "")
         try:
             path = await asyncio.to_thread(newsite.add_site, self.library.folder, url,
-                                           name or None, values)
+                                           name or None, values, look=startpage.look_now)
         except ConfigError as exc:
             return self.add_page({**values, "site.start_urls": url, "site.name": name}, exc,
                                  status=400)

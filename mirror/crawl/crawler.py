@@ -40,6 +40,7 @@ from mirror.crawl.fetch import (
     site_cookie_jar,
 )
 from mirror.crawl.frontier import Frontier
+from mirror.crawl.growth import NewUrlTally
 from mirror.crawl.hostlease import SharedFrontier, default_ttl
 from mirror.crawl.learned import Learner
 from mirror.crawl.login import LoginError, LoginKeeper
@@ -137,6 +138,7 @@ class Crawler:
         self.shared = shared  # `mirror run --db`: one crawl shared by several workers
         self.scope = Scope.from_config(cfg)
         self.counters = Counters()
+        self.new_urls = NewUrlTally()  # the patterns of new URLs, for the live progress
         self.backoff_base = backoff_base
         self.rng = random.Random(seed)
         self.limits = Limits.from_config(cfg.crawl)
@@ -739,6 +741,8 @@ class Crawler:
         log.info("%d %s (%d bytes)", ex.status, item.url, ex.body_length)
         if found and self.frontier is not None:
             self.frontier.notify()
+        for new in found:
+            self.new_urls.add(new.url)
         if error:
             log.warning("giving up on %s: %s", item.url, error)
             self.counters.failed += 1

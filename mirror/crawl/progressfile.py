@@ -10,12 +10,14 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from mirror.crawl.growth import Dominant, honest_eta
 from mirror.model import Progress
 
 #: seconds of (time, done) samples the rate is measured over
 RATE_SPAN = 10.0
 
-_FLOATS = frozenset({"updated", "started", "rate"})
+_FLOATS = frozenset({"updated", "started", "rate", "top_share"})
+_OPTIONAL = {"growth": 0.0, "top_pattern": "", "top_share": 0.0, "top_sample": ""}
 
 
 @dataclass(frozen=True)
@@ -36,14 +38,24 @@ class LiveProgress:
     bytes: int  # body bytes stored
     held_back: int  # hosts held back by a 429/503 backoff or a long robots.txt Crawl-delay
     rate: float  # pages/s over the last RATE_SPAN seconds
-    eta: float | None  # seconds until `queued` is done at `rate`; None when rate is 0
+    # seconds until `queued` is done at `rate`; None when rate is 0 or while the queue
+    # grows (growth.honest_eta)
+    eta: float | None
+    # URLs/s the queue grew by over the last GROWTH_SPAN seconds (negative: it drains);
+    # the keys below are optional in the file (written by mirror 0.x before issue 33 without)
+    growth: float = 0.0
+    top_pattern: str = ""  # the pattern of most recent new URLs, "" when none is (growth.py)
+    top_share: float = 0.0  # its share of them, 0..1
+    top_sample: str = ""  # its latest new URL
 
     @classmethod
     def of(cls, p: Progress, *, pid: int, started: float, updated: float,
-           rate: float) -> LiveProgress:
+           rate: float, growth: float = 0.0, top: Dominant | None = None) -> LiveProgress:
         return cls(pid=pid, run_id=p.run_id, updated=updated, started=started, done=p.done,
                    queued=p.queued, failed=p.failed, retried=p.retried, bytes=p.bytes,
-                   held_back=p.held_back, rate=rate, eta=eta(p.queued, rate))
+                   held_back=p.held_back, rate=rate, eta=honest_eta(p.queued, rate, growth),
+                   growth=growth, top_pattern=top.pattern if top else "",
+                   top_share=top.share if top else 0.0, top_sample=top.sample if top else "")
 
 
 def eta(queued: int, rate: float) -> float | None:
@@ -99,9 +111,17 @@ def parse_progress(data: Any) -> LiveProgress | None:
         return None
     values: dict[str, Any] = {}
     for f in fields(LiveProgress):
-        value = data.get(f.name)
+        value = data.get(f.name, _OPTIONAL.get(f.name))
         if f.name == "eta" and value is None and f.name in data:
             values[f.name] = None
+        elif f.name == "growth":
+            if not _number(abs(value) if isinstance(value, int | float) else value):
+                return None
+            values[f.name] = float(value)
+        elif f.name in ("top_pattern", "top_sample"):
+            if not isinstance(value, str):
+                return None
+            values[f.name] = value
         elif f.name in _FLOATS or f.name == "eta":
             if not _number(value):
                 return None

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from mirror.config import SiteConfig
+from mirror.crawl.traprules import first_trap, is_logout
 from mirror.model import Mode
 from mirror.web.patterns import PINNED, url_pattern
 from mirror.web.urls import canonical_site, host_of, site_key
@@ -94,45 +95,10 @@ def trap_rule(url: str, max_url_length: int, max_path_depth: int,
     return None
 
 
-def _rx(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.IGNORECASE)
-
-
-# Known URL traps of the commonest CMSs (WordPress, Drupal, Joomla, MediaWiki, phpBB,
-# DokuWiki): (path pattern, query pattern) per [scope] traps name. A canonical path starts
-# with "/"; a query pattern sees the query without its "?".
-# the end of a path segment, a page's file suffix allowed ("login.php", not "login.png")
-_SEG = r"(?:\.(?:php\d?|aspx?|jspx?|s?html?|cgi|pl|do|action|cfm))?(?:/|$)"
-_ACT = r"(?:^|&)(?:action|task|do|mode|view)=(?:[\w-]+\.)?"  # "task=user.login" too
-_WIKI = r"Special(?::|%3A)User"  # MediaWiki's Special:UserLogin, Special:UserLogout
-_LOGOUT = (_rx(rf"/(?:log-?out|log-?off|sign-?out){_SEG}|{_WIKI}Logout"),
-           _rx(rf"{_ACT}log-?out(?:&|$)|(?:^|&)(?:logout|signout)(?:=|&|$)|{_WIKI}Logout"))
-CMS_TRAPS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
-    # one copy of a post per comment (WordPress)
-    "replytocom": (_rx(r"(?!)"), _rx(r"(?:^|&)replytocom=")),
-    # login and password-reset forms, often with a per-page return address
-    "login": (_rx(rf"/(?:wp-login\.php$|wp-admin{_SEG}|(?:log-?in|sign-?in|log-?on){_SEG}"
-                  rf"|(?:lost|forgot(?:ten)?|reset)[-_]?password{_SEG}"
-                  rf"|password[-_]?(?:reset|forgot|lost){_SEG}|password/reset{_SEG}"
-                  rf"|user/password{_SEG})|{_WIKI}Log(?:in|out)"),
-              _rx(rf"{_ACT}(?:log-?in|lostpassword|resetpass|resendpwd|sendpassword|remind"
-                  rf"|reset)(?:&|$)|(?:^|&)action=rp(?:&|$)|{_WIKI}Log(?:in|out)")),
-    # share buttons as links (Jetpack's ?share=twitter, ?share=email)
-    "share": (_rx(r"(?!)"), _rx(r"(?:^|&)share=")),
-    # print and e-mail variants of a page
-    "print": (_rx(r"^/(?:print|printpdf|printmail|print_pdf)/|/print/?$"),
-              _rx(r"(?:^|&)(?:print|printable|printer|printview)(?:=|&|$)"
-                  r"|(?:^|&)(?:format|output|view|type|layout|tmpl)=print(?:&|$)"
-                  r"|(?:^|&)option=com_mailto(?:&|$)")),
-}
-#: traps also skipped when a page requisite leads there: a login or logout URL is never an
-#: image or a stylesheet (a protected one redirects there); print paths may be asset folders
-_REQUISITE_TRAPS = frozenset({"login"})
-
-
 def cms_trap(url: str, traps: frozenset[str] | tuple[str, ...], keep_session: bool,
              requisite: bool = False) -> str | None:
-    """The rule that skips a canonical URL as a known CMS trap or a logout link, or None.
+    """The rule that skips a canonical URL as a known CMS trap (crawl/traprules.py) or a
+    logout link, or None.
 
     Logout links are skipped under LOGOUT while there is a session to keep (keep_session),
     else under "trap:login" when that trap is on. `requisite`: found as a page requisite,
@@ -140,21 +106,13 @@ def cms_trap(url: str, traps: frozenset[str] | tuple[str, ...], keep_session: bo
     """
     path, _, query = url.partition("://")[2].partition("#")[0].partition("?")
     path = "/" + path.partition("/")[2]
-    if _matches(_LOGOUT, path, query):
+    if is_logout(path, query):
         if keep_session:
             return LOGOUT
         if "login" in traps:
             return TRAP_RULE + "login"
-    for name in traps:
-        if requisite and name not in _REQUISITE_TRAPS:
-            continue
-        if _matches(CMS_TRAPS[name], path, query):
-            return TRAP_RULE + name
-    return None
-
-
-def _matches(patterns: tuple[re.Pattern[str], re.Pattern[str]], path: str, query: str) -> bool:
-    return bool(patterns[0].search(path) or (query and patterns[1].search(query)))
+    name = first_trap(path, query, traps, requisite)
+    return TRAP_RULE + name if name else None
 
 
 def _twins(host: str) -> set[str]:
