@@ -19,8 +19,25 @@ class TrapRule:
     test: Test
 
 
-def _rx(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.IGNORECASE)
+class _Pattern:
+    """A regular expression (case ignored) compiled on its first search: `mirror check`,
+    `mirror status` and the app load the rules for their names and words, and compiling
+    all of them would cost every start a few milliseconds."""
+
+    __slots__ = ("_compiled", "_source")
+
+    def __init__(self, source: str) -> None:
+        self._source = source
+        self._compiled: re.Pattern[str] | None = None
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if self._compiled is None:
+            self._compiled = re.compile(self._source, re.IGNORECASE)
+        return self._compiled.search(text)
+
+
+def _rx(pattern: str) -> _Pattern:
+    return _Pattern(pattern)
 
 
 # the end of a path segment, a page's file suffix allowed ("login.php", not "login.png")
