@@ -50,6 +50,8 @@ LOG_LINE = re.compile(r"\[(\d{3})\]: (\S+) (\S+)")
 
 def missing() -> str | None:
     """Why the wiki cannot run here, or None."""
+    if shutil.which("wget") is None:
+        return "no wget, to compare with (Debian: apt-get install wget)"
     if shutil.which("php") is None:
         return "no php (Debian: apt-get install php-cli php-sqlite3)"
     if not (MEDIAWIKI / "maintenance" / "install.php").is_file():
