@@ -27,6 +27,9 @@ def main() -> int:
     parser.add_argument("--mirror-timeout", type=float, default=120.0)
     parser.add_argument("--wget-timeout", type=float, default=600.0)
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    parser.add_argument("--learned-only", action="store_true",
+                        help="mirror with meta_robots = false and no built-in trap rules: "
+                             "only the learned patterns can end the crawl")
     args = parser.parse_args()
     if (why := wikisrv.missing()) is not None:
         print(f"cannot run: {why}", file=sys.stderr)
@@ -39,7 +42,8 @@ def main() -> int:
         with wikisrv.serve(work / "wiki", work / "access.log") as wiki:
             wget = wikirun.run_wget(wiki, work / "wget", args.wget_timeout)
             print(wget.summary())
-            mirror = wikirun.run_mirror(wiki, work / "mirror", args.mirror_timeout)
+            extra = "[scope]\nmeta_robots = false\ntraps = []\n" if args.learned_only else ""
+            mirror = wikirun.run_mirror(wiki, work / "mirror", args.mirror_timeout, extra)
             print(mirror.summary())
         wikirun.export(work / "mirror", work / "export")
         pages = wikirun.browsable(work / "export", wiki)

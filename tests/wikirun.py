@@ -80,17 +80,18 @@ def run_wget(wiki: wikisrv.Wiki, dest: Path, timeout: float) -> Outcome:
     return measured(wiki, "wget", [*WGET, "-P", str(dest), wiki.start_url], timeout)
 
 
-def site_file(folder: Path, wiki: wikisrv.Wiki) -> Path:
-    """The README's smallest site file: a name, the start page, an output folder."""
+def site_file(folder: Path, wiki: wikisrv.Wiki, extra: str = "") -> Path:
+    """The README's smallest site file: a name, the start page, an output folder (and
+    `extra`, TOML sections of a variant, e.g. with the built-in rules off)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "site.toml"
     path.write_text(f'[site]\nname = "wiki"\nstart_urls = ["{wiki.start_url}"]\n'
-                    f'output_dir = "archive"\n', "utf-8")
+                    f'output_dir = "archive"\n{extra}', "utf-8")
     return path
 
 
-def run_mirror(wiki: wikisrv.Wiki, folder: Path, timeout: float) -> Outcome:
-    config = site_file(folder, wiki)
+def run_mirror(wiki: wikisrv.Wiki, folder: Path, timeout: float, extra: str = "") -> Outcome:
+    config = site_file(folder, wiki, extra)
     return measured(wiki, "mirror", [sys.executable, "-m", "mirror", "run", "--quiet",
                                      str(config)], timeout, cwd=folder)
 
