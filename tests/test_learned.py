@@ -157,6 +157,8 @@ def test_verdict_depends_on_the_last_full_block_only(flags: list[tuple[bool, boo
 
 # -- crawls ------------------------------------------------------------------------------
 
+#: learning is off by default (config.py says why): these tests turn it on
+LEARN = {"learn_traps": True}
 NAV = "".join(f'<li><a href="/article/{i}">Article {i}</a></li>' for i in range(12))
 ARTICLES = 12
 
@@ -223,7 +225,7 @@ async def test_trap_crawl_ends_with_content_stored_and_patterns_reported(
         crawl: Callable[..., Awaitable[Crawl]]) -> None:
     site = await make_site()
     trap_site(site)
-    c = await crawl([site.base], crawl={"workers": 1})
+    c = await crawl([site.base], crawl={"workers": 1}, scope=LEARN)
     assert c.result.exit_code == 0
     host = site.base.split("://")[1].rstrip("/")
     stored = set(c.responses())
@@ -270,7 +272,7 @@ async def test_a_pattern_of_noindex_pages_is_stopped(
         site.page(f"/article/{i}", _article(i).replace("/calendar/", "/nocal/"))
     site.handler("/info", _info)  # type: ignore[arg-type]
     c = await crawl([site.base], crawl={"workers": 1},
-                    scope={"meta_robots": meta_robots, "max_depth": 40})
+                    scope={**LEARN, "meta_robots": meta_robots, "max_depth": 40})
     assert c.result.exit_code in (0, 3)  # the /nocal/ and /list links answer 404 or lists
     assert {f"{site.base}article/{i}" for i in range(ARTICLES)} <= set(c.responses())
     stopped = sum(1 for r in c.skipped().values() if r == NOINDEX)
@@ -301,7 +303,7 @@ async def test_pins_keep_a_pattern_or_skip_it(
     trap_site(site)
     host = site.base.split("://")[1].rstrip("/")
     c = await crawl([site.base], crawl={"workers": 4}, scope={
-        "max_depth": 4, "fetch_patterns": [f"{host}/calendar/{{n}}/{{n}}"],
+        **LEARN, "max_depth": 4, "fetch_patterns": [f"{host}/calendar/{{n}}/{{n}}"],
         "skip_patterns": [f"{host}/list?arrange=&id=&look="]})
     assert _fetched(site, "/calendar/") > 3 * SAMPLE  # pinned on: never stopped
     assert _fetched(site, "/list") == 0  # pinned off
@@ -319,7 +321,7 @@ async def test_explain_names_the_stopped_pattern(
 
     site = await make_site()
     trap_site(site)
-    c = await crawl([site.base], crawl={"workers": 1})
+    c = await crawl([site.base], crawl={"workers": 1}, scope=LEARN)
     cfg = load_config(tmp_path / "site.toml")
     host = site.base.split("://")[1].rstrip("/")
     lines = explain(cfg, f"{site.base}calendar/2031/07", 1, None, "offline", _learned(cfg))
@@ -351,7 +353,7 @@ def test_resume_after_kill_gives_the_same_verdicts(
 
     def run(folder: Path, kill_after: int = 0) -> None:
         folder.mkdir()
-        config = write_config(folder, [site.base], crawl={"workers": 1})
+        config = write_config(folder, [site.base], crawl={"workers": 1}, scope=LEARN)
         argv = [sys.executable, "-m", "mirror", "run", str(config), "--quiet"]
         start = len(site.log)
         proc = subprocess.Popen(argv, cwd=folder, stdout=subprocess.DEVNULL,
