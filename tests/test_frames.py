@@ -139,8 +139,9 @@ async def test_folder_export_keeps_pages_in_the_export(
 
 
 async def test_serve_answers_each_origin_for_its_own(hostile: tuple[TestSite, Crawl]) -> None:
-    """The banner's origin sends archived bytes to the other; that one sends everything
-    else back, and a page opened there on its own under the banner."""
+    """The banner's origin sends a browser's requests for archived bytes to the other (and
+    gives them to tools and fetch() itself); that one sends everything else back, and a
+    page opened there on its own under the banner."""
     from aiohttp import ClientSession
 
     site, done = hostile
@@ -148,9 +149,20 @@ async def test_serve_answers_each_origin_for_its_own(hostile: tuple[TestSite, Cr
     page = f"{site.base}index.html"
     try:
         async with ClientSession() as http:
-            moved = await http.get(f"{base}2mp_/{page}", allow_redirects=False)
+            moved = await http.get(f"{base}2mp_/{page}", allow_redirects=False,
+                                   headers={"Sec-Fetch-Dest": "iframe"})
             content = moved.headers["Location"].split("/2mp_/")[0] + "/"
             assert moved.status == 302 and content != base
+            for dest in ("document", "frame", "worker", "image"):  # never the banner's origin
+                asked = await http.get(f"{base}2id_/{page}", allow_redirects=False,
+                                       headers={"Sec-Fetch-Dest": dest})
+                assert asked.headers["Location"] == f"{content}2id_/{page}", dest
+            for mode, dest in (("mp_", None), ("id_", None), ("mp_", "empty"), ("id_", "empty")):
+                given = await http.get(f"{base}2{mode}/{page}", allow_redirects=False,
+                                       headers={"Sec-Fetch-Dest": dest} if dest else {})
+                assert (mode, dest, given.status) == (mode, dest, 200)
+                assert "<p>index</p>" in await given.text()
+                assert given.headers["Vary"] == "Sec-Fetch-Dest"
             framed = await http.get(f"{content}2mp_/{page}", headers={"Sec-Fetch-Dest": "iframe"})
             policy = framed.headers["Content-Security-Policy"]
             assert framed.status == 200 and f"frame-ancestors 'self' {base[:-1]}" in policy

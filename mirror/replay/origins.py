@@ -7,6 +7,13 @@ The second port answers only for archived bytes (/<ts>mp_/..., /<ts>id_/... and 
 a script builds from the site's root); everything else goes back to the first. A browser
 that opens an archived page there as a page of its own (Sec-Fetch-Dest: document: a
 popup, a link to _top, the address typed) is sent to the same capture under the banner.
+
+The first port sends a browser's requests for archived bytes to the second (a page, a
+frame, a worker, an image: any Sec-Fetch-Dest but `empty`), so no archived page ever
+runs in the banner's origin. Clients that send no Sec-Fetch-Dest (curl, scripts, other
+replayers' tools) and a script's fetch() (`empty`: its answer is data, never a document)
+get the archived bytes there as they ask: `/<ts>id_/<url>` is the capture as archived on
+either port.
 Both ports share the host name, so the access cookie (cookies ignore ports) and the
 SameSite rules cover them alike."""
 
@@ -52,14 +59,22 @@ class Origins:
 
     async def _banner(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         request[CONTENT] = origin(request, min(self.content))
-        return await handler(request)
+        response = await handler(request)
+        target = parse_target(request.raw_path)
+        if target is not None and target.mode in ("page", "raw"):  # else a redirect
+            response.headers["Vary"] = "Sec-Fetch-Dest"
+        return response
 
     def _to_content(self, request: web.Request) -> web.Response | None:
-        """Archived bytes asked of the banner's origin: from the other one."""
+        """Archived bytes a browser asks of the banner's origin: from the other one."""
         target = parse_target(request.raw_path)
         if target is None or target.mode not in ("page", "raw"):
             return None
-        return _moved(origin(request, min(self.content)) + request.raw_path)
+        if request.headers.get("Sec-Fetch-Dest", "empty") == "empty":
+            return None  # not a browser loading it as a page, frame, worker or resource
+        moved = _moved(origin(request, min(self.content)) + request.raw_path)
+        moved.headers["Vary"] = "Sec-Fetch-Dest"
+        return moved
 
     async def _content(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         banner = origin(request, min(self.banner))
