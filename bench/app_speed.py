@@ -41,6 +41,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+from mirror.webapp import session_value
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measure import Measured, ToolTimeout, run_measured, tail  # noqa: E402
 from run_mirror import (  # noqa: E402
@@ -66,7 +68,8 @@ COOKIE = "mirror_ui"
 LIVE_ID = "live"  # the id (file name) of the site the runs crawl
 CAPTURES_PER_PAGE = 1.38  # sitegen: expected fetches per page (assets, redirects, 404s, ...)
 PROGRESS_TICK = 0.5  # `mirror run` rewrites progress.json this often (mirror/cli.py TICK)
-ADDRESS = re.compile(r"open (http://127\.0\.0\.1:(\d+)/)\?token=(\S+)")
+#: the app prints its own name under localhost (m<hex>.localhost), which it alone answers to
+ADDRESS = re.compile(r"open (http://([^/:]+):(\d+)/)\?token=(\S+)")
 ROW = re.compile(rb'<tr id="site-')
 IDLE_ROW = re.compile(rb'<tr id="site-[^"]*" class="site" data-state="idle"')
 UPDATED = re.compile(r'data-updated="([0-9.]+)"')
@@ -191,10 +194,16 @@ class App:
     token: str
     spawned: float  # perf_counter() just before the spawn
     printed: float  # perf_counter() when its address was read
+    host: str = "127.0.0.1"  # the name it answers to (reached on 127.0.0.1)
 
     @property
     def origin(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def cookie(self) -> str:
+        """The access cookie a browser on 127.0.0.1 gets for the token (webapp)."""
+        return f"{COOKIE}={session_value(self.token, '127.0.0.1')}"
 
 
 def start_app(library: Path, stderr: Path) -> App:
@@ -217,8 +226,8 @@ def start_app(library: Path, stderr: Path) -> App:
             text += chunk
             match = ADDRESS.search(text.decode(errors="replace"))
             if match:
-                return App(proc, int(match.group(2)), match.group(3), spawned,
-                           time.perf_counter())
+                return App(proc, int(match.group(3)), match.group(4), spawned,
+                           time.perf_counter(), match.group(2))
     app = App(proc, 0, "", spawned, math.nan)
     stop_app(app)
     seen = text.decode(errors="replace").splitlines()
@@ -234,7 +243,7 @@ def request(app: App, method: str, path: str, *, form: dict[str, str] | None = N
             headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
     """One request with the app's cookie; redirects are not followed."""
     conn = http.client.HTTPConnection("127.0.0.1", app.port, timeout=REQUEST_TIMEOUT)
-    sent = {"Cookie": f"{COOKIE}={app.token}", **(headers or {})}
+    sent = {"Host": f"{app.host}:{app.port}", "Cookie": app.cookie, **(headers or {})}
     body = None
     if form is not None:
         body = urlencode(form)
@@ -287,8 +296,8 @@ class EventStream:
         self._stop = threading.Event()
         self._sock = socket.create_connection(("127.0.0.1", self.app.port),
                                               timeout=REQUEST_TIMEOUT)
-        self._sock.sendall(f"GET {self.path} HTTP/1.0\r\nHost: 127.0.0.1:{self.app.port}\r\n"
-                           f"Cookie: {COOKIE}={self.app.token}\r\n\r\n".encode())
+        self._sock.sendall(f"GET {self.path} HTTP/1.0\r\nHost: {self.app.host}:{self.app.port}"
+                           f"\r\nCookie: {self.app.cookie}\r\n\r\n".encode())
         self._sock.settimeout(0.2)  # how often the reader looks at the stop flag
         self._thread = threading.Thread(target=self._read, name="sse", daemon=True)
         self._thread.start()
