@@ -23,8 +23,6 @@ from test_cli import mirror
 
 from mirror.model import SITEMAP_BUDGET, ExitCode
 
-pytest_plugins = ("aiohttp.pytest_plugin",)
-
 
 async def serve(aiohttp_server, **kw) -> SitemapSite:  # noqa: ANN001 - pytest fixture
     site = SitemapSite(**kw)

@@ -21,12 +21,14 @@ from conftest import Crawl, RunClock, crawl_to_end, write_config
 from s3server import free_port
 
 from mirror.archive.files import StoreFiles
+from mirror.archive.lock import ArchiveLock
 from mirror.archive.manifest_queries import ManifestReader
 from mirror.archive.objstore import ObjectStore, open_store
 from mirror.archive.storesync import push, restore
 from mirror.cli import main
 from mirror.config import ConfigError, load_config
 from mirror.model import ExitCode
+from mirror.outputdir import is_archive, output_dir_problem
 from mirror.replay.captures import CaptureIndex
 from mirror.replay.export import export_folder
 from mirror.replay.serve import Site, make_app
@@ -301,6 +303,20 @@ async def test_restore_rolls_back_what_the_store_lost(
 async def test_a_store_without_a_snapshot_restores_nothing(s3: Any, tmp_path: Path) -> None:
     outcome = restore(tmp_path / "empty", open_store(s3.url))
     assert not outcome.restored and not (tmp_path / "empty" / "manifest.sqlite3").exists()
+
+
+def test_a_folder_restored_from_an_empty_store_is_an_archive_a_run_may_use(
+        s3: Any, tmp_path: Path) -> None:
+    """As a fleet worker before a site's first run: restore under the archive's lock leaves
+    only the lock and the store's note; the run's output_dir check accepts that folder."""
+    toml = write_config(tmp_path, ["http://127.0.0.1:9/"], archive={"store": s3.url})
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    with ArchiveLock(folder):
+        assert not restore(folder, open_store(s3.url)).restored
+    assert sorted(p.name for p in folder.iterdir()) == [".lock", ".store.json"]
+    assert is_archive(folder) and output_dir_problem(folder) is None
+    assert load_config(toml).site.output_dir == folder
 
 
 async def test_prune_brings_the_store_along(make_site: Any, crawl: Any, s3: Any,
