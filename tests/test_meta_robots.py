@@ -4,17 +4,15 @@ start pages say nofollow says so in its summary and in the app, naming the setti
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import TestSite
-from uiproc import UiProcess, site_file
+from uiproc import UiProcess, mirror_cmd, site_file
 
 from mirror.archive.manifest_queries import ManifestReader
 from mirror.model import RobotsCounts
@@ -188,21 +186,6 @@ async def test_most_pages_nofollow_but_not_noindex_is_told(
 async def mirror_run(path: Path) -> tuple[int, str]:
     """`mirror run -q` as cron runs it: (exit code, what it printed on stdout)."""
     return await mirror_cmd("run", "-q", str(path))
-
-
-async def mirror_cmd(*args: str) -> tuple[int, str]:
-    """`mirror ARGS...` in a process of its own: (exit code, what it printed on stdout)."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "mirror", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), 120)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    assert proc.returncode is not None
-    return proc.returncode, out.decode()
 
 
 def text_of(html: str) -> str:

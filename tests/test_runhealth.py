@@ -3,7 +3,6 @@ J2): runhealth's verdict, `mirror run`'s first line, the app's home row and site
 
 from __future__ import annotations
 
-import asyncio
 import re
 import socket
 import subprocess
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import TestSite
-from uiproc import UiProcess, site_file
+from uiproc import UiProcess, mirror_cmd, site_file
 
 from mirror.crawl.history import compare
 from mirror.runhealth import Health, RunNumbers, health, short_reason, start_problem, top_reason
@@ -117,17 +116,7 @@ def closed_port() -> int:
 
 async def mirror_run(path: Path) -> tuple[int, str]:
     """`mirror run -q` as cron runs it: (exit code, what it printed on stdout)."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "mirror", "run", "-q", str(path),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), 120)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    assert proc.returncode is not None
-    return proc.returncode, out.decode()
+    return await mirror_cmd("run", "-q", str(path))
 
 
 async def pages_of(ui: UiProcess, name: str) -> tuple[str, str]:

@@ -168,3 +168,17 @@ async def until(predicate: Any, timeout: float, what: str, every: float = 0.1) -
         await asyncio.sleep(every)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
+
+async def mirror_cmd(*args: str) -> tuple[int, str]:
+    """`mirror ARGS...` in a process of its own: (exit code, what it printed on stdout)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "mirror", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), 120)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode()
