@@ -45,13 +45,14 @@ from mirror.configrules import (
     success,
     trap_name,
 )
+from mirror.errors import UsageError
 from mirror.schedule.spec import Schedule
 from mirror.web.http import SECRET_HEADERS
 from mirror.web.patterns import valid_pattern
 from mirror.web.urls import DEFAULT_IGNORE_QUERY
 
 
-class ConfigError(Exception):
+class ConfigError(UsageError):
     """A config file that cannot be used; str(exc) is the whole user-facing message, e.g.
 
     "site.toml: [crawl] workers: expected an integer >= 1, found 'sixteen' (a string)"
@@ -75,6 +76,11 @@ class ConfigError(Exception):
     @property
     def errors(self) -> "list[ConfigError]":
         return [self]
+
+    def lines(self) -> list[str]:
+        """Every problem of the file, one a line, then how many when there are several."""
+        count = [f"{self.path}: {len(self.errors)} errors"] if len(self.errors) > 1 else []
+        return [str(one) for one in self.errors] + count
 
 
 class ConfigErrors(ConfigError):

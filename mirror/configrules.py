@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mirror.crawl.traprules import NAMES
+from mirror.errors import UsageError
 from mirror.schedule.spec import FORMS, Schedule, ScheduleError, parse_schedule
 from mirror.web.http import REDACTED, SECRET_HEADERS
 
@@ -26,7 +27,7 @@ class Context:
     base: Path  # folder of the config file; relative paths are resolved against it
 
 
-class Invalid(Exception):
+class Invalid(UsageError):
     """A value broke its rule; `where` locates it inside the key, e.g. "[2]" or ".Cookie"."""
 
     def __init__(self, detail: str, where: str = "") -> None:

@@ -10,13 +10,15 @@ from collections.abc import Iterable
 
 import segno
 
+from mirror.errors import UsageError
+
 NO_ADDRESS = "no local network address found; use --host ADDRESS"
 #: where the probe socket "connects" so that the system picks the interface and source
 #: address it would send a local network's traffic from; a UDP connect sends nothing
 PROBE = ("10.254.254.254", 9)
 
 
-class LanError(Exception):
+class LanError(UsageError):
     """This machine has no address on a local network."""
 
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from mirror.errors import UsageError
 from mirror.model import ExitCode
 from mirror.terminal import printable
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from mirror.app.startpage import Look
 
 
-class LibraryUsageError(Exception):
+class LibraryUsageError(UsageError):
     """A user mistake about the library (cli turns it into exit 2)."""
 
 

@@ -237,9 +237,33 @@ class ExitCode(IntEnum):
     LOCKED = 75
     INTERRUPTED = 130
 
+    @property
+    def meaning(self) -> str:
+        """What the code says, in a few words for a person ('some URLs failed'): the app,
+        the fleet and `mirror list` show it; README's exit code table starts from it."""
+        return _MEANINGS[self]
+
+
+_MEANINGS = {
+    ExitCode.OK: "complete", ExitCode.INTERNAL: "internal error",
+    ExitCode.USAGE: "bad config or usage", ExitCode.FAILED_URLS: "some URLs failed",
+    ExitCode.LIMIT: "stopped at a limit", ExitCode.DAMAGED: "damage found",
+    ExitCode.LOCKED: "archive locked", ExitCode.INTERRUPTED: "interrupted",
+}
+
+
+def exit_meaning(code: int) -> str | None:
+    """ExitCode.meaning for any exit status (None for one mirror does not end with)."""
+    try:
+        return ExitCode(code).meaning
+    except ValueError:
+        return None
+
 
 #: the exit codes of a run that made a snapshot: complete, some URLs failed, a limit reached
 SNAPSHOT_CODES = frozenset({ExitCode.OK, ExitCode.FAILED_URLS, ExitCode.LIMIT})
+#: the exit codes of a run that did not fail: a snapshot, or interrupted (the next resumes)
+ENDED_WELL = SNAPSHOT_CODES | {ExitCode.INTERRUPTED}
 
 
 class PageText(NamedTuple):

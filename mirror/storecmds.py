@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from mirror.archive.workerfolder import shared_worker_note
 from mirror.config import SiteConfig, load_config
+from mirror.errors import UsageError
 from mirror.layout import ArchiveLayout
 from mirror.model import ExitCode
 from mirror.web.urls import DEFAULT_IGNORE_QUERY
@@ -26,7 +27,7 @@ FROM_STORE_HELP = ("read the archive from the site file's [archive] store instea
                    "folder (ranged reads; nothing is downloaded whole)")
 
 
-class StoreUsageError(Exception):
+class StoreUsageError(UsageError):
     """A user mistake about stores (cli turns it into its UsageError)."""
 
 

@@ -37,8 +37,13 @@ def test_every_command_is_in_the_readme() -> None:
         assert re.search(rf"^mirror {command}\b", README, re.M), command
 
 
-def test_every_exit_code_is_in_the_readme() -> None:
+def test_the_readme_exit_code_table_is_exit_code() -> None:
+    """README's table has a row for each ExitCode, and only those, each starting with the
+    code's meaning (the words the app, the fleet and `mirror list` show)."""
     from mirror.model import ExitCode
 
+    section = README.split("\n## Exit codes\n", 1)[1].split("\n## ", 1)[0]
+    rows = dict(re.findall(r"^\| (\d+) \| (.+) \|$", section, re.M))
+    assert sorted(map(int, rows)) == sorted(ExitCode)
     for code in ExitCode:
-        assert re.search(rf"^\| {int(code)} \|", README, re.M), code
+        assert rows[str(int(code))].startswith(code.meaning), code

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mirror.archive.lock import ArchiveLock
+from mirror.errors import MirrorError
 from mirror.launch import mirror_argv
+from mirror.model import ENDED_WELL
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +23,7 @@ log = logging.getLogger(__name__)
 START_WINDOW = 30.0
 
 
-class ActionError(Exception):
+class ActionError(MirrorError):
     """An action the app refuses, with the reason shown to the user."""
 
 
@@ -99,7 +101,7 @@ class Launcher:
     def last_output(self, site_id: str, lines: int = 5) -> str:
         """The end of the last launch's output, when it ended badly (else '')."""
         launch = self.launches.get(site_id)
-        if launch is None or launch.exit_code in (None, 0, 3, 4, 130):
+        if launch is None or launch.exit_code is None or launch.exit_code in ENDED_WELL:
             return ""
         try:
             text = launch.output.read_text(encoding="utf-8", errors="replace")

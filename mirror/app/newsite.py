@@ -12,6 +12,8 @@ from urllib.parse import urlsplit
 
 import tomlkit
 
+from mirror.errors import UsageError
+
 if TYPE_CHECKING:
     from mirror.app.startpage import Look
 
@@ -21,7 +23,7 @@ from mirror.crawl.software import site_file_comment
 from mirror.web.urls import InvalidURL, host_of, site_key
 
 
-class SiteFileError(Exception):
+class SiteFileError(UsageError):
     """A site file that cannot be added; str(exc) names the file and what to do."""
 
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 from mirror.app.sitefile import declared_name, problems
 from mirror.config import ConfigError, config_error
+from mirror.errors import MirrorError
 
 
-class StaleText(Exception):
+class StaleText(MirrorError):
     """The file changed on disk after the editor showed it; str(exc) says what to do."""
 
 

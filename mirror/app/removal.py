@@ -16,11 +16,12 @@ from pathlib import Path
 from mirror.app.library import Library, SiteEntry
 from mirror.archive.fsutil import disk_usage
 from mirror.archive.lock import ArchiveLock, ArchiveLocked
+from mirror.errors import UsageError
 from mirror.layout import ArchiveLayout
 from mirror.report import human_bytes
 
 
-class RemovalError(Exception):
+class RemovalError(UsageError):
     """The site cannot be removed (now); str says why and what to do."""
 
 

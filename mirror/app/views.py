@@ -11,15 +11,12 @@ import jinja2
 from markupsafe import Markup, escape
 
 from mirror.app.status import at_text
+from mirror.model import exit_meaning
 from mirror.report import human_bytes
 
 STATE_CLASS = {
     "running": "run", "starting": "run", "busy": "run", "idle": "ok", "never run": "none",
     "interrupted": "warn", "failed": "bad", "broken": "bad", "verifying": "run",
-}
-EXIT_MEANING = {
-    0: "complete", 1: "internal error", 2: "bad config", 3: "some URLs failed",
-    4: "stopped at a limit", 75: "archive locked", 130: "interrupted",
 }
 
 
@@ -66,7 +63,7 @@ def exit_text(code: int | None, failure: str | None = None) -> str:
     failed (runhealth: it stored no page, ...) whatever its code."""
     if code is None:
         return ""
-    return f"exit {code} ({'run failed' if failure else EXIT_MEANING.get(code, 'error')})"
+    return f"exit {code} ({'run failed' if failure else exit_meaning(code) or 'error'})"
 
 
 def highlight(text: str, spans: Iterable[tuple[int, int]]) -> Markup:

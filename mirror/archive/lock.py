@@ -8,10 +8,11 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from mirror.errors import LockedError
 from mirror.layout import ArchiveLayout
 
 
-class ArchiveLocked(Exception):
+class ArchiveLocked(LockedError):
     """Another process holds the archive's lock; str says which."""
 
     def __init__(self, pid: str, folder: Path) -> None:

@@ -25,6 +25,7 @@ from mirror.archive import latestindex
 from mirror.archive.manifest_schema import ManifestError
 from mirror.archive.searchrank import BODY_WEIGHT, TITLE_WEIGHT
 from mirror.archive.sqldb import SqlDb
+from mirror.errors import UsageError
 from mirror.model import PageText
 
 #: around a highlighted term in what FTS5 returns: control characters no page text holds
@@ -51,7 +52,7 @@ _MARKS = (MARK_START, MARK_END, MARK_START, MARK_END, ELLIPSIS)
 RANKED_AT_MOST = 20_000
 
 
-class SearchError(ValueError):
+class SearchError(UsageError, ValueError):
     """The query is not one FTS5 can read (says why, in its words)."""
 
 

@@ -30,6 +30,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from mirror.errors import UsageError
+
 #: how to install what this module needs
 EXTRA = "pip install 'mirror[fleet]'"
 
@@ -53,7 +55,7 @@ _RETRY = {"max_retries": 3, "retry_timeout": timedelta(seconds=30),
                       "max_backoff": timedelta(seconds=5), "base": 2}}
 
 
-class StoreError(Exception):
+class StoreError(UsageError):
     """An object store cannot do what was asked; str() names the object and why."""
 
     def __init__(self, where: str, reason: str) -> None:

@@ -13,9 +13,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from mirror.archive.warcwriter import FILE_RE
+from mirror.errors import UsageError
 
 
-class PruneError(Exception):
+class PruneError(UsageError):
     """Prune cannot go on (no policy, a damaged archive); the archive is unchanged."""
 
 

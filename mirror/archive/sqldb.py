@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from mirror.errors import UsageError
+
 #: what `pip` installs for a PostgreSQL manifest
 INSTALL = "pip install 'mirror[fleet]'"
 #: seconds to wait for the database to answer a connection
@@ -27,7 +29,7 @@ CONNECT_TIMEOUT = 10
 RETRYABLE_STATES = ("40001", "40P01")
 
 
-class ManifestError(Exception):
+class ManifestError(UsageError):
     """The manifest cannot be used (damaged, written by a newer mirror, unreachable)."""
 
 

@@ -10,9 +10,10 @@ from typing import IO
 from warcio.archiveiterator import ArchiveIterator
 
 from mirror.archive.damage import printable
+from mirror.errors import MirrorError
 
 
-class ReadError(Exception):
+class ReadError(MirrorError):
     """A record cannot be read back (missing file, bad offset, revisit without original)."""
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from http.cookies import CookieError, Morsel
 from pathlib import Path
 
+from mirror.errors import MirrorError
 from mirror.web.urls import InvalidURL, normalize
 
 #: the prefix curl and browser extensions put before the domain of an HttpOnly cookie
@@ -17,7 +18,7 @@ _FIELDS = "domain, include-subdomains, path, secure, expiry, name, value"
 _FLAGS = {"TRUE": True, "FALSE": False}
 
 
-class CookieFileError(ValueError):
+class CookieFileError(MirrorError, ValueError):
     """A cookies.txt that cannot be used; str(exc) names the file and line, never a value."""
 
     def __init__(self, source: str, line: int | None, message: str) -> None:

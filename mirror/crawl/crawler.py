@@ -64,6 +64,7 @@ from mirror.crawl.sharedrun import FilesResult, SharedFiles, SharedRun, repair_f
 from mirror.crawl.sitemapbudget import SitemapBudget
 from mirror.crawl.startup import RunSession, Startup, now_iso
 from mirror.crawl.store import CaptureStore, StorageError
+from mirror.errors import Interrupted
 from mirror.layout import ArchiveLayout
 from mirror.model import (
     NOTHING,
@@ -102,7 +103,7 @@ class Counters:
                         elapsed=time.monotonic() - self.started, held_back=held_back)
 
 
-class StopRequested(Exception):
+class StopRequested(Interrupted):
     """A signal asked the run to stop during a long synchronous step."""
 
 

@@ -21,6 +21,7 @@ from yarl import URL
 from mirror.archive.warcwriter import Exchange, sha1_digest
 from mirror.config import CrawlSection
 from mirror.crawl.cookies import FileCookie, read_cookies_txt, site_filter
+from mirror.errors import MirrorError
 from mirror.web.http import header_map
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 ACCEPT_ENCODING = "gzip, deflate"
 
 
-class FetchError(Exception):
+class FetchError(MirrorError):
     """A fetch that produced no response. `kind` is a stable token for reports and retries."""
 
     def __init__(self, kind: str, message: str, *, retryable: bool = True) -> None:

@@ -14,6 +14,7 @@ from mirror.archive.warcwriter import Exchange
 from mirror.config import SiteConfig
 from mirror.crawl.fetch import FetchError, FormAnswer, Limits, Session, send_form
 from mirror.crawl.scope import TRAP_RULE, Scope, cms_trap
+from mirror.errors import UsageError
 from mirror.web.charset import decode_text, sniff_charset
 from mirror.web.codings import DecodeError, decode_body
 from mirror.web.html import base_url
@@ -28,7 +29,7 @@ MAX_LOOK_BYTES = 2_000_000
 MAX_USELESS_LOGINS = 3
 
 
-class LoginError(Exception):
+class LoginError(UsageError):
     """A login that failed; str(exc) says why, without any field's value."""
 
 

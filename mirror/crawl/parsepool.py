@@ -43,6 +43,7 @@ from typing import Any
 from mirror.config import SiteConfig
 from mirror.crawl.discover import Discovery
 from mirror.crawl.parsehelper import LENGTH, PARENT_VARIABLE, Page, frame, from_wire
+from mirror.errors import MirrorError
 from mirror.launch import module_argv
 from mirror.model import NOTHING, PARSE_BUDGET, Discovered, Exchange, UrlItem, over_budget
 
@@ -65,7 +66,7 @@ INFLIGHT_BYTES = 24_000_000
 IN_PROCESS_BYTES = 256 * 1024
 
 
-class HelperDied(Exception):
+class HelperDied(MirrorError):
     """The helper process exited or broke the protocol with requests still unanswered.
     `parsing`: the request it is raised for is the one the helper was parsing (its oldest
     unanswered), which may be what killed it; False for the requests queued behind it."""

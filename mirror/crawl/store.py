@@ -31,6 +31,7 @@ from mirror.archive.warcwriter import (
 from mirror.crawl import history
 from mirror.crawl.discover import MAX_PARSE_BYTES
 from mirror.crawl.parsehelper import Page
+from mirror.errors import MirrorError
 from mirror.model import Discovered, HostLease
 from mirror.web.http import header_map, mime_of
 from mirror.web.robotsmeta import HEADER, header_values
@@ -52,7 +53,7 @@ GROUP_SIZE = 32
 GROUP_WAIT = 0.02
 
 
-class StorageError(Exception):
+class StorageError(MirrorError):
     """The archive cannot be written (disk full, I/O error): the run stops, nothing is lost."""
 
 

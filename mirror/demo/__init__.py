@@ -8,6 +8,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from mirror.config import ConfigError, SiteConfig, load_config
+from mirror.errors import UsageError
 
 #: runs a crawl of a site file's config to its end: the exit code
 Crawl = Callable[[SiteConfig], Awaitable[int]]
@@ -19,7 +20,7 @@ MARK = "# written by `mirror demo`, which serves the demo site on this port agai
 SITE_FILE = "demo.toml"
 
 
-class DemoError(Exception):
+class DemoError(UsageError):
     """The demo cannot be put in this library; str says why."""
 
 

@@ -7,6 +7,8 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from mirror.errors import UsageError
+
 if TYPE_CHECKING:
     import psycopg
 
@@ -70,7 +72,7 @@ CREATE TABLE IF NOT EXISTS mirror_fleet_workers (
 """
 
 
-class FleetError(Exception):
+class FleetError(UsageError):
     """The fleet cannot be used as asked (no database given, the extra missing, the
     database unreachable); str says what to do."""
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 import datetime as dt
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from mirror.errors import MirrorError
 from mirror.schedule.spec import Schedule, next_run
 
 UTC = dt.UTC
 
 
-class ZoneError(ValueError):
+class ZoneError(MirrorError, ValueError):
     """A time zone name that this machine's zone database does not know."""
 
 

@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from mirror.archive.lock import ArchiveLock, ArchiveLocked
 from mirror.crawl.progressfile import read_progress
+from mirror.errors import MirrorError
 from mirror.fleet import child, records
 from mirror.fleet.queue import Timing, defer_run
 from mirror.layout import ArchiveLayout
-from mirror.model import SNAPSHOT_CODES, ExitCode
+from mirror.model import SNAPSHOT_CODES, ExitCode, exit_meaning
 
 if TYPE_CHECKING:
     import procrastinate
@@ -37,11 +38,11 @@ STOP_MARGIN = 30.0
 LOCK_WAIT = 60.0
 
 
-class RunFailed(Exception):
+class RunFailed(MirrorError):
     """The site's run ended without a snapshot; str says how (the job fails with it)."""
 
 
-class RunLost(Exception):
+class RunLost(MirrorError):
     """The job is no longer this worker's (the fleet handed it over): the child was killed."""
 
 
@@ -141,15 +142,14 @@ def ensure_stored(archive: Path, store_url: str) -> tuple[bool, dict[str, Any]]:
 
 def outcome(code: int) -> tuple[str, str]:
     """A run's exit code as (state, words)."""
-    if code in SNAPSHOT_CODES:
-        words = {0: "complete", 3: "complete, some URLs failed", 4: "stopped at a limit"}
-        return "complete", words[code]
-    if code == ExitCode.INTERRUPTED:
-        return "interrupted", "interrupted (resumable)"
     if code < 0:
         return "failed", f"killed by signal {-code}"
-    words = {1: "internal error", 2: "bad site file or usage", 75: "archive locked"}
-    return "failed", words.get(code, f"exit {code}")
+    words = exit_meaning(code) or f"exit {code}"
+    if code in SNAPSHOT_CODES:
+        return "complete", words
+    if code == ExitCode.INTERRUPTED:
+        return "interrupted", f"{words} (resumable)"
+    return "failed", words
 
 
 async def run_site(context: procrastinate.JobContext, place: Place, site: str,

@@ -8,6 +8,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mirror.errors import UsageError
+
 if TYPE_CHECKING:
     import procrastinate
 
@@ -23,6 +25,10 @@ TICK_LOCK = "mirror:tick"
 def site_lock(name: str) -> str:
     """A site's lock and queueing lock: never two runs of it, at most one waiting."""
     return f"site:{name}"
+
+
+class TimingError(UsageError, ValueError):
+    """--stall-after, --tick or --poll out of range (a ValueError for older callers)."""
 
 
 @dataclass(frozen=True)
@@ -58,12 +64,12 @@ class Timing:
 
     def check(self) -> None:
         if self.stall_after < 1:
-            raise ValueError("--stall-after must be at least 1 second")
+            raise TimingError("--stall-after must be at least 1 second")
         if not (1 <= self.tick < 60 or (self.tick % 60 == 0 and 60 <= self.tick <= 3540)):
-            raise ValueError("--tick must be 1-59 seconds or whole minutes up to 59 "
+            raise TimingError("--tick must be 1-59 seconds or whole minutes up to 59 "
                              "(60, 120, ... 3540)")
         if self.poll <= 0:
-            raise ValueError("--poll must be more than 0 seconds")
+            raise TimingError("--poll must be more than 0 seconds")
 
 
 RunTask = Callable[..., Awaitable[Any]]

@@ -11,8 +11,10 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+from mirror.errors import UsageError
 
-class DestinationError(Exception):
+
+class DestinationError(UsageError):
     """The export file cannot be written there; the message says why and what to do."""
 
 

@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from mirror.archive.damage import Damage, report
 from mirror.archive.warcread import ReadError
+from mirror.errors import UsageError
 from mirror.replay.captures import Capture, CaptureIndex, Record
 from mirror.replay.exportpath import export_path, relative_ref
 from mirror.replay.seal import SEAL_SCRIPT
@@ -66,7 +67,7 @@ class ExportResult:
     contents: list[tuple[Entry, str | None, int]] = field(default_factory=list)
 
 
-class ExportError(Exception):
+class ExportError(UsageError):
     """The export folder cannot be used."""
 
 

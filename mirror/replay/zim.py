@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from mirror import __version__
+from mirror.errors import UsageError
 from mirror.replay.captures import CaptureIndex, Record
 from mirror.replay.destination import aside, check_destination, is_our_zim
 from mirror.replay.export import (
@@ -69,7 +70,7 @@ _PACKED = ("image/", "video/", "audio/", "font/woff", "application/zip", "applic
 Progress = Callable[[int, int], None]
 
 
-class ZimError(Exception):
+class ZimError(UsageError):
     """The ZIM cannot be written (libzim missing, nothing to put in, a bad option)."""
 
 

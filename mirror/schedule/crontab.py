@@ -12,6 +12,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from mirror.errors import UsageError
 from mirror.schedule.spec import Schedule
 
 #: the comment that ends each of our lines (the shell that cron starts ignores it)
@@ -21,7 +22,7 @@ CRONTAB_ENV = "MIRROR_CRONTAB"
 CRONTAB_TIMEOUT = 30.0
 
 
-class CrontabError(Exception):
+class CrontabError(UsageError):
     """The crontab cannot be read or installed; str says why."""
 
 

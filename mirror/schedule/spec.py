@@ -8,6 +8,8 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
+from mirror.errors import UsageError
+
 WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")  # cron's numbers: 0 = Sunday
 MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 FULL_WEEKDAYS = ("sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday")
@@ -19,7 +21,7 @@ FORMS = '"hourly", "daily HH:MM", "weekly DAY HH:MM" or a 5-field cron expressio
 _HORIZON = dt.timedelta(days=366 * 41)
 
 
-class ScheduleError(ValueError):
+class ScheduleError(UsageError, ValueError):
     """A schedule that cannot be used; str is the whole reason, e.g.
     "invalid schedule 'daily 25:00': the hour must be 0-23, found 25"."""
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mirror.model import SNAPSHOT_CODES, ExitCode
 from mirror.schedule.spec import Schedule
 
 #: the first line of every unit written here: whose it is (the site file's absolute path)
@@ -61,10 +62,11 @@ def _tag(site_file: Path) -> str:
 
 def service_text(site: str, site_file: Path, argv: Sequence[str]) -> str:
     # exit 3 (some URLs failed) and 4 (a limit) made a snapshot: not a failed unit
+    snapshot = " ".join(str(int(c)) for c in sorted(SNAPSHOT_CODES - {ExitCode.OK}))
     return (f"{_tag(site_file)}[Unit]\nDescription=mirror: scheduled run of {site}\n\n"
             "[Service]\nType=oneshot\n"
             f"ExecStart={' '.join(exec_quote(a) for a in argv)}\n"
-            "SuccessExitStatus=3 4\n")
+            f"SuccessExitStatus={snapshot}\n")
 
 
 def timer_text(site: str, site_file: Path, schedule: Schedule) -> str:

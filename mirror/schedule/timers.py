@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mirror.errors import UsageError
 from mirror.launch import mirror_argv
 from mirror.schedule import crontab, systemd
 from mirror.schedule.spec import Schedule
@@ -18,7 +19,7 @@ from mirror.schedule.spec import Schedule
 SYSTEMD, CRON = "systemd", "cron"
 
 
-class TimerError(Exception):
+class TimerError(UsageError):
     """No timer can be installed or read here; str says why and what to do."""
 
 

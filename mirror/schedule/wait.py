@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mirror.archive.lock import ArchiveLock, ArchiveLocked
+from mirror.errors import LockedError
 
 #: the waiter's lock: a lock of the archive's kind (archive/lock.py) in this subfolder
 WAIT_DIR = ".schedule-wait"
@@ -24,7 +25,7 @@ WAIT_DIR = ".schedule-wait"
 POLL = 2.0
 
 
-class AlreadyWaiting(Exception):
+class AlreadyWaiting(LockedError):
     """Another scheduled run already waits for this archive; str says which."""
 
     def __init__(self, pid: str, folder: Path) -> None:

@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
+from mirror.errors import MirrorError
+
 # Output is produced and handed on in pieces of at most this size, and compressed input is
 # fed in slices of _IN_CHUNK, so no stage ever holds much more than that: this is what keeps
 # memory bounded for decompression bombs whatever max_bytes is.
@@ -23,11 +25,11 @@ _ZSTD_IN_SLICE = 32
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-class DecodeError(Exception):
+class DecodeError(MirrorError):
     """A body could not be decoded: corrupt data, or an unknown or unavailable coding."""
 
 
-class _Incomplete(Exception):
+class _Incomplete(MirrorError):
     """The compressed stream ended before its end marker (a cut-short body)."""
 
 

@@ -10,6 +10,8 @@ from functools import lru_cache
 from typing import NamedTuple
 from urllib.parse import unquote, unquote_to_bytes, urljoin, urlparse
 
+from mirror.errors import MirrorError
+
 __all__ = [
     "DEFAULT_IGNORE_QUERY", "InvalidURL", "host_of", "join", "normalize", "resolve", "site_key",
 ]
@@ -39,7 +41,7 @@ _HOST_CHARS = _UNRESERVED | frozenset(_SUB_DELIMS)
 _PATH_PARAM = re.compile(r";([^;/]*)")
 
 
-class InvalidURL(ValueError):
+class InvalidURL(MirrorError, ValueError):
     """A string that cannot be a fetchable http(s) URL; str(exc) says why.
 
     ``reason`` is one of:
