@@ -27,6 +27,25 @@ class RunState(StrEnum):
     ABANDONED = "abandoned"
 
 
+class RecordType(StrEnum):
+    """A WARC record's WARC-Type (WARC 1.1, section 6). A str: compares with what is read
+    from a file. A capture's record_type in the manifest may also be "not-modified" (a
+    manifest kind, not a WARC type: CaptureRow)."""
+
+    WARCINFO = "warcinfo"
+    RESPONSE = "response"
+    RESOURCE = "resource"
+    REQUEST = "request"
+    METADATA = "metadata"
+    REVISIT = "revisit"
+    CONVERSION = "conversion"
+    CONTINUATION = "continuation"
+
+
+#: the records that are captures: a response, or a revisit of an earlier one
+CAPTURE_TYPES = frozenset({RecordType.RESPONSE, RecordType.REVISIT})
+
+
 #: the states of a run that the next `mirror run` resumes
 UNFINISHED = frozenset({RunState.RUNNING, RunState.INTERRUPTED})
 

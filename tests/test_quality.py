@@ -259,3 +259,16 @@ def test_every_exception_is_a_mirror_error_with_its_exit_code() -> None:
     for cls in found:
         if issubclass(cls, MirrorError):
             assert isinstance(cls.exit_code, ExitCode), cls
+
+
+def test_record_type_facts_have_one_home() -> None:
+    """The WARC record types are model.RecordType; which of them are captures, and the
+    index's mime for a revisit, are each written once."""
+    def assigns(module: str, name: str) -> bool:
+        tree = ast.parse(source(module).read_text(encoding="utf-8"))
+        return any(isinstance(n, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in n.targets) for n in tree.body)
+
+    homes = {name: [m for m in modules() if assigns(m, name)]
+             for name in ("CAPTURE_TYPES", "REVISIT_MIME")}
+    assert homes == {"CAPTURE_TYPES": ["model"], "REVISIT_MIME": ["archive.index"]}

@@ -20,9 +20,11 @@ from warcio.timeutils import iso_date_to_timestamp
 from mirror.archive.damage import Damage, readable, report
 from mirror.archive.fsutil import atomic_write_lines
 from mirror.archive.members import Window, members
+from mirror.model import CAPTURE_TYPES, RecordType
 from mirror.web.http import mime_of
 
-INDEXED_TYPES = ("response", "revisit", "resource")
+INDEXED_TYPES = CAPTURE_TYPES | {RecordType.RESOURCE}
+#: the mime an index line gives a revisit record (the CDXJ convention pywb reads)
 REVISIT_MIME = "warc/revisit"
 OnDamage = Callable[[Damage], None]
 

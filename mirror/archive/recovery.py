@@ -25,11 +25,11 @@ from mirror.archive.warcwriter import (
     Revisit,
 )
 from mirror.layout import ArchiveLayout
+from mirror.model import CAPTURE_TYPES
 from mirror.web.http import header_map
 
 log = logging.getLogger(__name__)
 
-CAPTURE_TYPES = ("response", "revisit")
 SPOOL = 1 << 20
 
 

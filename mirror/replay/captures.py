@@ -33,7 +33,6 @@ log = logging.getLogger(__name__)
 
 #: most bytes a replayed body may decode to (P4 applies to replay too)
 MAX_DECODED = 256 * 1024 * 1024
-REVISIT_MIME = "warc/revisit"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +58,7 @@ class Capture:
 
     @property
     def is_revisit(self) -> bool:
-        return self.mime == REVISIT_MIME
+        return self.mime == index.REVISIT_MIME
 
     def cdxj(self, filename: str | None = None) -> str:
         """The index line again, optionally naming the WARC file differently."""

@@ -16,12 +16,11 @@ from mirror.archive.damage import Damage, printable
 from mirror.archive.files import ArchiveFiles, LocalFiles, archive_files
 from mirror.archive.objstore import StoreError
 from mirror.archive.warcwriter import OPEN_SUFFIX
-from mirror.model import RunState, UrlState
+from mirror.model import CAPTURE_TYPES, RunState, UrlState
 from mirror.verify.problem import Problem
 from mirror.verify.record import uri_problem
 from mirror.verify.stream import Head, Stream, read_head
 from mirror.verify.warcfile import (
-    CAPTURE_TYPES,
     FileCheck,
     Originals,
     check_revisits,

@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 from mirror.archive.warcwriter import OPEN_SUFFIX
+from mirror.model import CAPTURE_TYPES
 from mirror.verify.problem import Problem
 from mirror.verify.record import Block, head_problems
 from mirror.verify.stream import CHUNK, Head, Stream, read_head
-
-CAPTURE_TYPES = ("response", "revisit")
 
 
 # -- cross-record facts: warcinfo, request pairing, revisit targets ------------------------
