@@ -17,8 +17,10 @@ enforces the table and that there is no import cycle):
               state read from its archive (lock, manifest, reports, progress.json), the
               `mirror run` processes and jobs it starts, its pages and its doors.
     demo/     the bundled site and its server. At the top: cli, config (the site file),
-              model (the frozen records passed between stages), layout (the archive
-              folder), reports, progress, crash points.
+              model (the frozen records passed between stages, ExitCode with its
+              meaning, RecordType), errors (MirrorError: every exception, with the exit
+              code it ends a command with; importable from every layer), layout (the
+              archive folder), reports, progress, crash points.
 
 Data flow of a run (one direction; the only loop, new URLs, goes through SQLite, which is
 what makes a kill -9 resumable exactly):
