@@ -28,7 +28,7 @@ def site_lock(name: str) -> str:
 
 
 class TimingError(UsageError, ValueError):
-    """--stall-after, --tick or --poll out of range (a ValueError for older callers)."""
+    """--stall-after, --tick or --poll out of range (also a ValueError: cli catches one)."""
 
 
 @dataclass(frozen=True)
