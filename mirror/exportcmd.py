@@ -14,6 +14,7 @@ from mirror.replay.exporters import (
     ExportFailed,
     Option,
     Settings,
+    either,
     exporters,
     options_of,
 )
@@ -41,11 +42,6 @@ def _add_option(parser: argparse.ArgumentParser, option: Option, owners: list[Ex
         parser.add_argument(f"--{option.name}", action="store_true", help=text)
     else:
         parser.add_argument(f"--{option.name}", metavar=option.metavar, help=text)
-
-
-def either(items: list[str]) -> str:
-    """'a', 'a or b', 'a, b or c'."""
-    return " or ".join(filter(None, (", ".join(items[:-1]), items[-1])))
 
 
 def _dest(exporter: Exporter) -> str:

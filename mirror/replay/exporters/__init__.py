@@ -57,10 +57,10 @@ def _timestamp_problem(value: str) -> str | None:
 
 #: the options that more than one built-in format takes
 AT = Option("at", "export the site as it was then (1-14 digits, YYYYmmddHHMMSS)",
-            "As it was at (YYYYmmddHHMMSS; empty: the latest)", metavar="TIMESTAMP",
+            "As it was at", metavar="TIMESTAMP",
             check=_timestamp_problem)
 FORCE = Option("force", "replace a file at {formats} that mirror did not write",
-               "Replace a file that mirror did not write", kind=bool)
+               "Replace a file mirror did not write", kind=bool)
 
 
 @dataclass(frozen=True)
@@ -150,6 +150,11 @@ def options_of(known: tuple[Exporter, ...]) -> dict[str, tuple[Option, list[Expo
         for option in exporter.options:
             found.setdefault(option.name, (option, []))[1].append(exporter)
     return found
+
+
+def either(items: list[str]) -> str:
+    """'a', 'a or b', 'a, b or c': the formats, or their flags, in a message."""
+    return " or ".join(filter(None, (", ".join(items[:-1]), items[-1])))
 
 
 def by_name(name: str) -> Exporter | None:
