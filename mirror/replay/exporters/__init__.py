@@ -10,7 +10,6 @@ with inside `write`, not at its top."""
 from __future__ import annotations
 
 import functools
-import importlib
 import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -108,7 +107,9 @@ _registered: list[Exporter] = []
 @functools.cache
 def _builtin() -> tuple[Exporter, ...]:
     names = sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
-    return tuple(importlib.import_module(f"{__name__}.{name}").EXPORTER for name in names)
+    # __import__, not importlib.import_module: -X importtime (tests/test_startup.py) sees it
+    return tuple(__import__(f"{__name__}.{name}", fromlist=["EXPORTER"]).EXPORTER
+                 for name in names)
 
 
 def exporters() -> tuple[Exporter, ...]:
