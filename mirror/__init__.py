@@ -11,8 +11,9 @@ enforces the table and that there is no import cycle):
               retry budget), robots.txt and sitemaps, cookies and login, scope (CMS
               traps), link discovery (in helper processes), revisit decisions, the
               CaptureStore (the durability order) and the crawler's workers.
-    replay/   the read side: an archive's captures, the replay server, folder and WACZ
-              export. verify/ checks what the write side left, against the formats.
+    replay/   the read side: an archive's captures, the replay server, the export formats
+              (folder, WACZ, ZIM: one module each in replay/exporters/, a registry that
+              `mirror export` and the app list). verify/ checks what the write side left.
     app/      `mirror ui` and `mirror add`: a library (a folder of site files), each site's
               state read from its archive (lock, manifest, reports, progress.json), the
               `mirror run` processes and jobs it starts, its pages and its doors.
@@ -34,7 +35,7 @@ what makes a kill -9 resumable exactly):
                ONE manifest transaction per group of flushed captures (capture rows,
                URLs done, new URLs and links) -> frontier notified
     end: WARC closed, index.cdxj rebuilt sorted from the manifest, run finished, report
-    offline: index.cdxj + WARCs -> replay.captures -> serve | export | WACZ
+    offline: index.cdxj + WARCs -> replay.captures -> serve | exporters (folder, WACZ, ZIM)
 
 A URL in a run (manifest `urls.state`):
 

@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager, contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from mirror import __version__, searchcmd
+from mirror import __version__, exportcmd, searchcmd
 from mirror.archive.lock import ArchiveLock, ArchiveLocked
 from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
 from mirror.archive.objstore import StoreError
@@ -26,6 +26,7 @@ from mirror.config import ConfigError, SiteConfig, load_config
 from mirror.layout import ArchiveLayout
 from mirror.librarycmds import LibraryUsageError
 from mirror.model import SNAPSHOT_CODES, ExitCode, RunState
+from mirror.replay.exporters import ExportFailed
 from mirror.report import (
     RunStatus,
     counts_text,
@@ -234,21 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     export = cmd("export", "write the archive as a folder that opens from file://, or a WACZ",
                  config_help=address)
     export.add_argument("--from-store", action="store_true", help=from_store)
-    export.add_argument("--to", metavar="DIR", type=Path, help="folder to write")
-    export.add_argument("--at", metavar="TIMESTAMP",
-                        help="export the site as it was then (1-14 digits, YYYYmmddHHMMSS)")
-    export.add_argument("--wacz", metavar="FILE", type=Path, help="WACZ file to write")
-    export.add_argument("--force", action="store_true",
-                        help="replace a file at --wacz/--zim that mirror did not write")
-    export.add_argument("--zim", metavar="FILE", type=Path,
-                        help="ZIM file to write, for Kiwix readers (needs mirror[zim])")
-    for name, what in (("title", "its title (default: the main page's, cut at 30 characters)"),
-                       ("description", "its description (default: the main page's meta "
-                                       "description, cut at 80 characters)"),
-                       ("language", "the language of its pages and its search, e.g. en, fra, "
-                                    "pt-BR (default: the main page's lang, else English)"),
-                       ("publisher", "who made the file (default: mirror)")):
-        export.add_argument(f"--{name}", metavar="TEXT", help=f"with --zim: {what}")
+    exportcmd.add_arguments(export)  # each format's flag and options
     demo = cmd("demo", "serve the bundled demo site on 127.0.0.1 and mirror it into the "
                        "library (demo.toml, archive/demo)", config=False)
     demo.add_argument("dir", nargs="?", type=Path,
@@ -268,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if len(exc.errors) > 1:
             print(f"mirror: {exc.path}: {len(exc.errors)} errors", file=sys.stderr)
         return ExitCode.USAGE
-    except (UsageError, ManifestError, LibraryUsageError) as exc:
+    except (UsageError, ManifestError, LibraryUsageError, ExportFailed) as exc:
         say(f"mirror: {exc}", file=sys.stderr)
         return ExitCode.USAGE
     except ArchiveLocked as exc:
@@ -844,60 +831,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         source.close()
 
 
-def cmd_export(args: argparse.Namespace) -> int:
-    from mirror.archive.damage import tally
-    from mirror.replay.captures import CaptureIndex
-    from mirror.replay.destination import DestinationError
-    from mirror.storecmds import reading
-
-    _check_export_args(args)
-    source = reading(args)  # the site file's folder, or a store (--from-store, s3://...)
-    try:
-        with tally() as damaged:
-            archive = CaptureIndex.load(source.where, source.ignore_query)
-            code = _export(args, source, archive)
-    except DestinationError as exc:
-        raise UsageError(str(exc)) from exc
-    finally:
-        source.close()
-    if damaged.count:  # written, without what could not be read
-        print(f"mirror: damaged places left out, above: {damaged.count}", file=sys.stderr)
-        return ExitCode.DAMAGED
-    return code
-
-
-def _export(args: argparse.Namespace, source: Any, archive: Any) -> int:
-    from mirror.replay.export import ExportError, export_folder
-    from mirror.replay.wacz import write_wacz
-
-    if not archive.captures:
-        raise UsageError(f"{source.label}: no captures to export")
-    if args.to:
-        try:
-            done = export_folder(archive, args.to, args.at)
-        except ExportError as exc:
-            raise UsageError(str(exc)) from exc
-        print(f"exported {done.files} files ({done.pages} pages, {done.redirects} redirects) "
-              f"in {done.seconds:.1f}s: open {args.to / 'index.html'}")
-    if args.wacz:
-        packed = write_wacz(archive, args.wacz, title=source.name,
-                            start_urls=source.start_urls, force=args.force)
-        print(f"wrote {packed.path} ({packed.warc_files} WARC files, {packed.captures} "
-              f"captures, {packed.pages} pages, {packed.bytes:,} bytes)")
-    if args.zim:
-        from mirror.replay.zim import ZimError, summary, write_zim
-
-        try:
-            written = write_zim(archive, args.zim, site_name=source.name,
-                                start_urls=source.start_urls, at=args.at, title=args.title,
-                                description=args.description, language=args.language,
-                                publisher=args.publisher, force=args.force)
-        except ZimError as exc:
-            raise UsageError(str(exc)) from exc
-        print(f"{summary(written)} in {written.seconds:.1f}s")
-    return ExitCode.OK
-
-
 def _store_command(name: str, args: argparse.Namespace) -> int:
     """`mirror push` and `mirror restore` (mirror.storecmds)."""
     from mirror import storecmds
@@ -912,19 +845,6 @@ def _library_command(name: str, args: argparse.Namespace) -> int:
 
     command: Callable[[argparse.Namespace], int] = getattr(librarycmds, f"cmd_{name}")
     return command(args)
-
-
-def _check_export_args(args: argparse.Namespace) -> None:
-    if not (args.to or args.wacz or args.zim):
-        raise UsageError("export needs --to DIR, --wacz FILE or --zim FILE "
-                         "(--at TIMESTAMP with --to or --zim)")
-    if args.at and not (args.to or args.zim):
-        raise UsageError("--at goes with --to DIR or --zim FILE (a WACZ holds every run)")
-    if args.at and not (args.at.isdigit() and len(args.at) <= 14):
-        raise UsageError(f"--at {args.at!r}: expected 1 to 14 digits (YYYYmmddHHMMSS)")
-    given = [n for n in ("title", "description", "language", "publisher") if getattr(args, n)]
-    if given and not args.zim:
-        raise UsageError(f"--{given[0]} goes with --zim FILE")
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
@@ -1098,7 +1018,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "diff": cmd_diff,
     "demo": cmd_demo,
     "serve": cmd_serve,
-    "export": cmd_export,
+    "export": exportcmd.cmd_export,
     "schedule": cmd_schedule,
     "push": lambda args: _store_command("push", args),
     "restore": lambda args: _store_command("restore", args),

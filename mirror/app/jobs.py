@@ -137,7 +137,7 @@ class Job:
 
     id: int
     site: str
-    kind: str  # "export folder" | "export WACZ" | "verify"
+    kind: str  # "export folder" | "export WACZ" | "export ZIM" (and other formats) | "verify"
     done: int = 0
     total: int = 0
     state: str = "running"  # running | done | failed

@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from mirror.app import newsite, removepage, sitefile, startpage
+from mirror.app.exportforms import ExportForms
 from mirror.app.guard import CSRF_FIELD, Secrets, guard
 from mirror.app.jobs import ActionError, Jobs, Launcher
 from mirror.app.library import Library, SiteEntry
@@ -98,6 +99,7 @@ class LibraryApp:
         self._rows: dict[str, tuple[Signature, Row]] = {}
         self._closing = asyncio.Event()  # set on shutdown: the event streams end
         self.schedules = Schedules(self.env, self._act)  # each site's OS timer; Apply, Remove
+        self.exports = ExportForms(self.library.folder, self.jobs, self._act)  # every format
 
     # -- the application -------------------------------------------------------------------
     def make(self) -> web.Application:
@@ -113,7 +115,7 @@ class LibraryApp:
         r.add_post("/site/{id}/run", self.run)
         r.add_post("/site/{id}/stop", self.stop)
         r.add_post("/site/{id}/verify", self.verify)
-        r.add_post("/site/{id}/export", self.export)
+        self.exports.add_routes(r)
         SettingsPages(self).add_routes(r)
         r.add_get("/site/{id}/runs/{run}", self.report)
         r.add_get("/site/{id}/explain", self.explain)
@@ -216,7 +218,7 @@ class LibraryApp:
         runs = await asyncio.to_thread(self._runs, entry)
         return self.page("site.html", status=status, row=row, runs=runs,
                          jobs=self.jobs.of(entry.id), render_row=self.render_row,
-                         defaults=self._export_defaults(entry), message=message)
+                         exports=self.exports.forms(entry.id), message=message)
 
     def _runs(self, entry: SiteEntry) -> list[Any]:
         from mirror.archive.manifest_queries import ManifestError, ManifestReader
@@ -233,10 +235,6 @@ class LibraryApp:
         finally:
             manifest.close()
         return [self.reports.summary(layout, r) for r in reversed(runs)]
-
-    def _export_defaults(self, entry: SiteEntry) -> dict[str, str]:
-        base = self.library.folder / "exports"
-        return {"folder": str(base / entry.id), "wacz": str(base / f"{entry.id}.wacz")}
 
     async def report(self, request: web.Request) -> web.Response:
         entry = self.entry(request)
@@ -340,24 +338,6 @@ class LibraryApp:
             self.jobs.start(entry.id, "verify", verify_work(entry.config))
             return ""
         return await self._act(request, verify, to_site=True)
-
-    async def export(self, request: web.Request) -> web.Response:
-        from mirror.app.work import export_work
-
-        form = await request.post()
-        kind = str(form.get("kind", "folder"))
-
-        async def export(entry: SiteEntry) -> str:
-            assert entry.config is not None
-            if kind not in ("folder", "wacz"):
-                raise ActionError("export kind must be folder or wacz")
-            to = Path(str(form.get("to", "")).strip() or self._export_defaults(entry)[kind])
-            to = to.expanduser()  # ~ and ~user/ first, as a shell does; then relative paths
-            to = to if to.is_absolute() else self.library.folder / to
-            label = "export folder" if kind == "folder" else "export WACZ"
-            self.jobs.start(entry.id, label, export_work(entry.config, kind, to))
-            return ""
-        return await self._act(request, export, to_site=True)
 
     # -- site files ------------------------------------------------------------------------
     def add_page(self, values: dict[str, str], error: ConfigError | None = None,

@@ -1,35 +1,31 @@
-"""The jobs the app runs in a thread: export (folder or WACZ) and verify, as the CLI does them."""
+"""The jobs the app runs in a thread: export (any format of mirror.replay.exporters) and verify,
+as the CLI does them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from mirror.archive.lock import ArchiveLock, ArchiveLocked
 from mirror.archive.manifest_queries import ManifestReader
 from mirror.config import SiteConfig
 from mirror.layout import ArchiveLayout
+from mirror.replay.exporters import Exporter, Settings
 
 Progress = Callable[[int, int], None]
 
 
-def export_work(cfg: SiteConfig, kind: str, to: Path) -> Callable[[Progress], str]:
+def export_work(cfg: SiteConfig, exporter: Exporter, to: Path,
+                values: dict[str, Any]) -> Callable[[Progress], str]:
     def work(progress: Progress) -> str:
         from mirror.replay.captures import CaptureIndex
-        from mirror.replay.export import export_folder
-        from mirror.replay.wacz import write_wacz
 
         archive = CaptureIndex.load(cfg.site.output_dir, cfg.scope.ignore_query)
         if not archive.captures:
             raise ValueError(f"{cfg.site.output_dir}: no captures to export")
-        if kind == "folder":
-            done = export_folder(archive, to, on_progress=progress)
-            return (f"exported {done.files} files ({done.pages} pages) to {to}; "
-                    f"open {to / 'index.html'}")
-        packed = write_wacz(archive, to, title=cfg.site.name, start_urls=cfg.site.start_urls,
-                            on_progress=progress)
-        return (f"wrote {packed.path} ({packed.captures} captures, {packed.pages} pages, "
-                f"{packed.bytes:,} bytes)")
+        settings = Settings(cfg.site.name, cfg.site.start_urls, values)
+        return exporter.write(archive, to, settings, progress).summary()
     return work
 
 

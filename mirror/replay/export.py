@@ -66,6 +66,10 @@ class ExportResult:
     seconds: float = 0.0
     contents: list[tuple[Entry, str | None, int]] = field(default_factory=list)
 
+    def summary(self) -> str:
+        return (f"exported {self.files} files ({self.pages} pages, {self.redirects} redirects) "
+                f"in {self.seconds:.1f}s: open {self.folder / CONTENTS}")
+
 
 class ExportError(UsageError):
     """The export folder cannot be used."""
@@ -121,7 +125,7 @@ class Links:
         return functools.partial(self.ref, from_path)
 
 
-class Exporter:
+class FolderWriter:
     """Writes the files of one export; links resolve through the plan and redirect chains."""
 
     def __init__(self, archive: CaptureIndex, plan: dict[str, Entry], out: Path,
@@ -233,7 +237,7 @@ def export_folder(archive: CaptureIndex, out: Path, at: str | None = None,
     if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
         raise ExportError(f"{out}: not empty and not an earlier export; choose another folder")
     out.mkdir(parents=True, exist_ok=True)
-    return Exporter(archive, plan_export(archive, at), out, on_progress).run()
+    return FolderWriter(archive, plan_export(archive, at), out, on_progress).run()
 
 
 # --- generated pages ----------------------------------------------------------------------

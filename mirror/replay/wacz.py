@@ -45,6 +45,10 @@ class WaczResult:
     pages: int
     bytes: int
 
+    def summary(self) -> str:
+        return (f"wrote {self.path} ({self.warc_files} WARC files, {self.captures} captures, "
+                f"{self.pages} pages, {self.bytes:,} bytes)")
+
 
 def final_name(filename: str) -> str:
     """The name a WARC file has once closed (a .open file is packed as its complete prefix)."""

@@ -118,6 +118,14 @@ class ZimResult:
     main_url: str = ""
     meta: ZimMeta | None = None
 
+    def summary(self) -> str:
+        unreadable = f", {self.unreadable} unreadable (a notice instead)" if self.unreadable \
+            else ""
+        return (f"wrote {self.path} ({self.entries} entries: {self.pages} pages, "
+                f"{self.redirects} redirects{unreadable}; {self.left_out} error captures or "
+                f"redirects leading out left out; {self.bytes:,} bytes; opens on "
+                f"{shown_url(self.main_url)}) in {self.seconds:.1f}s")
+
 
 # --- pure parts ---------------------------------------------------------------------------
 
@@ -476,12 +484,3 @@ def _icon(writer: ZimWriter, facts: HomeFacts, main_url: str) -> bytes | None:
         if record is not None:
             return record.decoded()[0]
     return None
-
-
-def summary(result: ZimResult) -> str:
-    unreadable = f", {result.unreadable} unreadable (a notice instead)" if result.unreadable \
-        else ""
-    return (f"wrote {result.path} ({result.entries} entries: {result.pages} pages, "
-            f"{result.redirects} redirects{unreadable}; {result.left_out} error captures or "
-            f"redirects leading out left out; {result.bytes:,} bytes; opens on "
-            f"{shown_url(result.main_url)})")
