@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from mirror.errors import UsageError
+
 if TYPE_CHECKING:
     from mirror.replay.captures import CaptureIndex
 
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
 Progress = Callable[[int, int], None]
 
 
-class ExportFailed(Exception):
+class ExportFailed(UsageError):
     """What the user can mend: an option's value, a destination that cannot be used, an
     archive with nothing to export. The command line exits 2 with it; the app's job fails
     with it."""
