@@ -17,8 +17,8 @@ from mirror.model import ExitCode
 from mirror.web.urls import DEFAULT_IGNORE_QUERY
 
 if TYPE_CHECKING:
-    from mirror.archive.files import ArchiveFiles
-    from mirror.archive.storesync import PushResult
+    from mirror.store.files import ArchiveFiles
+    from mirror.store.sync import PushResult
 
 #: what the site-file argument of serve, export and verify also accepts
 ADDRESS_HELP = "the site's TOML file, or an archive's s3://bucket/prefix address"
@@ -77,8 +77,8 @@ def reading(args: argparse.Namespace) -> Reading:
 
 
 def _store_files(url: str) -> ArchiveFiles:
-    from mirror.archive.files import StoreFiles
-    from mirror.archive.objstore import open_store
+    from mirror.store.files import StoreFiles
+    from mirror.store.objstore import open_store
 
     return StoreFiles(open_store(url))
 
@@ -95,8 +95,8 @@ def cmd_push(args: argparse.Namespace) -> int:
     """Upload what the store lacks: closed WARC files, the index, a manifest snapshot."""
     from mirror.archive.damage import tally
     from mirror.archive.lock import ArchiveLock
-    from mirror.archive.objstore import open_store
-    from mirror.archive.storesync import push
+    from mirror.store.objstore import open_store
+    from mirror.store.sync import push
 
     cfg = load_config(args.config)
     url = store_url(cfg, "push to")
@@ -115,8 +115,8 @@ def cmd_push(args: argparse.Namespace) -> int:
 def cmd_restore(args: argparse.Namespace) -> int:
     """Rebuild the site's archive folder from its store's latest snapshot."""
     from mirror.archive.lock import ArchiveLock
-    from mirror.archive.objstore import open_store
-    from mirror.archive.storesync import restore
+    from mirror.store.objstore import open_store
+    from mirror.store.sync import restore
 
     cfg = load_config(args.config)
     url = store_url(cfg, "restore from")
@@ -141,8 +141,8 @@ def push_after_prune(cfg: SiteConfig) -> list[str]:
     delete the old files from the store. Lines to tell; a failure is told, not raised
     (the next run or `mirror push` catches up)."""
     from mirror.archive.lock import ArchiveLock
-    from mirror.archive.objstore import StoreError, open_store
-    from mirror.archive.storesync import push
+    from mirror.store.objstore import StoreError, open_store
+    from mirror.store.sync import push
 
     if not cfg.archive.store:
         return []

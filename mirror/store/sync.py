@@ -36,7 +36,9 @@ from mirror.archive import index
 from mirror.archive.damage import Damage, report
 from mirror.archive.fsutil import atomic_write_text, fsync_dir
 from mirror.archive.manifest import Manifest
-from mirror.archive.objstore import (
+from mirror.archive.warcwriter import FILE_RE, OPEN_SUFFIX
+from mirror.layout import ArchiveLayout
+from mirror.store.objstore import (
     INDEX_KEY,
     MANIFEST_KEY,
     WARC_PREFIX,
@@ -44,9 +46,7 @@ from mirror.archive.objstore import (
     ObjectStore,
     StoreError,
 )
-from mirror.archive.snapshot import copy_manifest
-from mirror.archive.warcwriter import FILE_RE, OPEN_SUFFIX
-from mirror.layout import ArchiveLayout
+from mirror.store.snapshot import copy_manifest
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,6 @@ from warcio.archiveiterator import ArchiveIterator
 
 from mirror import crashpoints
 from mirror.archive.fsutil import TEMP_GLOB
-from mirror.archive.prune import finish_interrupted_prune
 from mirror.archive.warcread import complete_prefix
 from mirror.archive.warcwriter import (
     NOT_MODIFIED,
@@ -25,6 +24,7 @@ from mirror.archive.warcwriter import (
     Revisit,
 )
 from mirror.layout import ArchiveLayout
+from mirror.upkeep.prune import finish_interrupted_prune
 from mirror.web.http import header_map
 
 log = logging.getLogger(__name__)
