@@ -45,6 +45,7 @@ from mirror.store.objstore import (
     FileRefused,
     ObjectStore,
     StoreError,
+    path_of,
 )
 from mirror.store.snapshot import copy_manifest
 
@@ -206,7 +207,7 @@ def _named_file(n: int, line: bytes) -> str | None:
             return name
     except (IndexError, KeyError, TypeError, ValueError):
         pass
-    report(Damage("index.cdxj", None, f"line {n}: not a CDXJ line naming its WARC file"))
+    report(Damage(INDEX_KEY, None, f"line {n}: not a CDXJ line naming its WARC file"))
     return None
 
 
@@ -217,7 +218,7 @@ def _push_snapshot(layout: ArchiveLayout, store: ObjectStore, in_store: set[str]
     if not layout.manifest.exists():
         return None
     with tempfile.TemporaryDirectory(prefix=SNAPSHOT_DIR_PREFIX, dir=layout.root) as tmp:
-        copy = Path(tmp) / "manifest.sqlite3"
+        copy = ArchiveLayout(Path(tmp)).manifest  # the snapshot, in a folder of its own
         copy_manifest(layout.manifest, copy)
         named, result.rolled_back = roll_back_missing(copy, in_store)
         store.put_file(copy, MANIFEST_KEY)
@@ -298,7 +299,7 @@ def restore(root: Path, store: ObjectStore) -> RestoreResult:
     for stale in layout.warc.glob(".*.download.tmp"):
         stale.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix=SNAPSHOT_DIR_PREFIX, dir=root) as tmp:
-        copy = Path(tmp) / "manifest.sqlite3"
+        copy = ArchiveLayout(Path(tmp)).manifest  # the snapshot, in a folder of its own
         store.download(MANIFEST_KEY, copy)
         listed = _store_warcs(store)
         named, result.rolled_back = roll_back_missing(copy, set(listed))
@@ -330,7 +331,8 @@ def _fetch_files(layout: ArchiveLayout, store: ObjectStore, named: set[str],
         if here.get(name) == listed[name]:
             result.kept.append(name)
         else:
-            store.download(WARC_PREFIX + name, layout.warc / name)
+            key = WARC_PREFIX + name
+            store.download(key, path_of(layout, key))
             result.downloaded.append(name)
     fsync_dir(layout.warc)
 
