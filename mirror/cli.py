@@ -487,9 +487,9 @@ def _retention(cfg: SiteConfig) -> None:
         log.info("retention: dropped runs %s, freed %s bytes",
                  ", ".join(map(str, pruned.dropped_runs)) or "none", f"{pruned.freed_bytes:,}")
         if pruned.dropped:  # [archive] store: its copy follows the prune
-            from mirror.storecmds import push_after_prune
+            from mirror.store.sync import push_after_prune
 
-            for line in push_after_prune(cfg):
+            for line in push_after_prune(cfg.site.output_dir, cfg.archive.store, cfg.path):
                 log.info("retention: %s", line)
 
 
@@ -741,9 +741,9 @@ def cmd_prune(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     print("\n".join(result.lines()))
     if result.dropped and not args.dry_run:  # [archive] store: its copy follows the prune
-        from mirror.storecmds import push_after_prune
+        from mirror.store.sync import push_after_prune
 
-        for line in push_after_prune(cfg):
+        for line in push_after_prune(cfg.site.output_dir, cfg.archive.store, cfg.path):
             print(line)
     return ExitCode.OK
 

@@ -136,27 +136,6 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def push_after_prune(cfg: SiteConfig) -> list[str]:
-    """After `mirror prune` with a store: upload the rewritten files and the new snapshot,
-    delete the old files from the store. Lines to tell; a failure is told, not raised
-    (the next run or `mirror push` catches up)."""
-    from mirror.archive.lock import ArchiveLock
-    from mirror.store.objstore import StoreError, open_store
-    from mirror.store.sync import push
-
-    if not cfg.archive.store:
-        return []
-    try:
-        with ArchiveLock(cfg.site.output_dir):
-            result = push(cfg.site.output_dir, open_store(cfg.archive.store))
-    except StoreError as exc:
-        return [f"store not updated: {exc}; `mirror push {cfg.path}` updates it"]
-    lines = result.lines()
-    if not result.complete:
-        lines.append(f"`mirror push {cfg.path}` finishes it")
-    return lines
-
-
 def add_to_report(path: Path, result: PushResult | None) -> None:
     """The run's last push, as the "store" entry of its report (reports/<run>.json)."""
     if result is None:

@@ -35,6 +35,7 @@ from pathlib import Path
 from mirror.archive import index
 from mirror.archive.damage import Damage, report
 from mirror.archive.fsutil import atomic_write_text, fsync_dir
+from mirror.archive.lock import ArchiveLock
 from mirror.archive.manifest import Manifest
 from mirror.archive.warcwriter import FILE_RE, OPEN_SUFFIX
 from mirror.layout import ArchiveLayout
@@ -45,6 +46,7 @@ from mirror.store.objstore import (
     FileRefused,
     ObjectStore,
     StoreError,
+    open_store,
     path_of,
 )
 from mirror.store.snapshot import copy_manifest
@@ -262,6 +264,24 @@ def _delete_unnamed(store: ObjectStore, candidates: set[str], ours: set[str],
 def _remove_stale_snapshots(root: Path) -> None:
     for path in root.glob(SNAPSHOT_DIR_PREFIX + "*") if root.is_dir() else ():
         shutil.rmtree(path, ignore_errors=True)
+
+
+def push_after_prune(root: Path, store: str | None, site_file: Path | str) -> list[str]:
+    """After `mirror prune` of the archive at `root` with a store (its s3:// address; None:
+    none): upload the rewritten files and the new snapshot, delete the old files from the
+    store. Lines to tell; a failure is told, not raised (the next run or `mirror push
+    <site_file>` catches up)."""
+    if not store:
+        return []
+    try:
+        with ArchiveLock(root):
+            result = push(root, open_store(store))
+    except StoreError as exc:
+        return [f"store not updated: {exc}; `mirror push {site_file}` updates it"]
+    lines = result.lines()
+    if not result.complete:
+        lines.append(f"`mirror push {site_file}` finishes it")
+    return lines
 
 
 # -- which folder owns the store's snapshot ---------------------------------------------------
