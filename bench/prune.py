@@ -48,8 +48,8 @@ from sitegen import change_pages, generate  # noqa: E402
 
 from mirror.archive.index import capture_line  # noqa: E402
 from mirror.archive.manifest_queries import ManifestReader  # noqa: E402
-from mirror.archive.retention import runs_to_keep  # noqa: E402
 from mirror.replay.captures import CaptureIndex, parse_cdxj  # noqa: E402
+from mirror.upkeep.retention import runs_to_keep  # noqa: E402
 
 DAY0 = datetime(2026, 1, 1, 3, 15, tzinfo=UTC)
 

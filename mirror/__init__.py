@@ -5,8 +5,13 @@ enforces the table and that there is no import cycle):
 
     web/      pure web standards: URLs, content-codings and charsets, HTML and CSS
               links, rewriting, HTTP facts. No I/O.
-    archive/  the on-disk formats both sides share: WARC writing and reading, start-up
-              repair of WARC files, the SQLite manifest, the CDXJ index, the lock.
+    archive/  the on-disk formats both sides share: WARC writing and reading, the SQLite
+              manifest, the CDXJ index, the lock.
+    store/    object storage: the S3 client (the one module that talks to obstore), an
+              archive read from a store, push and restore; its keys are the folder's
+              layout (layout.py).
+    upkeep/   between runs: prune and [retention], start-up recovery (repair of WARC files
+              a crash cut short, a prune finished), rebuilding the text index.
     crawl/    the write side: frontier, fetch, politeness and retry policy (dead hosts,
               retry budget), robots.txt and sitemaps, cookies and login, scope (CMS
               traps), link discovery (in helper processes), revisit decisions, the

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 from mirror import __version__, exportcmd, searchcmd
 from mirror.archive.lock import ArchiveLock, ArchiveLocked
 from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
-from mirror.archive.objstore import StoreError
 from mirror.archive.workerfolder import no_manifest, shared_worker_note
 from mirror.config import ConfigError, SiteConfig, load_config
 from mirror.layout import ArchiveLayout
@@ -36,6 +35,7 @@ from mirror.report import (
     render_summary,
     summary_line,
 )
+from mirror.store.objstore import StoreError
 from mirror.storecmds import StoreUsageError
 from mirror.terminal import PrintableFormatter, printable_lines
 
@@ -459,7 +459,7 @@ def _retention(cfg: SiteConfig) -> None:
     layout = ArchiveLayout(cfg.site.output_dir)
     with _logging(layout.log, verbose=False, display=None):
         try:
-            from mirror.archive.prune import prune_site
+            from mirror.upkeep.prune import prune_site
         except ImportError as exc:
             log.warning("retention: cannot prune here (%s); every run is kept", exc)
             return
@@ -474,9 +474,9 @@ def _retention(cfg: SiteConfig) -> None:
         log.info("retention: dropped runs %s, freed %s bytes",
                  ", ".join(map(str, pruned.dropped_runs)) or "none", f"{pruned.freed_bytes:,}")
         if pruned.dropped:  # [archive] store: its copy follows the prune
-            from mirror.storecmds import push_after_prune
+            from mirror.store.sync import push_after_prune
 
-            for line in push_after_prune(cfg):
+            for line in push_after_prune(cfg.site.output_dir, cfg.archive.store, cfg.path):
                 log.info("retention: %s", line)
 
 
@@ -713,8 +713,8 @@ def _verify_store(source: Any) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from mirror.archive.prune import PruneError, prune_site
-    from mirror.archive.retention import RULES, Retention
+    from mirror.upkeep.prune import PruneError, prune_site
+    from mirror.upkeep.retention import RULES, Retention
 
     cfg = load_config(args.config)
     given = {f"keep_{r}": getattr(args, f"keep_{r}") for r in RULES
@@ -728,9 +728,9 @@ def cmd_prune(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     print("\n".join(result.lines()))
     if result.dropped and not args.dry_run:  # [archive] store: its copy follows the prune
-        from mirror.storecmds import push_after_prune
+        from mirror.store.sync import push_after_prune
 
-        for line in push_after_prune(cfg):
+        for line in push_after_prune(cfg.site.output_dir, cfg.archive.store, cfg.path):
             print(line)
     return ExitCode.OK
 
@@ -740,7 +740,7 @@ def _finish_prune(output_dir: Path) -> None:
     a crash stopped, which the next `mirror run` would do too; told on stderr. A manifest
     that cannot be read is reported as damage (`verify` tells what is wrong with it)."""
     from mirror.archive.damage import Damage, report
-    from mirror.archive.prune import PruneError, finish_interrupted_prune
+    from mirror.upkeep.prune import PruneError, finish_interrupted_prune
 
     try:
         done = finish_interrupted_prune(output_dir)
@@ -775,7 +775,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 def _index_texts(layout: ArchiveLayout, warc_dir: Path) -> int:
     from mirror.archive.manifest import Manifest
-    from mirror.archive.textindex import rebuild_texts
+    from mirror.upkeep.textindex import rebuild_texts
 
     if not layout.manifest.exists():
         raise UsageError(no_manifest(layout.manifest))

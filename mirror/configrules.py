@@ -164,7 +164,7 @@ def store_url(value: Any, ctx: Context) -> str:
         raise mismatch("an address such as 's3://bucket/prefix'", value)
     if not value.strip():
         return ""
-    from mirror.archive.objstore import parse_store_url  # light: obstore loads on use only
+    from mirror.store.objstore import parse_store_url  # light: obstore loads on use only
 
     try:
         bucket, prefix = parse_store_url(value.strip())

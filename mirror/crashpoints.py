@@ -51,7 +51,7 @@ SHARED_STEPS = (
     "upload:before",        # a closed file is recorded closed (size, SHA-256), not uploaded
     "upload:before-mark",   # ... uploaded, not yet marked uploaded in the manifest
 )
-#: the steps of `mirror prune` (mirror.archive.prune), in the order it passes them; a
+#: the steps of `mirror prune` (mirror.upkeep.prune), in the order it passes them; a
 #: prune that stops at any of them is finished or undone by the next `mirror run`, `mirror
 #: prune` or `mirror verify` (index.cdxj is written through "file:before-rename" too)
 PRUNE_STEPS = (

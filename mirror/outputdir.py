@@ -18,7 +18,7 @@ SHARED_ROOTS = ("/", "/home", "/media", "/mnt", "/opt", "/root", "/srv", "/tmp",
 #: what mirror writes before a run's manifest exists: a folder holding only these is one
 #: whose first run stopped early (ArchiveLayout: lock, log, progress; schedule/lastrun.py's
 #: record and schedule/wait.py's folder, both written before the run takes its lock) or one
-#: restored from an empty store (archive/storesync.py's MARKER, the note of the store the
+#: restored from an empty store (store/sync.py's MARKER, the note of the store the
 #: folder belongs to: `mirror restore`, and a fleet worker before each run, write it there)
 _EARLY_FILES = frozenset({".lock", "mirror.log", "progress.json", "scheduled.json",
                           ".schedule-wait", ".store.json"})

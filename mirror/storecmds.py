@@ -18,8 +18,8 @@ from mirror.model import ExitCode
 from mirror.web.urls import DEFAULT_IGNORE_QUERY
 
 if TYPE_CHECKING:
-    from mirror.archive.files import ArchiveFiles
-    from mirror.archive.storesync import PushResult
+    from mirror.store.files import ArchiveFiles
+    from mirror.store.sync import PushResult
 
 #: what the site-file argument of serve, export and verify also accepts
 ADDRESS_HELP = "the site's TOML file, or an archive's s3://bucket/prefix address"
@@ -78,8 +78,8 @@ def reading(args: argparse.Namespace) -> Reading:
 
 
 def _store_files(url: str) -> ArchiveFiles:
-    from mirror.archive.files import StoreFiles
-    from mirror.archive.objstore import open_store
+    from mirror.store.files import StoreFiles
+    from mirror.store.objstore import open_store
 
     return StoreFiles(open_store(url))
 
@@ -96,8 +96,8 @@ def cmd_push(args: argparse.Namespace) -> int:
     """Upload what the store lacks: closed WARC files, the index, a manifest snapshot."""
     from mirror.archive.damage import tally
     from mirror.archive.lock import ArchiveLock
-    from mirror.archive.objstore import open_store
-    from mirror.archive.storesync import push
+    from mirror.store.objstore import open_store
+    from mirror.store.sync import push
 
     cfg = load_config(args.config)
     url = store_url(cfg, "push to")
@@ -116,8 +116,8 @@ def cmd_push(args: argparse.Namespace) -> int:
 def cmd_restore(args: argparse.Namespace) -> int:
     """Rebuild the site's archive folder from its store's latest snapshot."""
     from mirror.archive.lock import ArchiveLock
-    from mirror.archive.objstore import open_store
-    from mirror.archive.storesync import restore
+    from mirror.store.objstore import open_store
+    from mirror.store.sync import restore
 
     cfg = load_config(args.config)
     url = store_url(cfg, "restore from")
@@ -135,27 +135,6 @@ def cmd_restore(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     print(f"next: mirror run {args.config}   (an incremental run from the restored archive)")
     return ExitCode.OK
-
-
-def push_after_prune(cfg: SiteConfig) -> list[str]:
-    """After `mirror prune` with a store: upload the rewritten files and the new snapshot,
-    delete the old files from the store. Lines to tell; a failure is told, not raised
-    (the next run or `mirror push` catches up)."""
-    from mirror.archive.lock import ArchiveLock
-    from mirror.archive.objstore import StoreError, open_store
-    from mirror.archive.storesync import push
-
-    if not cfg.archive.store:
-        return []
-    try:
-        with ArchiveLock(cfg.site.output_dir):
-            result = push(cfg.site.output_dir, open_store(cfg.archive.store))
-    except StoreError as exc:
-        return [f"store not updated: {exc}; `mirror push {cfg.path}` updates it"]
-    lines = result.lines()
-    if not result.complete:
-        lines.append(f"`mirror push {cfg.path}` finishes it")
-    return lines
 
 
 def add_to_report(path: Path, result: PushResult | None) -> None:

@@ -31,12 +31,12 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.checker import Checker
 
 from mirror import crashpoints
-from mirror.archive import recovery
 from mirror.archive.manifest_queries import ManifestReader
 from mirror.archive.warcread import complete_prefix
 from mirror.config import load_config
 from mirror.model import ExitCode
 from mirror.replay.serve import start_replay_server
+from mirror.upkeep import recovery
 from mirror.verify import check_archive
 
 PHASES = (1, 2, 3)  # run 1, the incremental run 2 (pages changed), run 3

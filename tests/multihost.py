@@ -556,7 +556,7 @@ def read_store(store_url: str, into: Path) -> list[StoredRecord]:
     into the folder `into` (for warcio check)."""
     from warcio.archiveiterator import ArchiveIterator
 
-    from mirror.archive.objstore import open_store
+    from mirror.store.objstore import open_store
 
     store = open_store(store_url)
     into.mkdir(parents=True, exist_ok=True)

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from mirror.archive import recovery, warcwriter
+from mirror.archive import warcwriter
 from mirror.archive.warcwriter import Exchange, WarcWriter
+from mirror.upkeep import recovery
 
 WHEN = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 

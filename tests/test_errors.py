@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from mirror.archive.lock import ArchiveLocked
-from mirror.archive.objstore import StoreConflict, StoreError
 from mirror.archive.sqldb import ManifestConflict, ManifestError
 from mirror.config import ConfigError, ConfigErrors, load_config
 from mirror.errors import MirrorError, exit_code_of
 from mirror.model import ExitCode, exit_meaning
 from mirror.schedule.wait import AlreadyWaiting
+from mirror.store.objstore import StoreConflict, StoreError
 
 
 def test_what_cli_main_mapped_keeps_its_code() -> None:
@@ -30,7 +30,6 @@ def test_what_cli_main_mapped_keeps_its_code() -> None:
 def test_what_cli_translated_to_its_usage_error_exits_2() -> None:
     """The errors cli turns into its UsageError (`raise UsageError(str(exc)) from exc`), the
     fleet's timing options (a ValueError there) and a [login] that fails (the crawler)."""
-    from mirror.archive.pruneplan import PruneError
     from mirror.crawl.login import LoginError
     from mirror.demo import DemoError
     from mirror.fleet.db import FleetError
@@ -40,6 +39,7 @@ def test_what_cli_translated_to_its_usage_error_exits_2() -> None:
     from mirror.replay.export import ExportError
     from mirror.replay.zim import ZimError
     from mirror.schedule.timers import TimerError
+    from mirror.upkeep.pruneplan import PruneError
 
     for cls in (LanError, PruneError, DemoError, DestinationError, ExportError, ZimError,
                 TimerError, FleetError, LoginError):

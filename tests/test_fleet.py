@@ -226,8 +226,8 @@ def test_a_run_that_prunes_leaves_the_pruned_archive_in_its_store(
     """[retention]: a scheduled run prunes after its last push, and pushes the pruned
     archive (cli._retention): the next worker restores it, not the one before."""
     from mirror.archive.manifest_queries import ManifestReader
-    from mirror.archive.objstore import open_store
-    from mirror.archive.storesync import restore
+    from mirror.store.objstore import open_store
+    from mirror.store.sync import restore
 
     site = chain(site_in_thread(), 4)
     library = tmp_path / "library"

@@ -1,4 +1,4 @@
-"""mirror.archive.objstore against a real S3 server on loopback (moto in server mode): the
+"""mirror.store.objstore against a real S3 server on loopback (moto in server mode): the
 conditional put, a retried upload of the same bytes, a conflict, ranged reads, streaming,
 atomic downloads, and the errors a user sees (no credentials, no bucket, no endpoint)."""
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from mirror.archive.objstore import (
+from mirror.store.objstore import (
     SHA256,
     StoreConflict,
     StoreError,

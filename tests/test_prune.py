@@ -26,12 +26,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mirror.archive.lock import ArchiveLock
-from mirror.archive.prune import PruneError, prune_site
-from mirror.archive.pruneplan import FileChange, Member, PlanError, file_changes, layout
-from mirror.archive.retention import Retention, runs_to_keep
 from mirror.cli import main
 from mirror.config import load_config
 from mirror.model import Run
+from mirror.upkeep.prune import PruneError, prune_site
+from mirror.upkeep.pruneplan import FileChange, Member, PlanError, file_changes, layout
+from mirror.upkeep.retention import Retention, runs_to_keep
 
 DAY0 = datetime(2026, 3, 2, 3, 15, tzinfo=UTC)  # a Monday
 

@@ -37,10 +37,10 @@ from crashsim import (
 )
 
 from mirror import crashpoints
-from mirror.archive.prune import finish_interrupted_prune, prune_site
-from mirror.archive.retention import Retention
 from mirror.cli import main
 from mirror.config import load_config
+from mirror.upkeep.prune import finish_interrupted_prune, prune_site
+from mirror.upkeep.retention import Retention
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICY = Retention(keep_last=1)

@@ -27,16 +27,22 @@ PURE = ("web.urls", "web.extract", "web.css", "web.codings", "web.rewrite", "web
 LAYERS = {
     "web": {"web", "model"},
     "archive": {"archive", "web", "model", "layout", "crashpoints"},
-    "crawl": {"crawl", "archive", "web", "model", "layout", "crashpoints", "config", "launch"},
-    "replay": {"replay", "archive", "web", "model", "layout", "webapp"},
-    "verify": {"verify", "archive", "web", "model", "layout"},
+    # object storage: the S3 client, an archive read from a store, push and restore
+    "store": {"store", "archive", "layout"},
+    # between runs: prune and retention, recovery after a crash, text index rebuilds
+    "upkeep": {"upkeep", "archive", "web", "model", "layout", "crashpoints"},
+    "crawl": {"crawl", "archive", "store", "upkeep", "web", "model", "layout", "crashpoints",
+              "config", "launch"},
+    "replay": {"replay", "archive", "store", "web", "model", "layout", "webapp"},
+    "verify": {"verify", "archive", "store", "web", "model", "layout"},
     "demo": {"demo", "web", "webapp", "config"},
     # OS timers, the wait for a run still going, hooks: for the cli and the app
     "schedule": {"schedule", "archive", "model", "layout", "config", "launch"},
     # the fleet (many sites on PostgreSQL + Procrastinate): registrations, the worker and
     # its jobs, which run `mirror run` as a child process; it restores and pushes archives
-    # (archive.storesync) and reads a run's progress.json (crawl.progressfile)
-    "fleet": {"fleet", "archive", "crawl", "model", "layout", "config", "schedule", "launch"},
+    # (store.sync) and reads a run's progress.json (crawl.progressfile)
+    "fleet": {"fleet", "archive", "store", "crawl", "model", "layout", "config", "schedule",
+              "launch"},
     # the library app sits above everything but cli
     "app": {"app", "archive", "web", "model", "layout", "config", "crawl", "replay", "verify",
             "webapp", "report", "runhealth", "runreport", "explain", "progress", "crashpoints",
@@ -115,7 +121,7 @@ def test_only_the_manifest_runs_sql() -> None:
         "archive.sqldb", "archive.manifest_schema", "archive.manifest_queries",
         "archive.manifest_text",
         # a consistent copy of the manifest for an object store: SQLite's backup API, no SQL
-        "archive.snapshot"}
+        "store.snapshot"}
 
 
 def test_only_the_manifests_connection_imports_psycopg() -> None:
@@ -192,12 +198,12 @@ def test_linters_are_clean(tool: list[str]) -> None:
 
 
 def test_only_objstore_talks_to_object_storage() -> None:
-    """obstore is imported by archive.objstore alone (its errors are translated there), and
+    """obstore is imported by store.objstore alone (its errors are translated there), and
     there only inside functions; the crawler loads its uploads only when a store is set
     (tests/test_store_crawl.py checks a run without one loads neither)."""
-    assert {m for m in modules() if "obstore" in imports(m)} == {"archive.objstore"}
-    assert "obstore" not in _top_level("archive.objstore")
-    assert not {"crawl.uploads", "archive.storesync", "archive.objstore"} & _top_level(
+    assert {m for m in modules() if "obstore" in imports(m)} == {"store.objstore"}
+    assert "obstore" not in _top_level("store.objstore")
+    assert not {"crawl.uploads", "store.sync", "store.objstore"} & _top_level(
         "crawl.crawler")
 
 

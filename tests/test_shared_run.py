@@ -29,10 +29,10 @@ from warcio.checker import Checker
 from mirror import crashpoints
 from mirror.archive import workerfolder
 from mirror.archive.manifest import Manifest, NewUrl
-from mirror.archive.objstore import WARC_PREFIX, open_store
 from mirror.archive.warcwriter import WarcWriter, default_info, sha1_digest
 from mirror.crawl.store import CaptureStore
 from mirror.model import NOTHING, Exchange
+from mirror.store.objstore import WARC_PREFIX, open_store
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = 24

@@ -20,11 +20,8 @@ import pytest
 from conftest import Crawl, RunClock, crawl_to_end, write_config
 from s3server import free_port
 
-from mirror.archive.files import StoreFiles
 from mirror.archive.lock import ArchiveLock
 from mirror.archive.manifest_queries import ManifestReader
-from mirror.archive.objstore import ObjectStore, open_store
-from mirror.archive.storesync import push, restore
 from mirror.cli import main
 from mirror.config import ConfigError, load_config
 from mirror.model import ExitCode
@@ -33,6 +30,9 @@ from mirror.replay.captures import CaptureIndex
 from mirror.replay.export import export_folder
 from mirror.replay.serve import Site, make_app
 from mirror.replay.wacz import write_wacz
+from mirror.store.files import StoreFiles
+from mirror.store.objstore import ObjectStore, open_store
+from mirror.store.sync import push, restore
 from mirror.verify import check_archive
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,7 +106,7 @@ async def test_a_run_uploads_closed_files_then_the_index_and_a_snapshot(
 
 def test_a_run_without_a_store_loads_nothing_of_it(site_in_thread: Any, tmp_path: Path) -> None:
     """The desktop path is untouched: no obstore, no upload thread or its module
-    (mirror.archive.objstore itself is loaded: it imports obstore only when used)."""
+    (mirror.store.objstore itself is loaded: it imports obstore only when used)."""
     site = site_in_thread()
     site.page("/", "<p>hello</p>")
     toml = write_config(tmp_path, [site.base])
@@ -116,7 +116,7 @@ def test_a_run_without_a_store_loads_nothing_of_it(site_in_thread: Any, tmp_path
     assert proc.returncode == 0, proc.stderr[-2000:]
     loaded = {line.rpartition("|")[2].strip() for line in proc.stderr.splitlines()
               if line.startswith("import time:")}
-    assert not loaded & {"obstore", "mirror.crawl.uploads", "mirror.archive.storesync"}
+    assert not loaded & {"obstore", "mirror.crawl.uploads", "mirror.store.sync"}
 
 
 async def test_a_dead_store_never_stops_a_run_and_push_catches_up(
@@ -393,7 +393,7 @@ def test_the_store_setting_is_checked(tmp_path: Path) -> None:
 
 
 def test_object_store_type() -> None:
-    assert ObjectStore.__module__ == "mirror.archive.objstore"
+    assert ObjectStore.__module__ == "mirror.store.objstore"
 
 
 def test_the_summary_and_the_report_say_what_was_uploaded(

@@ -13,12 +13,12 @@ from typing import Any
 import offline_site as site_def
 import pytest
 
-from mirror.archive.files import StoreFiles
-from mirror.archive.objstore import StoreConflict, open_store
 from mirror.cli import main
 from mirror.model import ExitCode
 from mirror.replay.captures import CaptureIndex
 from mirror.replay.serve import Site, make_app
+from mirror.store.files import StoreFiles
+from mirror.store.objstore import StoreConflict, open_store
 
 
 @pytest.fixture

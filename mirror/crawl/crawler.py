@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from mirror import crashpoints
-from mirror.archive import index, recovery, warcwriter, workerfolder
+from mirror.archive import index, warcwriter, workerfolder
 from mirror.archive.manifest import (
     Manifest,
     NewUrl,
@@ -77,10 +77,11 @@ from mirror.model import (
     UrlState,
     Via,
 )
+from mirror.upkeep import recovery
 
 if TYPE_CHECKING:
-    from mirror.archive.storesync import PushResult
     from mirror.crawl.uploads import Uploader
+    from mirror.store.sync import PushResult
 from mirror.web.http import header_map
 from mirror.web.urls import site_key
 

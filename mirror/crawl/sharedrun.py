@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mirror import crashpoints
-from mirror.archive import recovery
 from mirror.archive.manifest import Manifest
-from mirror.archive.objstore import (
+from mirror.archive.warcwriter import FILE_RE, OPEN_SUFFIX
+from mirror.crawl.startup import roll_back_short
+from mirror.store.objstore import (
     INDEX_KEY,
     WARC_PREFIX,
     ObjectStore,
@@ -35,9 +36,8 @@ from mirror.archive.objstore import (
     file_digest,
     open_store,
 )
-from mirror.archive.recovery import file_size
-from mirror.archive.warcwriter import FILE_RE, OPEN_SUFFIX
-from mirror.crawl.startup import roll_back_short
+from mirror.upkeep import recovery
+from mirror.upkeep.recovery import file_size
 
 log = logging.getLogger(__name__)
 

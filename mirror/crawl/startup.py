@@ -11,9 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from mirror import crashpoints
-from mirror.archive import recovery
 from mirror.archive.manifest import Manifest, ManifestError, NewUrl, UrlItem
-from mirror.archive.recovery import file_size
 from mirror.archive.warcwriter import NOT_MODIFIED, OPEN_SUFFIX, Exchange
 from mirror.config import SiteConfig
 from mirror.crawl import history
@@ -22,6 +20,8 @@ from mirror.crawl.politeness import http_error
 from mirror.crawl.scope import PAGE
 from mirror.crawl.store import CaptureStore
 from mirror.model import UNFINISHED, Discovered, LinkKind, RunState, Via
+from mirror.upkeep import recovery
+from mirror.upkeep.recovery import file_size
 from mirror.web.urls import normalize, site_key
 
 log = logging.getLogger(__name__)

@@ -17,8 +17,8 @@ import queue
 import threading
 from pathlib import Path
 
-from mirror.archive.objstore import ObjectStore, StoreError, open_store
-from mirror.archive.storesync import PushResult, push
+from mirror.store.objstore import ObjectStore, StoreError, open_store
+from mirror.store.sync import PushResult, push
 
 log = logging.getLogger(__name__)
 

@@ -82,8 +82,8 @@ def restore_archive(archive: Path, store_url: str) -> dict[str, Any]:
     snapshot becomes the manifest, the files it names are downloaded unless here, others
     moved aside), under the archive's lock: a run of this site on this machine, from
     another process, would hold it. What was restored, for the run's record."""
-    from mirror.archive.objstore import open_store
-    from mirror.archive.storesync import restore
+    from mirror.store.objstore import open_store
+    from mirror.store.sync import restore
 
     archive.mkdir(parents=True, exist_ok=True)
     with _archive_lock(archive):
@@ -120,9 +120,9 @@ def ensure_stored(archive: Path, store_url: str) -> tuple[bool, dict[str, Any]]:
     run pushes again itself after it pruned.)"""
     import json
 
-    from mirror.archive.objstore import open_store
-    from mirror.archive.storesync import push
     from mirror.schedule.listing import last_run
+    from mirror.store.objstore import open_store
+    from mirror.store.sync import push
 
     layout = ArchiveLayout(archive)
     last = last_run(archive)

@@ -21,10 +21,10 @@ from warcio.timeutils import (
 
 from mirror.archive import index
 from mirror.archive.damage import Damage, report
-from mirror.archive.files import ArchiveFiles, LocalFiles, archive_files
-from mirror.archive.objstore import StoreError
 from mirror.archive.warcread import RawRecord, ReadError, complete_prefix, read_raw_from
 from mirror.archive.warcwriter import OPEN_SUFFIX
+from mirror.store.files import ArchiveFiles, LocalFiles, archive_files
+from mirror.store.objstore import StoreError
 from mirror.web.codings import DecodeError, decode_body
 from mirror.web.http import mime_of
 from mirror.web.urls import DEFAULT_IGNORE_QUERY, InvalidURL, normalize
@@ -132,7 +132,7 @@ class Record:
 class CaptureIndex:
     """Every capture of an archive, by URL and by payload digest, read-only.
 
-    The archive is a folder, or an object store (archive.files). The index is the source
+    The archive is a folder, or an object store (store.files). The index is the source
     of truth for the files it names; local WARC files it does not name (a run killed
     before it rebuilt the index, or a ``.open`` file still being written) are indexed here
     from their complete records. A store's are left out (reading them would mean reading

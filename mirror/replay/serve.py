@@ -16,7 +16,6 @@ from urllib.parse import urlencode
 from aiohttp import web
 from warcio.timeutils import datetime_to_http_date, iso_date_to_datetime
 
-from mirror.archive.files import ArchiveFiles, archive_files
 from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
 from mirror.archive.warcread import ReadError
 from mirror.layout import ArchiveLayout
@@ -34,6 +33,7 @@ from mirror.replay.pages import (
 )
 from mirror.replay.seal import FRAMES_SELF, NO_SCRIPT, SEAL_SCRIPT
 from mirror.replay.views import Views, library_link, not_archived, ui_response
+from mirror.store.files import ArchiveFiles, archive_files
 from mirror.web.http import HTML_TYPES
 from mirror.web.rewrite import html_title, rewrite_css_bytes, rewrite_html
 from mirror.web.urls import DEFAULT_IGNORE_QUERY, join

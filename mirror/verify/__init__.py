@@ -13,10 +13,10 @@ from typing import IO, Any, Protocol
 
 from mirror.archive import index
 from mirror.archive.damage import Damage, printable
-from mirror.archive.files import ArchiveFiles, LocalFiles, archive_files
-from mirror.archive.objstore import StoreError
 from mirror.archive.warcwriter import OPEN_SUFFIX
 from mirror.model import CAPTURE_TYPES, RunState, UrlState
+from mirror.store.files import ArchiveFiles, LocalFiles, archive_files
+from mirror.store.objstore import StoreError
 from mirror.verify.problem import Problem
 from mirror.verify.record import uri_problem
 from mirror.verify.stream import Head, Stream, read_head
@@ -354,7 +354,7 @@ def _index_file(archive: ArchiveFiles, expected: Counter[bytes],
 
 def check_archive(output_dir: Path | ArchiveFiles, manifest: ManifestLike | None) -> Verdict:
     """Every WARC file under warc/, the manifest against them, the index against both.
-    `output_dir` is the archive folder, or its files elsewhere (archive.files: a store,
+    `output_dir` is the archive folder, or its files elsewhere (store.files: a store,
     whose files are streamed, and whose records are read by ranged GETs)."""
     refused: list[Problem] = []
     archive = archive_files(output_dir) if isinstance(output_dir, ArchiveFiles) else \

@@ -16,7 +16,7 @@ import zlib
 from pathlib import Path
 from typing import IO
 
-from mirror.archive.pruneplan import FileChange, Move, PlanError, layout
+from mirror.upkeep.pruneplan import FileChange, Move, PlanError, layout
 
 TEMP_SUFFIX = ".prune"
 

@@ -20,16 +20,16 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 from mirror.archive.damage import Damage, refused, report
-from mirror.archive.objstore import (
+from mirror.archive.warcread import ReadError, complete_prefix
+from mirror.archive.warcwriter import OPEN_SUFFIX
+from mirror.layout import ArchiveLayout
+from mirror.store.objstore import (
     INDEX_KEY,
     MANIFEST_KEY,
     WARC_PREFIX,
     ObjectStore,
     StoreMissing,
 )
-from mirror.archive.warcread import ReadError, complete_prefix
-from mirror.archive.warcwriter import OPEN_SUFFIX
-from mirror.layout import ArchiveLayout
 
 log = logging.getLogger(__name__)
 

@@ -35,18 +35,21 @@ from pathlib import Path
 from mirror.archive import index
 from mirror.archive.damage import Damage, report
 from mirror.archive.fsutil import atomic_write_text, fsync_dir
+from mirror.archive.lock import ArchiveLock
 from mirror.archive.manifest import Manifest
-from mirror.archive.objstore import (
+from mirror.archive.warcwriter import FILE_RE, OPEN_SUFFIX
+from mirror.layout import ArchiveLayout
+from mirror.store.objstore import (
     INDEX_KEY,
     MANIFEST_KEY,
     WARC_PREFIX,
     FileRefused,
     ObjectStore,
     StoreError,
+    open_store,
+    path_of,
 )
-from mirror.archive.snapshot import copy_manifest
-from mirror.archive.warcwriter import FILE_RE, OPEN_SUFFIX
-from mirror.layout import ArchiveLayout
+from mirror.store.snapshot import copy_manifest
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +209,7 @@ def _named_file(n: int, line: bytes) -> str | None:
             return name
     except (IndexError, KeyError, TypeError, ValueError):
         pass
-    report(Damage("index.cdxj", None, f"line {n}: not a CDXJ line naming its WARC file"))
+    report(Damage(INDEX_KEY, None, f"line {n}: not a CDXJ line naming its WARC file"))
     return None
 
 
@@ -217,7 +220,7 @@ def _push_snapshot(layout: ArchiveLayout, store: ObjectStore, in_store: set[str]
     if not layout.manifest.exists():
         return None
     with tempfile.TemporaryDirectory(prefix=SNAPSHOT_DIR_PREFIX, dir=layout.root) as tmp:
-        copy = Path(tmp) / "manifest.sqlite3"
+        copy = ArchiveLayout(Path(tmp)).manifest  # the snapshot, in a folder of its own
         copy_manifest(layout.manifest, copy)
         named, result.rolled_back = roll_back_missing(copy, in_store)
         store.put_file(copy, MANIFEST_KEY)
@@ -263,6 +266,24 @@ def _remove_stale_snapshots(root: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def push_after_prune(root: Path, store: str | None, site_file: Path | str) -> list[str]:
+    """After `mirror prune` of the archive at `root` with a store (its s3:// address; None:
+    none): upload the rewritten files and the new snapshot, delete the old files from the
+    store. Lines to tell; a failure is told, not raised (the next run or `mirror push
+    <site_file>` catches up)."""
+    if not store:
+        return []
+    try:
+        with ArchiveLock(root):
+            result = push(root, open_store(store))
+    except StoreError as exc:
+        return [f"store not updated: {exc}; `mirror push {site_file}` updates it"]
+    lines = result.lines()
+    if not result.complete:
+        lines.append(f"`mirror push {site_file}` finishes it")
+    return lines
+
+
 # -- which folder owns the store's snapshot ---------------------------------------------------
 def _check_owner(root: Path, store: ObjectStore, force: bool) -> None:
     if force or _marker(root) == store.url or store.size(MANIFEST_KEY) is None:
@@ -298,7 +319,7 @@ def restore(root: Path, store: ObjectStore) -> RestoreResult:
     for stale in layout.warc.glob(".*.download.tmp"):
         stale.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix=SNAPSHOT_DIR_PREFIX, dir=root) as tmp:
-        copy = Path(tmp) / "manifest.sqlite3"
+        copy = ArchiveLayout(Path(tmp)).manifest  # the snapshot, in a folder of its own
         store.download(MANIFEST_KEY, copy)
         listed = _store_warcs(store)
         named, result.rolled_back = roll_back_missing(copy, set(listed))
@@ -330,7 +351,8 @@ def _fetch_files(layout: ArchiveLayout, store: ObjectStore, named: set[str],
         if here.get(name) == listed[name]:
             result.kept.append(name)
         else:
-            store.download(WARC_PREFIX + name, layout.warc / name)
+            key = WARC_PREFIX + name
+            store.download(key, path_of(layout, key))
             result.downloaded.append(name)
     fsync_dir(layout.warc)
 

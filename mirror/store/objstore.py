@@ -1,9 +1,11 @@
 """S3-compatible object storage for archives: the one module that talks to obstore.
 
-An archive in a store keeps the folder's layout under its prefix: `warc/<file name>` for
-each closed WARC file, `index.cdxj`, and `manifest.sqlite3` (a snapshot of the manifest,
-never the live file). Endpoint and credentials come from the standard AWS variables
-(AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION).
+An archive in a store keeps the folder's layout under its prefix: an object's key is its
+file's path below the archive folder (mirror/layout.py, the one place that names them;
+`key_of`, `path_of`): `warc/<file name>` for each closed WARC file, `index.cdxj`, and
+`manifest.sqlite3` (a snapshot of the manifest, never the live file). Endpoint and
+credentials come from the standard AWS variables (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
+AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION).
 
 A WARC file is uploaded once, with a conditional put (`If-None-Match: *`): an object is
 never overwritten, so an upload retried after a crash or a lost answer cannot damage a
@@ -31,13 +33,31 @@ from pathlib import Path
 from typing import Any
 
 from mirror.errors import UsageError
+from mirror.layout import ArchiveLayout
 
 #: how to install what this module needs
 EXTRA = "pip install 'mirror[fleet]'"
 
-WARC_PREFIX = "warc/"
-INDEX_KEY = "index.cdxj"
-MANIFEST_KEY = "manifest.sqlite3"
+
+def key_of(layout: ArchiveLayout, path: Path) -> str:
+    """The key of `path`, a file of the archive folder at `layout` ('warc/x.warc.gz');
+    ValueError for a path outside the folder."""
+    return path.relative_to(layout.root).as_posix()
+
+
+def path_of(layout: ArchiveLayout, key: str) -> Path:
+    """The file of the archive folder at `layout` that `key` names; ValueError for a key
+    that would leave the folder (absolute, or an empty, '.' or '..' part)."""
+    parts = key.split("/")
+    if "\\" in key or any(part in ("", ".", "..") for part in parts):
+        raise ValueError(f"{key!r}: not the key of a file in an archive folder")
+    return layout.root.joinpath(*parts)
+
+
+_FOLDER = ArchiveLayout(Path())  # the layout's names, relative to the folder
+WARC_PREFIX = key_of(_FOLDER, _FOLDER.warc) + "/"
+INDEX_KEY = key_of(_FOLDER, _FOLDER.index)
+MANIFEST_KEY = key_of(_FOLDER, _FOLDER.manifest)
 #: the user metadata a WARC object carries: the file's SHA-256, hex
 SHA256 = "sha256"
 #: S3's largest single PUT (a conditional put is one PUT)

@@ -14,7 +14,6 @@ from warcio.archiveiterator import ArchiveIterator
 
 from mirror import crashpoints
 from mirror.archive.fsutil import TEMP_GLOB
-from mirror.archive.prune import finish_interrupted_prune
 from mirror.archive.warcread import complete_prefix
 from mirror.archive.warcwriter import (
     NOT_MODIFIED,
@@ -26,6 +25,7 @@ from mirror.archive.warcwriter import (
 )
 from mirror.layout import ArchiveLayout
 from mirror.model import CAPTURE_TYPES
+from mirror.upkeep.prune import finish_interrupted_prune
 from mirror.web.http import header_map
 
 log = logging.getLogger(__name__)

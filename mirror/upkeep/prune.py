@@ -1,9 +1,9 @@
 """`mirror prune`: drop the runs the retention policy does not keep and free their bytes.
 
-What goes. The policy (mirror.archive.retention, borg's rules) names the runs to drop. Their
+What goes. The policy (mirror.upkeep.retention, borg's rules) names the runs to drop. Their
 captures leave the manifest, with their records, page texts, sessions, notes, errors and
 reports; the WARC files that hold those records are written again without them
-(mirror.archive.pruneplan, prunefile), and a file left with nothing is deleted. A dropped run's
+(mirror.upkeep.pruneplan, prunefile), and a file left with nothing is deleted. A dropped run's
 response that a kept revisit refers to (its original_id: the payload it replays) stays,
 record and capture row both, under the run id it was stored by: every kept run then replays
 from the very bytes it replayed before, with no record rewritten. The other way, making the
@@ -52,8 +52,12 @@ from mirror.archive.fsutil import fsync_dir
 from mirror.archive.lock import ArchiveLock
 from mirror.archive.manifest import Manifest
 from mirror.archive.manifest_queries import ManifestReader, PruneTargets
-from mirror.archive.prunefile import head_length, temp_name, write_pruned
-from mirror.archive.pruneplan import (
+from mirror.archive.warcwriter import next_serial
+from mirror.archive.workerfolder import no_manifest
+from mirror.layout import ArchiveLayout
+from mirror.model import Run
+from mirror.upkeep.prunefile import head_length, temp_name, write_pruned
+from mirror.upkeep.pruneplan import (
     FileChange,
     Member,
     Move,
@@ -61,11 +65,7 @@ from mirror.archive.pruneplan import (
     file_changes,
     freed,
 )
-from mirror.archive.retention import RULES, Retention, runs_to_keep
-from mirror.archive.warcwriter import next_serial
-from mirror.archive.workerfolder import no_manifest
-from mirror.layout import ArchiveLayout
-from mirror.model import Run
+from mirror.upkeep.retention import RULES, Retention, runs_to_keep
 
 __all__ = ["PruneError", "PruneResult", "finish_interrupted_prune", "prune_site"]
 

@@ -1,0 +1,1 @@
+"""Between runs: prune and retention, recovery after a crash, text index rebuilds."""
