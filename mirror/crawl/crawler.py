@@ -7,9 +7,8 @@ import asyncio
 import functools
 import logging
 import random
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -26,7 +25,7 @@ from mirror.crawl.growth import NewUrlTally
 from mirror.crawl.learned import Learner
 from mirror.crawl.localrun import LocalRun
 from mirror.crawl.login import LoginError, LoginKeeper
-from mirror.crawl.outcomes import UrlOutcomes
+from mirror.crawl.outcomes import Counters, UrlOutcomes
 from mirror.crawl.parsepool import ParserPool, helper_count
 from mirror.crawl.politeness import BACKOFF_BASE
 from mirror.crawl.runmode import Begun, RunMode, RunParts, StopRequested
@@ -44,22 +43,6 @@ if TYPE_CHECKING:
     from mirror.crawl.sharedfiles import FilesResult
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Counters:
-    """This process's live numbers for `Crawler.progress()` (the manifest holds the truth)."""
-
-    done: int = 0
-    failed: int = 0
-    retried: int = 0
-    bytes: int = 0
-    started: float = field(default_factory=time.monotonic)
-
-    def snapshot(self, run_id: int, queued: int, held_back: int) -> Progress:
-        return Progress(run_id=run_id, done=self.done, queued=queued, failed=self.failed,
-                        retried=self.retried, bytes=self.bytes,
-                        elapsed=time.monotonic() - self.started, held_back=held_back)
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from mirror.archive.manifest import Manifest, UrlItem
 from mirror.archive.warcwriter import Exchange
@@ -26,13 +26,26 @@ from mirror.crawl.politeness import (
     retry_delay,
 )
 from mirror.crawl.sharedfrontier import SharedFrontier
-from mirror.model import HostLease
+from mirror.model import HostLease, Progress
 from mirror.web.http import header_map
 
-if TYPE_CHECKING:
-    from mirror.crawl.crawler import Counters
-
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class Counters:
+    """This process's live numbers for `Crawler.progress()` (the manifest holds the truth)."""
+
+    done: int = 0
+    failed: int = 0
+    retried: int = 0
+    bytes: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def snapshot(self, run_id: int, queued: int, held_back: int) -> Progress:
+        return Progress(run_id=run_id, done=self.done, queued=queued, failed=self.failed,
+                        retried=self.retried, bytes=self.bytes,
+                        elapsed=time.monotonic() - self.started, held_back=held_back)
 
 
 class UrlOutcomes:
