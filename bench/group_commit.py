@@ -47,8 +47,9 @@ def run(size: int, captures: int, rng: random.Random) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         manifest = Manifest(folder / "manifest.sqlite3")
-        store = Timed(manifest, folder / "warc", lambda *_: False, group_size=size)
-        store.writer = WarcWriter(folder / "warc", "b", 10**9, default_info("d", "b/run-1"))
+        store = Timed(manifest, folder / "warc", lambda *_: False, group_size=size,
+                      writer=WarcWriter(folder / "warc", "b", 10**9,
+                                        default_info("d", "b/run-1")))
         urls = [NewUrl(f"http://x/{i}", "x", 0, 5, "page", "start", "link")
                 for i in range(captures)]
         run_id = manifest.start_run("2026-01-01T00:00:00Z", "d", urls)

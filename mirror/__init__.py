@@ -15,7 +15,9 @@ enforces the table and that there is no import cycle):
     crawl/    the write side: frontier, fetch, politeness and retry policy (dead hosts,
               retry budget), robots.txt and sitemaps, cookies and login, scope (CMS
               traps), link discovery (in helper processes), revisit decisions, the
-              CaptureStore (the durability order) and the crawler's workers.
+              CaptureStore (the durability order) and the crawler's workers
+              (urlwork); the run mode, chosen once (runmode: LocalRun on one machine,
+              SharedRun for a worker of a shared run: begin, lease, heartbeat, finish).
     replay/   the read side: an archive's captures, the replay server, the export formats
               (folder, WACZ, ZIM: one module each in replay/exporters/, a registry that
               `mirror export` and the app list). verify/ checks what the write side left.
@@ -32,7 +34,8 @@ Data flow of a run (one direction; the only loop, new URLs, goes through SQLite,
 what makes a kill -9 resumable exactly):
 
     site.toml -> config -> SiteConfig
-    crawl.startup: resume or start the run; repair .open WARCs, adopt unrecorded captures
+    run mode begin: LocalRun (crawl.startup: resume or start the run; repair .open WARCs,
+    adopt unrecorded captures) | SharedRun (join the shared run; repair this worker's files)
     manifest --lease--> frontier (per-host slots, delays, backoff) --> workers
     worker: robots gate -> fetch (aiohttp) -> hand-off to a finishing task
     finishing: discover links (parsepool) -> CaptureStore.store:

@@ -400,7 +400,7 @@ def _shared_run(cfg: SiteConfig, args: argparse.Namespace) -> SharedRun | None:
             raise UsageError(f"{lone[0]} works only with --db postgresql://...")
         return None
     from mirror.archive.sqldb import is_database_url, shown
-    from mirror.crawl.hostlease import min_ttl
+    from mirror.crawl.sharedfrontier import min_ttl
     from mirror.crawl.sharedrun import SharedRun, check_worker_id, default_worker_id
 
     if not is_database_url(args.db):
@@ -1041,6 +1041,7 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
     """Crawl under the archive's lock: `lock` when the caller holds it already (a scheduled
     run that waited for it), else taken here (ArchiveLocked when another process has it)."""
     from mirror.crawl.crawler import Crawler  # here: it loads aiohttp, which `check` needs not
+    from mirror.crawl.localrun import LocalRun
     from mirror.crawl.stopsignals import RunSignals
     from mirror.outputdir import output_dir_problem
     from mirror.runreport import write_missing_report, write_report
@@ -1061,7 +1062,7 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
     # signals are answered from here on, in every phase: start-up, crawl, index, report
     with held, _logging(layout.log, verbose=verbose, display=display), RunSignals() as sigs:
         try:
-            crawler = Crawler(cfg, new_run=new_run, shared=shared)
+            crawler = Crawler(cfg, shared if shared is not None else LocalRun(new_run=new_run))
             sigs.attach(crawler)
             try:
                 if shared is None:
@@ -1098,7 +1099,7 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
         print("\n".join(result.files.lines()),
               file=sys.stdout if result.files.complete else sys.stderr)
     if shared is not None and not result.error:
-        print(f"worker {shared.owner}: " + _worker_end(crawler.completed, result.state))
+        print(f"worker {shared.owner}: " + _worker_end(shared.completed, result.state))
     if result.error:
         say(f"mirror: {result.error}; `mirror run` again resumes the run", file=sys.stderr)
     return result.exit_code

@@ -44,8 +44,8 @@ STEPS = (
     "file:before-rename",   # index.cdxj or a report written to a temporary file, not renamed
     "run:before-finish",    # the index is written, the run not yet marked finished
 )
-#: the steps only a worker of a shared crawl (`mirror run --db`) passes, besides the
-#: capture's and the file's above (mirror.crawl.store, mirror.crawl.sharedrun)
+#: the steps only a worker of a shared run (`mirror run --db`) passes, besides the
+#: capture's and the file's above (mirror.crawl.store, mirror.crawl.sharedfiles)
 SHARED_STEPS = (
     "fenced:after-undo",    # a commit found its host lease lost: the record is cut off again
     "upload:before",        # a closed file is recorded closed (size, SHA-256), not uploaded

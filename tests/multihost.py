@@ -460,9 +460,9 @@ class SharedWorker:
         return self.out.read_text(errors="replace")[-tail:] if self.out.exists() else ""
 
 
-# -- the host-lease log (logger mirror.crawl.hostlease) -----------------------------------
+# -- the host-lease log (logger mirror.crawl.sharedfrontier) ------------------------------
 
-_LEASE_LINE = re.compile(r"mirror\.crawl\.hostlease: (lease|renew|release) ((?:\w+=\S+ ?)+)$")
+_LEASE_LINE = re.compile(r"mirror\.crawl\.sharedfrontier: (lease|renew|release) ((?:\w+=\S+ ?)+)$")
 
 
 @dataclass

@@ -118,7 +118,7 @@ def _check_artefacts(tmp_path: Path, server: MultiHost, log: dict[str, list[dict
     robots = {f"http://{h}:{server.port}/robots.txt" for h in server.hosts}
     # (a) host leases: for each slot, the [taken, end) intervals never overlap
     leases = read_leases([w.mirror_log for w in workers])
-    assert leases, f"{note}: no `mirror.crawl.hostlease` lines in the workers' mirror.log"
+    assert leases, f"{note}: no `mirror.crawl.sharedfrontier` lines in the workers' mirror.log"
     sites = {site for site, _ in leases}
     assert sites >= {f"{h}:{server.port}" for h in server.hosts}, (note, sorted(sites))
     overlaps = lease_overlaps(leases, {w.id: w.started_ms for w in workers})

@@ -37,7 +37,7 @@ from mirror.store.objstore import WARC_PREFIX, open_store
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = 24
 DUP = "<!doctype html><title>dup</title><p>the same body in three places"
-#: lease length for the tests: [crawl] timeout 1 + hostlease.MARGIN + 1
+#: lease length for the tests: [crawl] timeout 1 + sharedfrontier.MARGIN + 1
 TTL = "4"
 TIMEOUT = 90
 
@@ -249,9 +249,10 @@ def test_a_commit_whose_lease_was_taken_over_is_cut_off_the_warc_file(
         assert run is not None
         lease = mine.lease_hosts("a", 1, 0.2)[0]
         [item] = mine.lease_urls(lease, 1)
-        store = CaptureStore(mine, tmp_path / "warc", lambda *_: False, group_size=1)
-        store.lease_of = lambda _item: lease
-        store.writer = WarcWriter(tmp_path / "warc", "t-a", 10**9, default_info("d", "t"))
+        store = CaptureStore(
+            mine, tmp_path / "warc", lambda *_: False, group_size=1,
+            writer=WarcWriter(tmp_path / "warc", "t-a", 10**9, default_info("d", "t")),
+            lease_of=lambda _item: lease)
         body = b"<p>fetched too late"
         ex = Exchange(url, "GET", "/a", (("Host", "h.test"),), "1.1", 200, "OK",
                       (("Content-Type", "text/html"),), io.BytesIO(body), len(body),

@@ -30,10 +30,10 @@ class Archive:
     def __init__(self, folder: Path, opener=None, group_size: int = 1,  # noqa: ANN001
                  max_bytes: int = 10**9) -> None:
         self.manifest = Manifest(folder / "manifest.sqlite3")
+        writer = WarcWriter(folder / "warc", "t", max_bytes, default_info("d", "t/run-1"),
+                            opener=opener)
         self.store = CaptureStore(self.manifest, folder / "warc", lambda *_: False,
-                                  group_size=group_size)
-        self.store.writer = WarcWriter(folder / "warc", "t", max_bytes,
-                                       default_info("d", "t/run-1"), opener=opener)
+                                  writer=writer, group_size=group_size)
         self.run = self.manifest.start_run("2026-01-01T00:00:00Z", "d")
 
     def item(self, url: str) -> UrlItem:

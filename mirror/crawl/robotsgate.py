@@ -134,7 +134,7 @@ class RunRobots:
                  discover: Callable[[UrlItem, Page], Discovered] | None = None,
                  lease_for: Callable[[str], HostLease | None] | None = None) -> None:
         self.manifest = manifest
-        self.lease_for = lease_for  # a shared crawl: the host lease robots.txt is under
+        self.lease_for = lease_for  # a shared run: the host lease robots.txt is under
         self.run_id = run_id
         self.warc_path = warc_path
         self.store = store

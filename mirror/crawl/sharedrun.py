@@ -1,63 +1,38 @@
-"""One crawl shared by several workers (`mirror run --db postgresql://...`): the worker's
-identity, its start (join the run, end its own leases, repair its own WARC files) and the
-states of the WARC files it writes (open -> closed -> uploaded; DISTRIBUTED.md §5.2).
-
-Each worker has its own folder and writes only its own WARC files (its id in their
-names), so it alone repairs them: after a crash it cuts each `.open` file back to the last
-record the manifest has committed (a record past it was never committed, or was fenced
-off: its URL is fetched again, by whichever worker holds its host), and closes it. Closed
-files are recorded (size, SHA-256) and uploaded to the store in a thread, then marked
-uploaded; a file the manifest declared lost (its worker was forgotten: `--forget-worker`)
-is deleted instead, here and in the store, since its captures were forgotten and fetched
-again by others. So every uploaded file holds committed captures only.
-"""
+"""One run shared by several workers (`mirror run --db postgresql://...`): the worker's
+identity, its start (join the run, end its own leases, repair its own WARC files), its
+frontier of host leases, and its end (the worker that finds the run over finishes it and
+writes the index of every worker's captures). Its WARC files: sharedfiles."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
 import logging
-import os
-import queue
 import re
 import socket
-import threading
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mirror import crashpoints
-from mirror.archive.manifest import Manifest
-from mirror.archive.warcwriter import FILE_RE, OPEN_SUFFIX
-from mirror.crawl.startup import roll_back_short
-from mirror.store.objstore import (
-    INDEX_KEY,
-    WARC_PREFIX,
-    ObjectStore,
-    StoreError,
-    file_digest,
-    open_store,
-)
+from mirror.archive import workerfolder
+from mirror.archive.manifest import Manifest, UrlItem
+from mirror.config import SiteConfig
+from mirror.crawl.runmode import Begun, RunParts, write_index
+from mirror.crawl.sharedfiles import FilesResult, SharedFiles, repair_files
+from mirror.crawl.sharedfrontier import SharedFrontier, default_ttl
+from mirror.crawl.startup import now_iso, seeds
+from mirror.model import HostLease, Via
 from mirror.upkeep import recovery
-from mirror.upkeep.recovery import file_size
+
+if TYPE_CHECKING:
+    from mirror.store.sync import PushResult
 
 log = logging.getLogger(__name__)
 
 #: what a worker id may be made of (it is part of WARC file names)
 WORKER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
-#: closed files waiting for the thread (more are settled at the end anyway)
-QUEUE_SIZE = 64
-#: how often an idle thread looks whether the run has ended (seconds)
-POLL = 0.1
-
-
-@dataclass(frozen=True)
-class SharedRun:
-    """How this process takes part in a shared crawl."""
-
-    dsn: str  # postgresql://... : the manifest every worker shares
-    owner: str  # this worker's id: unique in the fleet, the same after a restart
-    join_only: bool = False  # only join an unfinished run; never start one
-    ttl: float | None = None  # seconds a host lease lasts (None: hostlease.default_ttl)
-    forget: tuple[str, ...] = ()  # workers gone with their disks: their files are lost
 
 
 def default_worker_id(output_dir: Path) -> str:
@@ -76,184 +51,140 @@ def check_worker_id(owner: str) -> str | None:
             "beginning with a letter or digit (it is part of the WARC file names)")
 
 
-def repair_files(manifest: Manifest, warc_dir: Path, run_id: int) -> list[str]:
-    """A worker (re)starting: each of its `.open` files cut back to its last committed
-    record and closed (deleted when it has none); files declared lost deleted. Returns
-    the closed files still to record or upload, in name order."""
-    for path in recovery.open_files(warc_dir):
-        name = path.name[: -len(OPEN_SUFFIX)]
-        if _deleted_if_lost(manifest.file_state(name), path):
-            continue
-        end = _committed_end(manifest, run_id, path, name)
-        if end < file_size(path):
-            log.warning("cut %s back to its last committed record (%d -> %d bytes)",
-                        name, file_size(path), end)
-            recovery.truncate(path, end)
-        if end == 0:
-            path.unlink()
-            continue
-        os.replace(path, path.with_name(name))
-        log.warning("closed %s left open by this worker's last run", name)
-    todo = []
-    for name in sorted(os.listdir(warc_dir)) if warc_dir.is_dir() else ():
-        if not FILE_RE.match(name) or name.endswith(OPEN_SUFFIX):
-            continue
-        state = manifest.file_state(name)
-        if _deleted_if_lost(state, warc_dir / name):
-            continue
-        _committed_end(manifest, run_id, warc_dir / name, name)
-        if state in ("open", "closed"):
-            todo.append(name)
-    return todo
+class SharedRun:
+    """How this process takes part in a shared run: the run mode of `mirror run --db`."""
 
+    learns = False  # a process's pattern figures would not be the manifest's
 
-def _deleted_if_lost(state: str | None, path: Path) -> bool:
-    if state != "lost":
-        return False
-    log.warning("deleting %s: the manifest declared it lost (its captures were fetched "
-                "again)", path.name)
-    path.unlink()
-    return True
+    def __init__(self, dsn: str, owner: str, join_only: bool = False,
+                 ttl: float | None = None, forget: tuple[str, ...] = ()) -> None:
+        self.dsn = dsn  # postgresql://... : the manifest every worker shares
+        self.owner = owner  # this worker's id: unique among the workers, kept on restart
+        self.join_only = join_only  # only join an unfinished run; never start one
+        self.ttl = ttl  # seconds a host lease lasts (None: sharedfrontier.default_ttl)
+        self.forget = forget  # workers gone with their disks: their files are lost
+        self.completed = False  # this worker found the run over (and finished it)
+        self.unsettled: dict[str, list[str]] = {}  # ... and others' files not uploaded
+        self.robots_lease: Callable[[str], HostLease | None] | None = self._site_lease
+        self.frontier: SharedFrontier | None = None
+        self._files: SharedFiles | None = None  # this worker's WARC files and uploads
+        self._parts: RunParts | None = None
+        self._run_id = 0
 
+    def open(self, cfg: SiteConfig) -> Manifest:
+        return Manifest(self.dsn)
 
-def _committed_end(manifest: Manifest, run_id: int, path: Path, name: str) -> int:
-    """Where the file's committed records end, after forgetting the captures past its
-    actual end (a file cut short by a power loss: startup.roll_back_short)."""
-    end = manifest.committed_end(name)
-    if roll_back_short(manifest, run_id, name, file_size(path), end):
-        end = manifest.committed_end(name)
-    return end
+    async def begin(self, parts: RunParts) -> Begun | None:
+        """Forget the workers named gone, join the run (or start it), end this worker's own
+        leases, repair its own WARC files and queue the closed ones for the store, then
+        open its writer (its id in the file names) and a frontier of host leases. None when
+        told to join only and no run is unfinished (its files settled first)."""
+        self._parts = parts
+        m, cfg = parts.manifest, parts.cfg
+        m.set_host_slots(1 if cfg.crawl.delay > 0 else cfg.crawl.per_host)
+        for gone in self.forget:
+            lost = m.mark_lost(gone)
+            log.warning("forgot worker %s: %d of its WARC files lost, their captures will "
+                        "be fetched again", gone, len(lost))
+        joined = m.join_or_start_run(now_iso(), cfg.digest(), seeds(cfg),
+                                     may_start=not self.join_only)
+        last = m.last_run()
+        self._run_id = run_id = joined.run_id if joined else (last.id if last else 0)
+        m.register_worker(self.owner, run_id)
+        workerfolder.mark(cfg.site.output_dir, self.owner)
+        back = m.recover(self.owner, cfg.crawl.delay)
+        recovery.remove_temporaries(cfg.site.output_dir)
+        files = self._files = SharedFiles(self.dsn, self.owner, parts.layout.warc,
+                                          cfg.archive.store or None)
+        for name in repair_files(m, parts.layout.warc, run_id):
+            files.closed(name)
+        if joined is None:
+            log.warning("no unfinished run to join (--join)")
+            await self._files_done(None)
+            return None
+        log.info("%s run %d as worker %s (%d URLs back to pending)",
+                 "started" if joined.started else "joined", run_id, self.owner, back)
+        if joined.started:
+            crashpoints.reached("run:started")
+        store = parts.new_store(
+            writer=parts.writer(f"{cfg.site.name}-{self.owner}", run_id),
+            history=m.has_captures_before(run_id), group_size=1, lease_of=self.lease_of,
+            opened_file=functools.partial(m.open_file, owner=self.owner),
+            closed_file=files.closed)
+        self.frontier = SharedFrontier(
+            m, run_id, self.owner,
+            max_hosts=cfg.crawl.workers,
+            delay=cfg.crawl.delay,
+            ttl=self.ttl or default_ttl(cfg.crawl.timeout),
+            fetch_timeout=cfg.crawl.timeout,
+            max_pages=cfg.scope.max_pages,
+            pages_done=m.count_done_pages(run_id),
+            on_dry=store.commit_pending,
+        )
+        return Begun(run_id, not joined.started, store, self.frontier)
 
+    def lease_of(self, item: UrlItem) -> HostLease | None:
+        """The host lease `item` was taken under, which fences what is written of it;
+        robots.txt is fetched under its host's lease."""
+        if self.frontier is None:
+            return None
+        if item.via == Via.ROBOTS:
+            return self.frontier.lease_for(item.site)
+        return self.frontier.lease_of(item)
 
-@dataclass
-class FilesResult:
-    """What the worker's file thread did with its closed files."""
+    def _site_lease(self, site: str) -> HostLease | None:
+        return self.frontier.lease_for(site) if self.frontier is not None else None
 
-    store: str | None
-    uploaded: list[str] = field(default_factory=list)
-    failed: list[tuple[str, str]] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)  # declared lost
-    index: bool = False
+    def heartbeat(self) -> str | None:
+        assert self._parts is not None
+        if self._parts.manifest.heartbeat(self.owner):
+            return None
+        return (f"worker {self.owner} was forgotten by another worker (--forget-worker): "
+                "its files are lost")
 
-    def lines(self) -> list[str]:
-        if self.store is None:
-            return []
-        out = [f"store {self.store}: {len(self.uploaded)} WARC files uploaded"
-               + (", index" if self.index else "")
-               + (f"; {len(self.deleted)} lost files deleted" if self.deleted else "")]
-        out += [f"  not uploaded: {name} ({why}); the next `mirror run --db` of this "
-                "worker uploads it" for name, why in self.failed[:20]]
-        return out
+    def end(self) -> bool:
+        return True  # the worker that completes the run writes the index (finish)
 
-    @property
-    def complete(self) -> bool:
-        return not self.failed
+    async def finish(self, code: int, state: str) -> PushResult | None:
+        await self._files_done(self._complete(code, state))
+        return None
 
+    def _complete(self, code: int, state: str) -> Path | None:
+        """When the run is over (no URL pending or leased, by anyone) this worker finishes
+        it and writes the index of every worker's captures (returned, to upload); else the
+        run goes on with the others."""
+        assert self._parts is not None and self.frontier is not None
+        m, halt = self._parts.manifest, self._parts.halt
+        if halt.fatal or halt.interrupted or m.unfinished(
+                self._run_id, pages=not self.frontier.limit_reached):
+            return None
+        m.finish_run(self._run_id, now_iso(), state, code)
+        self.completed = True
+        self.unsettled = m.unsettled_files(self.owner, self.frontier.ttl)
+        for worker, names in self.unsettled.items():
+            log.warning("worker %s is silent and has %d WARC files with captures of "
+                        "this run not uploaded (%s): start it again with --join, or if it "
+                        "is gone for good, --forget-worker %s to fetch them again", worker,
+                        len(names), ", ".join(names[:3]), worker)
+        log.info("run %d is complete", self._run_id)
+        write_index(m, self._parts.layout.index, halt.check_stop)
+        return self._parts.layout.index
 
-class SharedFiles:
-    """The worker's closed WARC files: recorded (size, SHA-256) and uploaded in a thread
-    of their own, with its own connection to the manifest; the crawl only tells it names
-    (never blocking). Owner of the `files` rows of this worker."""
-
-    def __init__(self, dsn: str, owner: str, warc_dir: Path, store_url: str | None) -> None:
-        self.dsn, self.owner, self.warc_dir, self.store_url = dsn, owner, warc_dir, store_url
-        self.result = FilesResult(store_url)
-        self._store: ObjectStore | None = None
-        self._manifest: Manifest | None = None
-        self._queue: queue.Queue[str] = queue.Queue(QUEUE_SIZE)
-        self._overflow: list[str] = []  # names that did not fit: settled at the end
-        self._lock = threading.Lock()
-        self._ending = threading.Event()
-        self._index: Path | None = None
-        self._thread = threading.Thread(target=self._work, name="warc-files", daemon=True)
-        self._thread.start()
-
-    def closed(self, name: str) -> None:
-        """The writer closed `name` (or start-up found it closed and not uploaded)."""
-        try:
-            self._queue.put_nowait(name)
-        except queue.Full:
-            with self._lock:
-                self._overflow.append(name)
-
-    def end(self, index: Path | None = None) -> None:
-        """The worker is done: settle what is left (and upload `index`, when given: the
-        worker that completed the run wrote it), then stop."""
-        self._index = index
-        self._ending.set()
-
-    @property
-    def running(self) -> bool:
-        return self._thread.is_alive()
-
-    def _work(self) -> None:
-        try:
-            while not self._ending.is_set() or not self._queue.empty():
-                try:
-                    name = self._queue.get(timeout=POLL)
-                except queue.Empty:
-                    continue
-                self._settle(name)
-            with self._lock:
-                rest, self._overflow = self._overflow, []
-            for name in rest:
-                self._settle(name)
-            if self._index is not None and self.store_url and not self.result.failed:
-                self._upload_index(self._index)
-        finally:
-            if self._manifest is not None:
-                self._manifest.close()
-
-    def _settle(self, name: str) -> None:
-        """One closed file: closed in the manifest, then uploaded and marked so; deleted
-        when the manifest declared it lost. A failure is kept for the end (the next start
-        of this worker tries again)."""
-        path = self.warc_dir / name
-        try:
-            if self._manifest is None:
-                self._manifest = Manifest(self.dsn)
-            m = self._manifest
-            state = m.file_state(name)
-            if state == "open" and not m.close_file(name, path.stat().st_size,
-                                                    file_digest(path, "sha256")):
-                state = m.file_state(name)
-            if state == "lost":
-                self._delete(name, path)
+    async def _files_done(self, index_path: Path | None) -> None:
+        """Wait (without blocking the loop) for the file thread to settle and upload this
+        worker's closed files; not when the worker was told to stop (its next start does)."""
+        assert self._files is not None and self._parts is not None
+        halt = self._parts.halt
+        self._files.end(index_path)
+        while self._files.running:
+            if halt.interrupted and not halt.fatal:
+                log.warning("not waiting for the uploads: this worker's next `mirror run "
+                            "--db` does them")
                 return
-            if self.store_url is None or state == "uploaded":
-                return
-            if self._store is None:
-                self._store = open_store(self.store_url)
-            crashpoints.reached("upload:before", "file")
-            self._store.upload(path, WARC_PREFIX + name)
-            crashpoints.reached("upload:before-mark", "file")
-            if m.mark_uploaded(name):
-                self.result.uploaded.append(name)
-                log.info("uploaded %s to %s", name, self.store_url)
-            elif m.file_state(name) == "lost":  # declared lost while it was uploaded
-                self._delete(name, path)
-        except (StoreError, OSError) as exc:
-            why = getattr(exc, "reason", None) or str(exc)
-            self.result.failed.append((name, why))
-            log.warning("%s not uploaded to %s: %s", name, self.store_url, why)
-        except Exception as exc:  # noqa: BLE001 - a file's upload never stops the crawl
-            log.exception("settling %s failed", name)
-            self.result.failed.append((name, f"{type(exc).__name__}: {exc}"))
+            await asyncio.sleep(0.05)
 
-    def _delete(self, name: str, path: Path) -> None:
-        if self.store_url is not None:
-            if self._store is None:
-                self._store = open_store(self.store_url)
-            self._store.delete(WARC_PREFIX + name)
-        path.unlink(missing_ok=True)
-        self.result.deleted.append(name)
-        log.warning("deleted %s: the manifest declared it lost", name)
+    def files(self) -> FilesResult | None:
+        return self._files.result if self._files is not None else None
 
-    def _upload_index(self, index: Path) -> None:
-        try:
-            if self._store is None:
-                self._store = open_store(self.store_url or "")
-            self._store.put_file(index, INDEX_KEY)
-            self.result.index = True
-        except StoreError as exc:
-            self.result.failed.append((index.name, exc.reason))
+    def close(self) -> None:
+        pass

@@ -26,7 +26,7 @@ def within(urls: list[T], left: int | None) -> tuple[list[T], int]:
 
 class SitemapBudget:
     """The budget of one run, counted in the manifest (sitemap_reads): a resumed run, and
-    the workers of a shared crawl, spend the same one."""
+    the workers of a shared run, spend the same one."""
 
     def __init__(self, manifest: Manifest, limit: int) -> None:
         self.manifest = manifest

@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 Discover = Callable[[UrlItem, Page], Discovered]
 #: told of every capture adopted: (item, exchange, error, URLs found)
 Stored = Callable[[UrlItem, Exchange, str | None, list[NewUrl]], None]
+#: a CaptureStore with the crawler's parts; its keywords add the run's (writer, history...)
+NewStore = Callable[..., CaptureStore]
 
 
 class RunSession:
@@ -60,17 +62,19 @@ class Startup:
     """Chooses the run (the unfinished one, or a new one seeded with the start URLs) and
     repairs the archive before the first fetch. Adoption commits each unrecorded capture
     group through the same CaptureStore.commit, with the same row, links and outcome, as
-    the process that wrote it would have."""
+    the process that wrote it would have (a store made by `new_store`, without a writer:
+    adoption writes nothing)."""
 
-    def __init__(self, cfg: SiteConfig, manifest: Manifest, store: CaptureStore,
+    def __init__(self, cfg: SiteConfig, manifest: Manifest, new_store: NewStore,
                  discover: Discover, stored: Stored, *, force_new_run: bool = False) -> None:
         self.cfg = cfg
         self.manifest = manifest
-        self.store = store
+        self.new_store = new_store
         self.discover = discover
         self.stored = stored
         self.force_new_run = force_new_run
         self.run_id = 0
+        self.history = False  # the run recovered last has captures of earlier runs
 
     def begin(self) -> tuple[int, bool]:
         """(the run to work on, whether it is resumed)."""
@@ -94,26 +98,19 @@ class Startup:
             log.info("resuming run %d (%d leased URLs back to pending)", last.id, back)
             run_id = last.id
         else:
-            run_id = self.manifest.start_run(now_iso(), self.cfg.digest(), self.seeds())
+            run_id = self.manifest.start_run(now_iso(), self.cfg.digest(), seeds(self.cfg))
             crashpoints.reached("run:started")
         self.recover(run_id)
         return run_id, resumed
-
-    def seeds(self) -> list[NewUrl]:
-        seeds = []
-        for raw in self.cfg.site.start_urls:
-            url = normalize(raw, self.cfg.scope.ignore_query)
-            seeds.append(NewUrl(url, site_key(url), 0, self.cfg.crawl.max_redirects, PAGE,
-                                Via.START, LinkKind.LINK))
-        return seeds
 
     def recover(self, run_id: int) -> None:
         """Repair what a crash left, adopting captures into `run_id` (the run that wrote
         them): torn tails cut, captures the manifest lost (a file cut short by power loss)
         re-queued, captures it never recorded adopted, .open files closed."""
         self.run_id = run_id
-        self.store.history = self.manifest.has_captures_before(run_id)
-        warc_dir = self.store.warc_dir
+        self.history = self.manifest.has_captures_before(run_id)
+        store = self.new_store(history=self.history)
+        warc_dir = store.warc_dir
         recovery.remove_temporaries(self.cfg.site.output_dir)
         open_paths = recovery.open_files(warc_dir)
         for path in open_paths:
@@ -123,9 +120,9 @@ class Startup:
             size = file_size(warc_dir / name) or file_size(warc_dir / (name + OPEN_SUFFIX))
             roll_back_short(self.manifest, run_id, name, size, end)
         for path in open_paths:
-            self._adopt_tail(path, ends.get(path.name[: -len(OPEN_SUFFIX)], 0))
+            self._adopt_tail(store, path, ends.get(path.name[: -len(OPEN_SUFFIX)], 0))
 
-    def _adopt_tail(self, path: Path, committed_end: int) -> None:
+    def _adopt_tail(self, store: CaptureStore, path: Path, committed_end: int) -> None:
         """Commit the complete capture groups past the last commit, each exactly as the
         normal path would have; cut the file after the last one adopted, then close it."""
         final = path.name[: -len(OPEN_SUFFIX)]
@@ -134,7 +131,7 @@ class Startup:
         adopted = 0
         try:
             for f in found:
-                if not self._adopt(f):  # then neither it nor what follows is kept
+                if not self._adopt(store, f):  # then neither it nor what follows is kept
                     good_end = f.location.response.offset
                     break
                 adopted += 1
@@ -153,7 +150,7 @@ class Startup:
         log.warning("closed %s left open by an earlier run (%d captures adopted)",
                     final, adopted)
 
-    def _adopt(self, f: recovery.Found) -> bool:
+    def _adopt(self, store: CaptureStore, f: recovery.Found) -> bool:
         """Commit a capture group the manifest never recorded, with the row, links and
         outcome the normal path would have committed. False when that cannot be done
         exactly (its URL is not waiting in this run, or its revisit's original is unknown)."""
@@ -169,14 +166,24 @@ class Startup:
             crashpoints.label = "adopted " + history.capture_kind(ex, revisit, original,
                                                                   item.via, self.run_id)
         robots = item.via == Via.ROBOTS  # stored out of band: no previous capture, no error
-        prev = None if robots else self.store.previous(self.run_id, item)
+        prev = None if robots else store.previous(self.run_id, item)
         payload = original if revisit is not None and revisit.profile != NOT_MODIFIED else None
-        links = self.discover(item, self.store.page(ex, prev, payload, item))
+        links = self.discover(item, store.page(ex, prev, payload, item))
         error = None if robots else http_error(ex.status, ex.truncated)
-        self.store.commit(self.run_id, item, ex, f.location, error, revisit, original, prev,
+        store.commit(self.run_id, item, ex, f.location, error, revisit, original, prev,
                           links)
         self.stored(item, ex, error, links[1])
         return True
+
+
+def seeds(cfg: SiteConfig) -> list[NewUrl]:
+    """The run's start URLs, as the manifest queues them."""
+    out = []
+    for raw in cfg.site.start_urls:
+        url = normalize(raw, cfg.scope.ignore_query)
+        out.append(NewUrl(url, site_key(url), 0, cfg.crawl.max_redirects, PAGE,
+                          Via.START, LinkKind.LINK))
+    return out
 
 
 def roll_back_short(manifest: Manifest, run_id: int, name: str, size: int,

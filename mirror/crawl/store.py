@@ -89,14 +89,20 @@ class CaptureStore:
     are leasable only once committed. `group_size` 1 commits each capture at once."""
 
     def __init__(self, manifest: Manifest, warc_dir: Path, wants_body: WantsBody, *,
+                 writer: WarcWriter | None = None, history: bool = False,
                  group_size: int | None = None, group_wait: float | None = None,
                  committed: Committed | None = None,
-                 failed: Callable[[str], object] | None = None) -> None:
+                 failed: Callable[[str], object] | None = None,
+                 learn: Learn | None = None,
+                 lease_of: Callable[[UrlItem], HostLease | None] | None = None,
+                 opened_file: Callable[[str], object] | None = None,
+                 closed_file: Callable[[str], None] | None = None) -> None:
         self.manifest = manifest
         self.warc_dir = warc_dir
         self.wants_body = wants_body
-        self.writer: WarcWriter | None = None  # opened once recovery has closed old files
-        self.history = False  # an earlier run than the one stored into has captures
+        #: None in the store start-up adopts with (commit, page, previous: it writes nothing)
+        self.writer = writer
+        self.history = history  # an earlier run than the one stored into has captures
         self.group_size = GROUP_SIZE if group_size is None else max(group_size, 1)
         self.group_wait = GROUP_WAIT if group_wait is None else group_wait
         self.committed = committed
@@ -105,19 +111,19 @@ class CaptureStore:
         self._originals: set[tuple[str, int]] = set()  # (digest, status) of its responses
         self._timer: asyncio.TimerHandle | None = None
         #: told the name of each WARC file the writer closed ([archive] store uploads it)
-        self.closed_file: Callable[[str], None] | None = None
-        #: told the name of each WARC file the writer began (a shared crawl records it)
-        self.opened_file: Callable[[str], object] | None = None
-        #: a shared crawl: the host lease a URL was taken under, which fences its commit
+        self.closed_file = closed_file
+        #: told the name of each WARC file the writer began (a shared run records it)
+        self.opened_file = opened_file
+        #: a shared run: the host lease a URL was taken under, which fences its commit
         #: (one capture per group then: a record fenced off is the file's tail, cut off)
-        self.lease_of: Callable[[UrlItem], HostLease | None] | None = None
+        self.lease_of = lease_of
         self._file = ""  # the file the last capture went to
         #: learned trap patterns (crawl/learned.py): each capture's figures, committed with it
-        self.learn: Learn | None = None
+        self.learn = learn
 
     def previous(self, run_id: int, item: UrlItem) -> Previous | None:
         """The URL's latest capture from an earlier run (no query when there is none); in
-        a shared crawl only one in this worker's own files (a 304 is read back from it)."""
+        a shared run only one in this worker's own files (a 304 is read back from it)."""
         prev = self.manifest.previous_capture(item.id, run_id) if self.history else None
         if prev is not None and not self._own(prev.original.filename):
             return None
@@ -199,7 +205,7 @@ class CaptureStore:
         except ManifestWriteError as exc:
             self._undo(group)
             raise StorageError(f"cannot update the manifest: {exc}") from exc
-        if fenced:  # a shared crawl's lease lost: one capture per group, the file's tail
+        if fenced:  # a shared run's lease lost: one capture per group, the file's tail
             assert self.writer is not None and len(group) == 1
             self.writer.undo(group[0].loc)
             crashpoints.reached("fenced:after-undo", "group")
@@ -258,15 +264,13 @@ class CaptureStore:
 
     def _own(self, filename: str) -> bool:
         """Whether a capture's file is one this process may read and refer to: any in a
-        folder of its own; in a shared crawl, only those in this worker's folder."""
+        folder of its own; in a shared run, only those in this worker's folder."""
         if self.lease_of is None:
             return True
         return self.warc_path(filename).exists()
 
     def warc_path(self, filename: str) -> Path:
-        """A WARC file by its final name, or still .open (while recovery adopts its tail)."""
-        path = self.warc_dir / filename
-        return path if path.exists() else path.with_name(filename + OPEN_SUFFIX)
+        return warc_path(self.warc_dir, filename)
 
     def page(self, ex: Exchange, prev: Previous | None, stored: Original | None = None,
              item: UrlItem | None = None) -> Page:
@@ -308,6 +312,12 @@ class CaptureStore:
             if self.writer is not None:
                 self.writer.close()
                 self._note_file("")
+
+
+def warc_path(warc_dir: Path, filename: str) -> Path:
+    """A WARC file by its final name, or still .open (while recovery adopts its tail)."""
+    path = warc_dir / filename
+    return path if path.exists() else path.with_name(filename + OPEN_SUFFIX)
 
 
 def _discovery_headers(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""The frontier of a crawl shared by several workers: hosts are leased, not URLs.
+"""The frontier of a shared run (several workers): hosts are leased, not URLs.
 
 A worker leases host slots from the manifest (FleetVerbs.lease_hosts: SKIP LOCKED on
 PostgreSQL, database time), then URLs of each host under its lease, fetches them one at a

@@ -1,0 +1,227 @@
+"""A shared run's WARC files (`mirror run --db postgresql://...`): a worker's repair of its
+own files at its start, and the states of the files it writes (open -> closed -> uploaded;
+DISTRIBUTED.md §5.2).
+
+Each worker has its own folder and writes only its own WARC files (its id in their
+names), so it alone repairs them: after a crash it cuts each `.open` file back to the last
+record the manifest has committed (a record past it was never committed, or was fenced
+off: its URL is fetched again, by whichever worker holds its host), and closes it. Closed
+files are recorded (size, SHA-256) and uploaded to the store in a thread, then marked
+uploaded; a file the manifest declared lost (its worker was forgotten: `--forget-worker`)
+is deleted instead, here and in the store, since its captures were forgotten and fetched
+again by others. So every uploaded file holds committed captures only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mirror import crashpoints
+from mirror.archive.manifest import Manifest
+from mirror.archive.warcwriter import FILE_RE, OPEN_SUFFIX
+from mirror.crawl.startup import roll_back_short
+from mirror.store.objstore import (
+    INDEX_KEY,
+    WARC_PREFIX,
+    ObjectStore,
+    StoreError,
+    file_digest,
+    open_store,
+)
+from mirror.upkeep import recovery
+from mirror.upkeep.recovery import file_size
+
+log = logging.getLogger(__name__)
+
+#: closed files waiting for the thread (more are settled at the end anyway)
+QUEUE_SIZE = 64
+#: how often an idle thread looks whether the run has ended (seconds)
+POLL = 0.1
+
+
+def repair_files(manifest: Manifest, warc_dir: Path, run_id: int) -> list[str]:
+    """A worker (re)starting: each of its `.open` files cut back to its last committed
+    record and closed (deleted when it has none); files declared lost deleted. Returns
+    the closed files still to record or upload, in name order."""
+    for path in recovery.open_files(warc_dir):
+        name = path.name[: -len(OPEN_SUFFIX)]
+        if _deleted_if_lost(manifest.file_state(name), path):
+            continue
+        end = _committed_end(manifest, run_id, path, name)
+        if end < file_size(path):
+            log.warning("cut %s back to its last committed record (%d -> %d bytes)",
+                        name, file_size(path), end)
+            recovery.truncate(path, end)
+        if end == 0:
+            path.unlink()
+            continue
+        os.replace(path, path.with_name(name))
+        log.warning("closed %s left open by this worker's last run", name)
+    todo = []
+    for name in sorted(os.listdir(warc_dir)) if warc_dir.is_dir() else ():
+        if not FILE_RE.match(name) or name.endswith(OPEN_SUFFIX):
+            continue
+        state = manifest.file_state(name)
+        if _deleted_if_lost(state, warc_dir / name):
+            continue
+        _committed_end(manifest, run_id, warc_dir / name, name)
+        if state in ("open", "closed"):
+            todo.append(name)
+    return todo
+
+
+def _deleted_if_lost(state: str | None, path: Path) -> bool:
+    if state != "lost":
+        return False
+    log.warning("deleting %s: the manifest declared it lost (its captures were fetched "
+                "again)", path.name)
+    path.unlink()
+    return True
+
+
+def _committed_end(manifest: Manifest, run_id: int, path: Path, name: str) -> int:
+    """Where the file's committed records end, after forgetting the captures past its
+    actual end (a file cut short by a power loss: startup.roll_back_short)."""
+    end = manifest.committed_end(name)
+    if roll_back_short(manifest, run_id, name, file_size(path), end):
+        end = manifest.committed_end(name)
+    return end
+
+
+@dataclass
+class FilesResult:
+    """What the worker's file thread did with its closed files."""
+
+    store: str | None
+    uploaded: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)  # declared lost
+    index: bool = False
+
+    def lines(self) -> list[str]:
+        if self.store is None:
+            return []
+        out = [f"store {self.store}: {len(self.uploaded)} WARC files uploaded"
+               + (", index" if self.index else "")
+               + (f"; {len(self.deleted)} lost files deleted" if self.deleted else "")]
+        out += [f"  not uploaded: {name} ({why}); the next `mirror run --db` of this "
+                "worker uploads it" for name, why in self.failed[:20]]
+        return out
+
+    @property
+    def complete(self) -> bool:
+        return not self.failed
+
+
+class SharedFiles:
+    """The worker's closed WARC files: recorded (size, SHA-256) and uploaded in a thread
+    of their own, with its own connection to the manifest; the crawl only tells it names
+    (never blocking). Owner of the `files` rows of this worker."""
+
+    def __init__(self, dsn: str, owner: str, warc_dir: Path, store_url: str | None) -> None:
+        self.dsn, self.owner, self.warc_dir, self.store_url = dsn, owner, warc_dir, store_url
+        self.result = FilesResult(store_url)
+        self._store: ObjectStore | None = None
+        self._manifest: Manifest | None = None
+        self._queue: queue.Queue[str] = queue.Queue(QUEUE_SIZE)
+        self._overflow: list[str] = []  # names that did not fit: settled at the end
+        self._lock = threading.Lock()
+        self._ending = threading.Event()
+        self._index: Path | None = None
+        self._thread = threading.Thread(target=self._work, name="warc-files", daemon=True)
+        self._thread.start()
+
+    def closed(self, name: str) -> None:
+        """The writer closed `name` (or start-up found it closed and not uploaded)."""
+        try:
+            self._queue.put_nowait(name)
+        except queue.Full:
+            with self._lock:
+                self._overflow.append(name)
+
+    def end(self, index: Path | None = None) -> None:
+        """The worker is done: settle what is left (and upload `index`, when given: the
+        worker that completed the run wrote it), then stop."""
+        self._index = index
+        self._ending.set()
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def _work(self) -> None:
+        try:
+            while not self._ending.is_set() or not self._queue.empty():
+                try:
+                    name = self._queue.get(timeout=POLL)
+                except queue.Empty:
+                    continue
+                self._settle(name)
+            with self._lock:
+                rest, self._overflow = self._overflow, []
+            for name in rest:
+                self._settle(name)
+            if self._index is not None and self.store_url and not self.result.failed:
+                self._upload_index(self._index)
+        finally:
+            if self._manifest is not None:
+                self._manifest.close()
+
+    def _settle(self, name: str) -> None:
+        """One closed file: closed in the manifest, then uploaded and marked so; deleted
+        when the manifest declared it lost. A failure is kept for the end (the next start
+        of this worker tries again)."""
+        path = self.warc_dir / name
+        try:
+            if self._manifest is None:
+                self._manifest = Manifest(self.dsn)
+            m = self._manifest
+            state = m.file_state(name)
+            if state == "open" and not m.close_file(name, path.stat().st_size,
+                                                    file_digest(path, "sha256")):
+                state = m.file_state(name)
+            if state == "lost":
+                self._delete(name, path)
+                return
+            if self.store_url is None or state == "uploaded":
+                return
+            if self._store is None:
+                self._store = open_store(self.store_url)
+            crashpoints.reached("upload:before", "file")
+            self._store.upload(path, WARC_PREFIX + name)
+            crashpoints.reached("upload:before-mark", "file")
+            if m.mark_uploaded(name):
+                self.result.uploaded.append(name)
+                log.info("uploaded %s to %s", name, self.store_url)
+            elif m.file_state(name) == "lost":  # declared lost while it was uploaded
+                self._delete(name, path)
+        except (StoreError, OSError) as exc:
+            why = getattr(exc, "reason", None) or str(exc)
+            self.result.failed.append((name, why))
+            log.warning("%s not uploaded to %s: %s", name, self.store_url, why)
+        except Exception as exc:  # noqa: BLE001 - a file's upload never stops the crawl
+            log.exception("settling %s failed", name)
+            self.result.failed.append((name, f"{type(exc).__name__}: {exc}"))
+
+    def _delete(self, name: str, path: Path) -> None:
+        if self.store_url is not None:
+            if self._store is None:
+                self._store = open_store(self.store_url)
+            self._store.delete(WARC_PREFIX + name)
+        path.unlink(missing_ok=True)
+        self.result.deleted.append(name)
+        log.warning("deleted %s: the manifest declared it lost", name)
+
+    def _upload_index(self, index: Path) -> None:
+        try:
+            if self._store is None:
+                self._store = open_store(self.store_url or "")
+            self._store.put_file(index, INDEX_KEY)
+            self.result.index = True
+        except StoreError as exc:
+            self.result.failed.append((index.name, exc.reason))
