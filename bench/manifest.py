@@ -86,7 +86,7 @@ def text_of(n: int):  # noqa: ANN201
 # -- SQLite: one process, the single machine's path -------------------------------------------
 def sqlite_child(mode: str, captures: int, text: bool) -> dict[str, float]:
     """Runs with whatever `mirror` is first on sys.path (this checkout, or --before)."""
-    from mirror.archive.manifest import Manifest
+    from mirror.manifest.writer import Manifest
 
     per_site = universe(captures)
     with tempfile.TemporaryDirectory() as tmp:
@@ -154,7 +154,7 @@ def bytes_per_url(result: dict) -> str:  # noqa: ANN401 - a round's result
 
 # -- PostgreSQL: N worker processes leasing hosts ---------------------------------------------
 def pg_child(dsn: str, owner: str, go: str, captures: int, text: bool) -> dict[str, object]:
-    from mirror.archive.manifest import open_manifest
+    from mirror.manifest.writer import open_manifest
 
     per_site = universe(captures)
     m = open_manifest(dsn)
@@ -229,7 +229,7 @@ def bench_pg(args: argparse.Namespace) -> None:
 
 
 def pg_round(dsn: str, workers: int, args: argparse.Namespace, go: Path) -> dict[str, float]:
-    from mirror.archive.manifest import open_manifest
+    from mirror.manifest.writer import open_manifest
 
     open_manifest(dsn).close()  # the schema, before the workers race for it
     procs = [subprocess.Popen(

@@ -98,7 +98,7 @@ def median_row(name: str, runs: list[tuple[Usage, int]]) -> dict[str, float]:
 
 def latency(archive: Path, queries: int, seed: int) -> None:
     sys.path.insert(0, str(ROOT))
-    from mirror.archive.manifest_queries import ManifestReader
+    from mirror.manifest.reader import ManifestReader
 
     manifest = ManifestReader(archive / "manifest.sqlite3")
     rng = random.Random(seed)

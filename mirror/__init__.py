@@ -1,12 +1,15 @@
 """mirror: archive websites into WARC files, resumable and browsable offline.
 
-Code map. Four layers, each importing only the ones below it (tests/test_quality.py
+Code map. Layers, each importing only the ones below it (tests/test_quality.py
 enforces the table and that there is no import cycle):
 
     web/      pure web standards: URLs, content-codings and charsets, HTML and CSS
               links, rewriting, HTTP facts. No I/O.
     archive/  the on-disk formats both sides share: WARC writing and reading, start-up
-              repair of WARC files, the SQLite manifest, the CDXJ index, the lock.
+              repair of WARC files, the CDXJ index, the lock.
+    manifest/ a run's state in SQL (SQLite for one archive, PostgreSQL for a shared run):
+              the connection layer for both engines (db), the schema, the reading and
+              writing handles, full-text search of page texts. No SQL outside it.
     crawl/    the write side: frontier, fetch, politeness and retry policy (dead hosts,
               retry budget), robots.txt and sitemaps, cookies and login, scope (CMS
               traps), link discovery (in helper processes), revisit decisions, the

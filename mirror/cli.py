@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from mirror import __version__, searchcmd
 from mirror.archive.lock import ArchiveLock, ArchiveLocked
-from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
 from mirror.archive.objstore import StoreError
 from mirror.archive.workerfolder import no_manifest, shared_worker_note
 from mirror.config import ConfigError, SiteConfig, load_config
 from mirror.layout import ArchiveLayout
 from mirror.librarycmds import LibraryUsageError
+from mirror.manifest.reader import ManifestError, ManifestReader, Run
 from mirror.model import SNAPSHOT_CODES, ExitCode, RunState
 from mirror.report import (
     RunStatus,
@@ -412,9 +412,9 @@ def _shared_run(cfg: SiteConfig, args: argparse.Namespace) -> SharedRun | None:
         if lone:
             raise UsageError(f"{lone[0]} works only with --db postgresql://...")
         return None
-    from mirror.archive.sqldb import is_database_url, shown
     from mirror.crawl.hostlease import min_ttl
     from mirror.crawl.sharedrun import SharedRun, check_worker_id, default_worker_id
+    from mirror.manifest.db import is_database_url, shown
 
     if not is_database_url(args.db):
         raise UsageError(f"--db {shown(args.db)!r}: expected a PostgreSQL URL such as "
@@ -637,7 +637,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def _learned(cfg: SiteConfig) -> dict[str, Any] | None:
     """The learned trap patterns the archive's last run stopped (None: no manifest yet)."""
-    from mirror.archive.manifest_patterns import stopped_patterns
+    from mirror.manifest.patterns import stopped_patterns
 
     path = ArchiveLayout(cfg.site.output_dir).manifest
     if not path.exists():
@@ -787,8 +787,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def _index_texts(layout: ArchiveLayout, warc_dir: Path) -> int:
-    from mirror.archive.manifest import Manifest
     from mirror.archive.textindex import rebuild_texts
+    from mirror.manifest.writer import Manifest
 
     if not layout.manifest.exists():
         raise UsageError(no_manifest(layout.manifest))

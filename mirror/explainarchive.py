@@ -3,10 +3,10 @@ page's robots meta tag is the reason (the scope rules alone cannot say it)."""
 
 from __future__ import annotations
 
-from mirror.archive.manifest_queries import ManifestError, ManifestReader
 from mirror.config import SiteConfig
 from mirror.explain import RULES
 from mirror.layout import ArchiveLayout
+from mirror.manifest.reader import ManifestError, ManifestReader
 from mirror.model import META_ROBOTS
 from mirror.web.urls import InvalidURL, normalize
 

@@ -8,12 +8,12 @@ from datetime import datetime
 from pathlib import Path
 
 from mirror.archive.fsutil import atomic_write_text
-from mirror.archive.manifest_patterns import learned_report
-from mirror.archive.manifest_queries import ManifestReader
 from mirror.config import SiteConfig
 from mirror.crawl.history import Changes, compare
 from mirror.crawl.politeness import UNREACHABLE
 from mirror.layout import ArchiveLayout
+from mirror.manifest.patterns import learned_report
+from mirror.manifest.reader import ManifestReader
 from mirror.model import PARSE_BUDGET, UNFINISHED, ExitCode, Run, RunState
 from mirror.report import RunData, build_report
 from mirror.runhealth import Health, health, numbers_of, start_problem

@@ -80,10 +80,10 @@ def _color() -> bool:
 def _search_site(args: argparse.Namespace, site_file: Path, query: str) -> int:
     import json
 
-    from mirror.archive.manifest_queries import ManifestReader
-    from mirror.archive.manifest_text import SearchError
     from mirror.config import load_config
     from mirror.layout import ArchiveLayout
+    from mirror.manifest.reader import ManifestReader
+    from mirror.manifest.texts import SearchError
     from mirror.textview import hit_json, render_hits
 
     cfg = load_config(site_file)

@@ -105,9 +105,9 @@ def test_a_killed_workers_run_is_finished_by_another_from_its_checkpoint(
 
 
 def _restored_archive_verifies(folder: Path, store_url: str) -> None:
-    from mirror.archive.manifest_queries import ManifestReader
     from mirror.archive.objstore import open_store
     from mirror.archive.storesync import restore
+    from mirror.manifest.reader import ManifestReader
     from mirror.verify import check_archive
 
     result = restore(folder, open_store(store_url))

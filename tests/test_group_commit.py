@@ -19,9 +19,9 @@ from warcio.archiveiterator import ArchiveIterator
 
 from mirror import crashpoints
 from mirror.archive import recovery
-from mirror.archive.manifest import ManifestReader, NewUrl
 from mirror.config import load_config
 from mirror.crawl.store import StorageError
+from mirror.manifest.writer import ManifestReader, NewUrl
 from mirror.model import NOTHING, Discovered, ExitCode
 
 

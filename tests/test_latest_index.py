@@ -1,4 +1,4 @@
-"""The index of the newest texts (archive/latestindex.py) is brought in step with what
+"""The index of the newest texts (manifest/latestindex.py) is brought in step with what
 changed only; after every kind of change it must equal an index made from scratch of each
 URL's newest text, as the captures say, word for word and position for position."""
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mirror.archive import latestindex
-from mirror.archive import manifest as manifest_module
-from mirror.archive.manifest import Manifest
+from mirror.manifest import latestindex
+from mirror.manifest import writer as manifest_module
+from mirror.manifest.writer import Manifest
 from mirror.model import CaptureRow, NewUrl, PageText
 
 H = "http://h.test/"

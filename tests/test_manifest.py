@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mirror.archive.manifest import Manifest, ManifestWriteError
-from mirror.archive.manifest_queries import ManifestReader
+from mirror.manifest.reader import ManifestReader
+from mirror.manifest.writer import Manifest, ManifestWriteError
 from mirror.model import CaptureRow, NewUrl, UrlItem
 
 A, B, C = "http://h.test/a", "http://h.test/b", "http://h.test/c"
@@ -123,7 +123,7 @@ def test_page_texts_reach_the_search_index_in_batches_and_none_is_lost(
     """A text is committed with its capture; the full-text index takes texts in batches
     (TEXT_BATCH), at the end of a run, and when a writer opens a manifest a killed process
     left with texts it had not indexed; a capture rolled back takes its text out of both."""
-    from mirror.archive import manifest as manifest_module
+    from mirror.manifest import writer as manifest_module
     from mirror.model import PageText
 
     monkeypatch.setattr(manifest_module, "TEXT_BATCH", 3)
@@ -178,7 +178,7 @@ def test_a_search_that_matches_more_than_it_ranks_ranks_the_newest(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """RANKED_AT_MOST bounds bm25's work: past it, the newest matches are ranked; under
     it every match is. A query matching few texts is unaffected."""
-    from mirror.archive import manifest_text
+    from mirror.manifest import texts as manifest_text
 
     path, _ = _texts(tmp_path, 6)
     m = ManifestReader(path)

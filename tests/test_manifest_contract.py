@@ -2,7 +2,7 @@
 server: tests/pgserver.py; skipped with the reason where it cannot start).
 
 The run and URL state machine as the crawler drives it, the queries of status and reports,
-and the host lease state machine of a crawl shared by several workers (manifest_schema's
+and the host lease state machine of a crawl shared by several workers (manifest.schema's
 docstring): exclusive leases across connections and processes, expiry by the database's
 clock, fencing (a commit under a lost lease writes nothing), recover, Retry-After and the
 politeness delay. Then 4 worker processes crawl 8 hosts through one manifest, one of them
@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from mirror.archive.manifest import Manifest, ManifestWriteError, open_manifest
-from mirror.archive.manifest_queries import ManifestError, ManifestReader, open_reader
+from mirror.manifest.reader import ManifestError, ManifestReader, open_reader
+from mirror.manifest.writer import Manifest, ManifestWriteError, open_manifest
 from mirror.model import CaptureRow, NewUrl, PageText, UrlItem
 
 BACKENDS = ["sqlite", "postgresql"]
@@ -616,7 +616,7 @@ def test_a_transaction_the_database_rolls_back_to_break_a_deadlock_runs_again(
 
     import psycopg
 
-    from mirror.archive import manifest_fleet
+    from mirror.manifest import sharedrun as manifest_fleet
 
     m = open_manifest(pg_dsn)
     blocker = psycopg.connect(pg_dsn, autocommit=True)
@@ -652,7 +652,7 @@ def test_a_transaction_the_database_rolls_back_to_break_a_deadlock_runs_again(
 
 
 def test_both_databases_hold_the_same_tables_and_columns(pg_dsn: str, tmp_path: Path) -> None:
-    """The PostgreSQL schema is the SQLite one rendered (manifest_schema.postgres): the same
+    """The PostgreSQL schema is the SQLite one rendered (manifest.schema.postgres): the same
     tables and columns in the same order (and SQLite's implicit rowid made explicit where
     the manifest reads it); only FTS5's index is SQLite's alone."""
     lite, pg = open_manifest(tmp_path / "m.sqlite3"), open_manifest(pg_dsn)
@@ -686,7 +686,7 @@ def test_a_database_url_needs_the_fleet_extra(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_a_database_is_named_without_its_password() -> None:
-    from mirror.archive.sqldb import is_database_url, shown
+    from mirror.manifest.db import is_database_url, shown
 
     assert shown("postgresql://u:secret@db.example:5433/crawl?sslmode=require") \
         == "postgresql://u@db.example:5433/crawl"

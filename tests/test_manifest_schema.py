@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from mirror.archive.manifest import Manifest
-from mirror.archive.manifest_queries import ManifestError, ManifestReader
-from mirror.archive.manifest_schema import (
+from mirror.manifest.reader import ManifestError, ManifestReader
+from mirror.manifest.schema import (
     MIGRATIONS,
     READ_AS_CURRENT,
     SCHEMA,
@@ -24,6 +23,7 @@ from mirror.archive.manifest_schema import (
     URL_ITEM_COLUMNS,
     postgres,
 )
+from mirror.manifest.writer import Manifest
 from mirror.model import UrlItem
 
 #: schema 1 as mirror last wrote it (commit 8625694): no record_type/original_id columns,

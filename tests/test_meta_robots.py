@@ -14,7 +14,7 @@ import pytest
 from conftest import TestSite
 from uiproc import UiProcess, mirror_cmd, site_file
 
-from mirror.archive.manifest_queries import ManifestReader
+from mirror.manifest.reader import ManifestReader
 from mirror.model import RobotsCounts
 from mirror.report import META_ROBOTS_OFF, nofollow_warning
 from mirror.web.extract import extract_html

@@ -403,7 +403,7 @@ async def test_an_unfinished_run_is_kept_and_resumes_after_the_prune(make_site, 
 
 
 def _problems(archive: Path) -> list[Any]:
-    from mirror.archive.manifest_queries import ManifestReader
+    from mirror.manifest.reader import ManifestReader
     from mirror.verify import check_archive
 
     manifest = ManifestReader(archive / "manifest.sqlite3")
@@ -415,7 +415,7 @@ def _problems(archive: Path) -> list[Any]:
 
 async def test_the_manifest_is_compacted_when_a_prune_frees_much_of_it(make_site, tmp_path):
     """A run reuses the pages a prune frees, so only a large prune rewrites the file."""
-    from mirror.archive.manifest import Manifest
+    from mirror.manifest.writer import Manifest
 
     _, folder = await three_runs(make_site, tmp_path)
     path = folder / "archive" / "manifest.sqlite3"

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import RunClock, crawl_twice
 
-from mirror.archive.manifest_queries import ManifestReader
-from mirror.archive.manifest_text import SearchError, marked
 from mirror.cli import main
+from mirror.manifest.reader import ManifestReader
+from mirror.manifest.texts import SearchError, marked
 
 #: a generated site: each page's words are known, so every answer below is exact
 PAGES = {
@@ -234,7 +234,7 @@ async def test_diff_page_prints_the_changed_words(make_site, crawl, capsys) -> N
 def test_only_the_query_s_own_errors_are_search_errors() -> None:
     """A busy, failing or damaged database is not blamed on the query: FTS5's refusals are
     plain SQLITE_ERRORs, the others are not."""
-    from mirror.archive.manifest_text import _is_query_error
+    from mirror.manifest.texts import _is_query_error
 
     def error(message: str, code: int) -> sqlite3.OperationalError:
         exc = sqlite3.OperationalError(message)
@@ -284,7 +284,7 @@ async def test_the_index_of_the_newest_texts_follows_runs_and_prunes(make_site,
     after run 2 the old /compost text has left that index; after run 1 is pruned, and
     after `mirror index --search`, which reads only run 2's texts again (every text is
     then a page's newest), `texts` serves as that index and it stays empty."""
-    from mirror.archive.manifest import Manifest
+    from mirror.manifest.writer import Manifest
 
     site, done = await two_runs(make_site, crawl, "Turn the heap weekly now.")
     archive = done.archive

@@ -28,10 +28,10 @@ from warcio.checker import Checker
 
 from mirror import crashpoints
 from mirror.archive import workerfolder
-from mirror.archive.manifest import Manifest, NewUrl
 from mirror.archive.objstore import WARC_PREFIX, open_store
 from mirror.archive.warcwriter import WarcWriter, default_info, sha1_digest
 from mirror.crawl.store import CaptureStore
+from mirror.manifest.writer import Manifest, NewUrl
 from mirror.model import NOTHING, Exchange
 
 ROOT = Path(__file__).resolve().parent.parent

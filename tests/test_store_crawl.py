@@ -22,11 +22,11 @@ from s3server import free_port
 
 from mirror.archive.files import StoreFiles
 from mirror.archive.lock import ArchiveLock
-from mirror.archive.manifest_queries import ManifestReader
 from mirror.archive.objstore import ObjectStore, open_store
 from mirror.archive.storesync import push, restore
 from mirror.cli import main
 from mirror.config import ConfigError, load_config
+from mirror.manifest.reader import ManifestReader
 from mirror.model import ExitCode
 from mirror.outputdir import is_archive, output_dir_problem
 from mirror.replay.captures import CaptureIndex

@@ -23,11 +23,11 @@ import pytest
 from conftest import write_config
 
 from mirror.archive.index import capture_line, write_index
-from mirror.archive.manifest import Manifest
 from mirror.archive.objstore import INDEX_KEY, WARC_PREFIX, ObjectStore, file_digest
-from mirror.archive.sqldb import ManifestError
 from mirror.archive.warcwriter import IDENTICAL, CaptureLocation, WarcWriter, sha1_digest
 from mirror.cli import build_parser, main
+from mirror.manifest.db import ManifestError
+from mirror.manifest.writer import Manifest
 from mirror.model import CaptureRow, Exchange, ExitCode, HostLease, NewUrl, Revisit, UrlItem
 from mirror.verify import format_problems
 from mirror.verify.shared import verify_db

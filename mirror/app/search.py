@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mirror.app.library import SiteEntry
-from mirror.archive.manifest_queries import ManifestError, ManifestReader
-from mirror.archive.manifest_text import Hit, SearchError
-from mirror.archive.searchpages import MAX_PAGES, best_pages
 from mirror.archive.searchrank import ranked
 from mirror.layout import ArchiveLayout
+from mirror.manifest.reader import ManifestError, ManifestReader
+from mirror.manifest.searchpages import MAX_PAGES, best_pages
+from mirror.manifest.texts import Hit, SearchError
 from mirror.replay.serve import run_timestamp
 
 __all__ = ["MAX_PAGES", "PER_PAGE", "Found", "Results", "SearchError", "clamp_page",

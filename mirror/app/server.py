@@ -219,7 +219,7 @@ class LibraryApp:
                          defaults=self._export_defaults(entry), message=message)
 
     def _runs(self, entry: SiteEntry) -> list[Any]:
-        from mirror.archive.manifest_queries import ManifestError, ManifestReader
+        from mirror.manifest.reader import ManifestError, ManifestReader
 
         if entry.config is None:
             return []

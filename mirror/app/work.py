@@ -6,9 +6,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mirror.archive.lock import ArchiveLock, ArchiveLocked
-from mirror.archive.manifest_queries import ManifestReader
 from mirror.config import SiteConfig
 from mirror.layout import ArchiveLayout
+from mirror.manifest.reader import ManifestReader
 
 Progress = Callable[[int, int], None]
 

@@ -50,8 +50,6 @@ from mirror import crashpoints
 from mirror.archive import index
 from mirror.archive.fsutil import fsync_dir
 from mirror.archive.lock import ArchiveLock
-from mirror.archive.manifest import Manifest
-from mirror.archive.manifest_queries import ManifestReader, PruneTargets
 from mirror.archive.prunefile import head_length, temp_name, write_pruned
 from mirror.archive.pruneplan import (
     FileChange,
@@ -65,6 +63,8 @@ from mirror.archive.retention import RULES, Retention, runs_to_keep
 from mirror.archive.warcwriter import next_serial
 from mirror.archive.workerfolder import no_manifest
 from mirror.layout import ArchiveLayout
+from mirror.manifest.reader import ManifestReader, PruneTargets
+from mirror.manifest.writer import Manifest
 from mirror.model import Run
 
 __all__ = ["PruneError", "PruneResult", "finish_interrupted_prune", "prune_site"]

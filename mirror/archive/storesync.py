@@ -35,7 +35,6 @@ from pathlib import Path
 from mirror.archive import index
 from mirror.archive.damage import Damage, report
 from mirror.archive.fsutil import atomic_write_text, fsync_dir
-from mirror.archive.manifest import Manifest
 from mirror.archive.objstore import (
     INDEX_KEY,
     MANIFEST_KEY,
@@ -47,6 +46,7 @@ from mirror.archive.objstore import (
 from mirror.archive.snapshot import copy_manifest
 from mirror.archive.warcwriter import FILE_RE, OPEN_SUFFIX
 from mirror.layout import ArchiveLayout
+from mirror.manifest.writer import Manifest
 
 log = logging.getLogger(__name__)
 

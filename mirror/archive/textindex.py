@@ -6,8 +6,8 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from mirror.archive.manifest import Manifest
 from mirror.archive.warcread import ReadError, read_raw
+from mirror.manifest.writer import Manifest
 from mirror.model import PageText
 from mirror.web.codings import DecodeError, decode_body
 from mirror.web.extract import extract_html, page_text

@@ -16,12 +16,6 @@ from typing import IO, TYPE_CHECKING, Any
 
 from mirror import crashpoints
 from mirror.archive import index, recovery, warcwriter, workerfolder
-from mirror.archive.manifest import (
-    Manifest,
-    NewUrl,
-    Previous,
-    UrlItem,
-)
 from mirror.archive.warcwriter import (
     Exchange,
     WarcWriter,
@@ -65,6 +59,12 @@ from mirror.crawl.sitemapbudget import SitemapBudget
 from mirror.crawl.startup import RunSession, Startup, now_iso
 from mirror.crawl.store import CaptureStore, StorageError
 from mirror.layout import ArchiveLayout
+from mirror.manifest.writer import (
+    Manifest,
+    NewUrl,
+    Previous,
+    UrlItem,
+)
 from mirror.model import (
     NOTHING,
     SITEMAP_BUDGET,

@@ -34,8 +34,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mirror.archive.manifest import Manifest, UrlItem
 from mirror.crawl.frontier import Waits
+from mirror.manifest.writer import Manifest, UrlItem
 from mirror.model import HostLease
 
 log = logging.getLogger(__name__)

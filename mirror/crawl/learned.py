@@ -7,10 +7,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from mirror.archive.manifest import Manifest
-from mirror.archive.manifest_patterns import read_patterns
 from mirror.crawl.scope import PAGE
 from mirror.crawl.simhash import NearIndex, from_signed, simhash, to_signed
+from mirror.manifest.patterns import read_patterns
+from mirror.manifest.writer import Manifest
 from mirror.model import Discovered, NewUrl, UrlItem
 from mirror.web.patterns import Figures, url_pattern, verdict, why
 

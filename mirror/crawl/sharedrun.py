@@ -26,7 +26,6 @@ from pathlib import Path
 
 from mirror import crashpoints
 from mirror.archive import recovery
-from mirror.archive.manifest import Manifest
 from mirror.archive.objstore import (
     INDEX_KEY,
     WARC_PREFIX,
@@ -38,6 +37,7 @@ from mirror.archive.objstore import (
 from mirror.archive.recovery import file_size
 from mirror.archive.warcwriter import FILE_RE, OPEN_SUFFIX
 from mirror.crawl.startup import roll_back_short
+from mirror.manifest.writer import Manifest
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import TypeVar
 
-from mirror.archive.manifest import Manifest
+from mirror.manifest.writer import Manifest
 from mirror.model import Discovered, UrlItem
 
 log = logging.getLogger(__name__)

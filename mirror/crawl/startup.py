@@ -12,7 +12,6 @@ from pathlib import Path
 
 from mirror import crashpoints
 from mirror.archive import recovery
-from mirror.archive.manifest import Manifest, ManifestError, NewUrl, UrlItem
 from mirror.archive.recovery import file_size
 from mirror.archive.warcwriter import NOT_MODIFIED, OPEN_SUFFIX, Exchange
 from mirror.config import SiteConfig
@@ -21,6 +20,7 @@ from mirror.crawl.parsehelper import Page
 from mirror.crawl.politeness import http_error
 from mirror.crawl.scope import PAGE
 from mirror.crawl.store import CaptureStore
+from mirror.manifest.writer import Manifest, ManifestError, NewUrl, UrlItem
 from mirror.model import UNFINISHED, Discovered, LinkKind, RunState, Via
 from mirror.web.urls import normalize, site_key
 

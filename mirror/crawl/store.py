@@ -11,15 +11,6 @@ from pathlib import Path
 
 from mirror import crashpoints
 from mirror.archive import warcread
-from mirror.archive.manifest import (
-    CaptureRow,
-    Manifest,
-    ManifestWriteError,
-    NewUrl,
-    Original,
-    Previous,
-    UrlItem,
-)
 from mirror.archive.warcwriter import (
     NOT_MODIFIED,
     OPEN_SUFFIX,
@@ -31,6 +22,15 @@ from mirror.archive.warcwriter import (
 from mirror.crawl import history
 from mirror.crawl.discover import MAX_PARSE_BYTES
 from mirror.crawl.parsehelper import Page
+from mirror.manifest.writer import (
+    CaptureRow,
+    Manifest,
+    ManifestWriteError,
+    NewUrl,
+    Original,
+    Previous,
+    UrlItem,
+)
 from mirror.model import Discovered, HostLease
 from mirror.web.http import header_map, mime_of
 from mirror.web.robotsmeta import HEADER, header_values

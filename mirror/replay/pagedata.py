@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from mirror.archive.manifest_queries import ManifestReader
+from mirror.manifest.reader import ManifestReader
 from mirror.replay.captures import Capture, CaptureIndex
 from mirror.replay.export import shown_url
 from mirror.replay.history import HistoryRow, Side, capture_at_run, index_rows, manifest_rows

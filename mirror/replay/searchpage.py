@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from mirror.archive.manifest_queries import ManifestReader
-from mirror.archive.manifest_text import SearchError
-from mirror.archive.searchpages import MAX_PAGES, PageHit, best_pages
+from mirror.manifest.reader import ManifestReader
+from mirror.manifest.searchpages import MAX_PAGES, PageHit, best_pages
+from mirror.manifest.texts import SearchError
 from mirror.replay.export import shown_url
 from mirror.replay.pages import (
     attr,
@@ -63,7 +63,7 @@ class SearchResults:
 
 def run_search(manifest: ManifestReader, form: SearchForm) -> SearchResults:
     """The form's page of results. Each page once, its query-string variants folded under
-    its best-ranked one (as the app shows a site: archive/searchpages.py), in the newest
+    its best-ranked one (as the app shows a site: manifest/searchpages.py), in the newest
     captures or in one run's. "Every version" folds nothing: it asks for each text a URL
     ever had, and a page's variants are versions of it too; one result per (URL, text)."""
     runs, unindexed = [r.id for r in manifest.runs()], manifest.unindexed_pages()

@@ -19,10 +19,10 @@ from itertools import groupby
 from typing import IO, Any, cast
 
 from mirror.archive.files import StoreFiles
-from mirror.archive.manifest_queries import ManifestReader, open_reader
-from mirror.archive.manifest_schema import FRONTIER_URLS
 from mirror.archive.objstore import WARC_PREFIX, ObjectStore, StoreError, open_store
-from mirror.archive.sqldb import ManifestError, is_database_url
+from mirror.manifest.db import ManifestError, is_database_url
+from mirror.manifest.reader import ManifestReader, open_reader
+from mirror.manifest.schema import FRONTIER_URLS
 from mirror.model import ExitCode, FileRow, Run, RunState
 from mirror.verify import Verdict, check_archive
 from mirror.verify.problem import Problem

@@ -10,11 +10,16 @@ from functools import partial
 from pathlib import Path
 
 from mirror import crashpoints
-from mirror.archive import latestindex
-from mirror.archive.manifest_fleet import FleetVerbs, fence, retried
-from mirror.archive.manifest_patterns import PatternWrites
-from mirror.archive.manifest_queries import END, ManifestReader
-from mirror.archive.manifest_schema import (
+from mirror.manifest import latestindex
+from mirror.manifest.db import (
+    ManifestConflict,
+    ManifestWriteError,
+    PostgresDb,
+    SqlDb,
+)
+from mirror.manifest.patterns import PatternWrites
+from mirror.manifest.reader import END, ManifestReader
+from mirror.manifest.schema import (
     FRONTIER_URLS,
     HELD_BY_OTHERS,
     URL_ITEM_COLUMNS,
@@ -22,13 +27,8 @@ from mirror.archive.manifest_schema import (
     create_or_upgrade,
     create_or_upgrade_postgres,
 )
-from mirror.archive.manifest_sitemaps import SitemapReads
-from mirror.archive.sqldb import (
-    ManifestConflict,
-    ManifestWriteError,
-    PostgresDb,
-    SqlDb,
-)
+from mirror.manifest.sharedrun import FleetVerbs, fence, retried
+from mirror.manifest.sitemaps import SitemapReads
 from mirror.model import (
     CaptureRow,
     HostLease,
@@ -77,7 +77,7 @@ class Manifest(FleetVerbs, SitemapReads, PatternWrites, ManifestReader):
     """Crawl state, opened read-write: an older schema is upgraded on opening. In a SQLite
     file (WAL; one writer at a time) or a PostgreSQL database (several workers: the
     verbs of FleetVerbs lease hosts to them). Every method is one short transaction; the
-    queries are ManifestReader's. The state machines are in manifest_schema's docstring."""
+    queries are ManifestReader's. The state machines are in manifest.schema's docstring."""
 
     def __init__(self, path: Path | str, *, durable: bool = False) -> None:
         self.durable = durable  # SQLite: synchronous=FULL (PostgreSQL: the server decides)
@@ -441,7 +441,7 @@ class Manifest(FleetVerbs, SitemapReads, PatternWrites, ManifestReader):
 
     def index_texts(self, *, whole: bool = True) -> int:
         """Add the page texts the full-text index lacks, in one transaction; how many. (A
-        PostgreSQL manifest has no full-text index: manifest_text.) Not `whole` (a batch
+        PostgreSQL manifest has no full-text index: manifest.texts.) Not `whole` (a batch
         in a run): the index of the newest texts is kept in step, but not made."""
         if self.sql.dialect != "sqlite":
             return 0

@@ -5,10 +5,10 @@ captures it has."""
 
 from __future__ import annotations
 
-from mirror.archive.sqldb import SqlDb
+from mirror.manifest.db import SqlDb
 from mirror.web.patterns import Figures, url_pattern, why
 
-#: added to manifest_schema.SCHEMA (tables made with CREATE TABLE IF NOT EXISTS: an older
+#: added to manifest.schema.SCHEMA (tables made with CREATE TABLE IF NOT EXISTS: an older
 #: manifest gets them on opening, a reader sees them empty)
 PATTERN_SCHEMA = """
 -- Learned trap patterns (web/patterns.py): what each run saw of each URL pattern's pages

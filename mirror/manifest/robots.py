@@ -3,7 +3,7 @@ Manifest.commit_capture(robots=...)): a base of ManifestReader."""
 
 from __future__ import annotations
 
-from mirror.archive.sqldb import SqlDb
+from mirror.manifest.db import SqlDb
 from mirror.model import META_ROBOTS, RobotsCounts
 
 #: the pages a count is over: page URLs (not requisites, not robots.txt) with a 2xx answer

@@ -105,8 +105,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from mirror.archive.manifest_patterns import PATTERN_SCHEMA
-from mirror.archive.sqldb import ManifestError, SqlDb
+from mirror.manifest.db import ManifestError, SqlDb
+from mirror.manifest.patterns import PATTERN_SCHEMA
 
 __all__ = ["INDEXES", "MIGRATIONS", "READ_AS_CURRENT", "SCHEMA", "SCHEMA_VERSION",
            "ManifestError", "create_or_upgrade", "create_or_upgrade_postgres", "postgres",
@@ -244,7 +244,7 @@ CREATE TABLE IF NOT EXISTS latest_texts (
 CREATE INDEX IF NOT EXISTS latest_texts_text ON latest_texts (text_id);
 -- The full-text index of the texts latest_texts names (FTS5, over page_texts): what a search
 -- of the newest captures ranks among, as an export's search does; derived like `texts`
--- (archive/latestindex.py). latest_index_rows lists the texts in it.
+-- (manifest/latestindex.py). latest_index_rows lists the texts in it.
 CREATE VIRTUAL TABLE IF NOT EXISTS latest_index USING fts5(
     title, body, content = 'page_texts', content_rowid = 'id',
     tokenize = 'unicode61 remove_diacritics 2'
@@ -293,7 +293,7 @@ CREATE TABLE IF NOT EXISTS files (
 );
 """
 
-SCHEMA += PATTERN_SCHEMA  # learned trap patterns (manifest_patterns.py)
+SCHEMA += PATTERN_SCHEMA  # learned trap patterns (manifest/patterns.py)
 
 #: upgrades from each older schema version to the next, run in order by the writer
 MIGRATIONS = {

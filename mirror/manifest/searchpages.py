@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mirror.archive.manifest_text import Hit, TextQueries
 from mirror.archive.searchrank import fold, fold_key, ranked
+from mirror.manifest.texts import Hit, TextQueries
 
 #: pages of results one can step through: an archive is asked for its best 20 * MAX_PAGES
 #: pages at most, so a query costs the same however far one pages

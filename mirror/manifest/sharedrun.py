@@ -4,7 +4,7 @@ epoch, workers' heartbeats, the WARC files they write (DISTRIBUTED.md §5.2, §5
 The same SQL runs on SQLite (one writer at a time: BEGIN IMMEDIATE serialises the workers)
 and PostgreSQL (rows claimed with FOR UPDATE SKIP LOCKED). Every time is the database's
 clock, in milliseconds since the epoch, so that no worker's clock decides a lease. The
-state machines are in manifest_schema's docstring. Manifest has these verbs (FleetVerbs is
+state machines are in manifest.schema's docstring. Manifest has these verbs (FleetVerbs is
 one of its bases); a worker's loop:
 
     joined = m.join_or_start_run(started_at, digest, seeds)
@@ -26,9 +26,9 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Concatenate, ParamSpec, TypeVar
 
-from mirror.archive.manifest_queries import END
-from mirror.archive.manifest_schema import FRONTIER_URLS, URL_ITEM_COLUMNS
-from mirror.archive.sqldb import ManifestConflict, SqlDb
+from mirror.manifest.db import ManifestConflict, SqlDb
+from mirror.manifest.reader import END
+from mirror.manifest.schema import FRONTIER_URLS, URL_ITEM_COLUMNS
 from mirror.model import UNFINISHED, HostLease, Joined, NewUrl, UrlItem
 
 #: times a transaction that the database rolled back to break a deadlock is run again

@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mirror.archive.manifest_robots import RobotsQueries
-from mirror.archive.manifest_schema import (
+from mirror.archive.workerfolder import no_manifest
+from mirror.manifest.db import PostgresDb, Row, SqlDb, SqliteDb, is_database_url
+from mirror.manifest.robots import RobotsQueries
+from mirror.manifest.schema import (
     FRONTIER_URLS,
     HELD_BY_OTHERS,
     URL_ITEM_COLUMNS,
@@ -17,9 +19,7 @@ from mirror.archive.manifest_schema import (
     check_postgres,
     read_as_current,
 )
-from mirror.archive.manifest_text import TextQueries
-from mirror.archive.sqldb import PostgresDb, Row, SqlDb, SqliteDb, is_database_url
-from mirror.archive.workerfolder import no_manifest
+from mirror.manifest.texts import TextQueries
 from mirror.model import SITEMAP_BUDGET, FileRow, HostRow, Original, Previous, Run, UrlItem, Worker
 
 __all__ = ["ManifestError", "ManifestReader", "Original", "Previous", "PruneTargets", "Run",
@@ -61,7 +61,7 @@ class ManifestReader(TextQueries, RobotsQueries):
     never writes to the file, not even to upgrade it. The writer, Manifest, extends it.
 
     An older schema version is read as if it were upgraded: the connection gets temporary
-    views with the values the migration would write (manifest_schema.READ_AS_CURRENT), and
+    views with the values the migration would write (manifest.schema.READ_AS_CURRENT), and
     empty temporary tables for tables the file lacks; the file is left as it is. A read must
     not change what it reads (verify checks an archive, and may be pointed at a backup or
     read-only media), and there is no upgrade
@@ -465,7 +465,7 @@ class ManifestReader(TextQueries, RobotsQueries):
         return {"status": status, "mime": mimes, "payload_bytes": int(row[0]),
                 "warc_bytes": int(row[1])}
 
-    # -- a crawl shared by several workers (the state machines: manifest_schema) ----------
+    # -- a crawl shared by several workers (the state machines: manifest.schema) ----------
     def workers(self) -> list[Worker]:
         """Every worker that registered, with how long ago (database time) it was alive."""
         now = self.sql.now_ms

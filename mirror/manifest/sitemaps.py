@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 
-from mirror.archive.sqldb import SqlDb
+from mirror.manifest.db import SqlDb
 
 
 class SitemapReads:

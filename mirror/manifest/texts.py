@@ -21,10 +21,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from mirror.archive import latestindex
-from mirror.archive.manifest_schema import ManifestError
 from mirror.archive.searchrank import BODY_WEIGHT, TITLE_WEIGHT
-from mirror.archive.sqldb import SqlDb
+from mirror.manifest import latestindex
+from mirror.manifest.db import SqlDb
+from mirror.manifest.schema import ManifestError
 from mirror.model import PageText
 
 #: around a highlighted term in what FTS5 returns: control characters no page text holds
