@@ -637,15 +637,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def _learned(cfg: SiteConfig) -> dict[str, Any] | None:
     """The learned trap patterns the archive's last run stopped (None: no manifest yet)."""
-    from mirror.manifest.patterns import stopped_patterns
-
     path = ArchiveLayout(cfg.site.output_dir).manifest
     if not path.exists():
         return None
     manifest = ManifestReader(path)
     try:
         last = manifest.last_run()
-        return stopped_patterns(manifest.sql, last.id) if last else {}
+        return manifest.patterns.stopped(last.id) if last else {}
     finally:
         manifest.close()
 

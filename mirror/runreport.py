@@ -12,7 +12,6 @@ from mirror.config import SiteConfig
 from mirror.crawl.history import Changes, compare
 from mirror.crawl.politeness import UNREACHABLE
 from mirror.layout import ArchiveLayout
-from mirror.manifest.patterns import learned_report
 from mirror.manifest.reader import ManifestReader
 from mirror.model import PARSE_BUDGET, UNFINISHED, ExitCode, Run, RunState
 from mirror.report import RunData, build_report
@@ -84,7 +83,7 @@ def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
         pages_stored=m.count_pages_stored(run),
         start_urls=[(u, start_problem(s, st, r)) for u, s, st, r in m.start_urls(run)],
         meta_robots=replace(m.robots_counts(run), enabled=cfg.scope.meta_robots),
-        learned_patterns=learned_report(m.sql, run),
+        learned_patterns=m.patterns.learned_report(run),
         warc_files=[p.name for p in index.warc_files(ArchiveLayout(cfg.site.output_dir).warc)],
         archive=str(cfg.site.output_dir),
     )

@@ -125,6 +125,30 @@ def test_only_the_manifest_runs_sql() -> None:
         "archive.snapshot"}
 
 
+#: modules outside manifest/ that send SQL: the fleet's own database (its registrations,
+#: runs and workers beside Procrastinate's job tables), not a manifest. Half of it runs on
+#: Procrastinate's async connector (tick, records), which manifest.db does not wrap; its
+#: connection is manifest.db's (fleet.db.connect)
+FLEET_SQL = {"fleet.db", "fleet.registry", "fleet.status", "fleet.commands", "fleet.tick",
+             "fleet.records"}
+
+
+def _sql_calls(module: str) -> list[str]:
+    """`x.execute(`, `x.executemany(`, `x.executescript(` calls in a module, by line."""
+    tree = ast.parse(source(module).read_text(encoding="utf-8"))
+    return [f"{module}:{node.lineno}" for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("execute", "executemany", "executescript")]
+
+
+def test_no_sql_outside_the_manifest() -> None:
+    """SQL is sent by the manifest's package alone: the rest of mirror asks its parts (a
+    new engine is a db adapter and the contract suite, tests/test_manifest_contract.py)."""
+    outside = [m for m in modules() if not m.startswith("manifest.") and m not in FLEET_SQL]
+    assert [call for m in outside for call in _sql_calls(m)] == []
+    assert _sql_calls("manifest.reader") and all(_sql_calls(m) for m in FLEET_SQL)  # control
+
+
 def test_only_the_manifests_connection_imports_psycopg() -> None:
     """PostgreSQL: manifest.db alone on the archive, crawl, replay and verify side (the
     fleet's own modules talk to Procrastinate's tables), and only inside the function

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from mirror.archive.workerfolder import no_manifest
+from mirror.manifest.audit import Audit
 from mirror.manifest.db import PostgresDb, Row, SqlDb, SqliteDb, is_database_url
+from mirror.manifest.patterns import PatternReads
 from mirror.manifest.robots import RobotsQueries
 from mirror.manifest.schema import (
     FRONTIER_URLS,
@@ -74,8 +76,16 @@ class ManifestReader(TextQueries, RobotsQueries):
         self.path: Path | str = path if is_database_url(path) else Path(path)
         self.sql: SqlDb = self._connect()
         #: the driver's own connection (sqlite3's, or psycopg's): every query of the
-        #: manifest goes through `sql`, which speaks both dialects
+        #: manifest goes through `sql`, which speaks both dialects; outside the manifest's
+        #: package neither is used (tests/test_quality.py), only the parts below
         self.db: Any = self.sql.raw
+        self.patterns = PatternReads(self.sql)
+        self.audit = Audit(self.sql)
+
+    @property
+    def name(self) -> str:
+        """The manifest for messages: its file, or its database without the password."""
+        return self.sql.name
 
     def _connect(self) -> SqlDb:
         if isinstance(self.path, str):

@@ -17,7 +17,7 @@ from mirror.manifest.db import (
     PostgresDb,
     SqlDb,
 )
-from mirror.manifest.patterns import PatternWrites
+from mirror.manifest.patterns import Patterns
 from mirror.manifest.reader import END, ManifestReader
 from mirror.manifest.schema import (
     FRONTIER_URLS,
@@ -73,7 +73,7 @@ def open_manifest(target: Path | str, *, durable: bool = False) -> Manifest:
     return Manifest(target, durable=durable)
 
 
-class Manifest(FleetVerbs, SitemapReads, PatternWrites, ManifestReader):
+class Manifest(FleetVerbs, SitemapReads, ManifestReader):
     """Crawl state, opened read-write: an older schema is upgraded on opening. In a SQLite
     file (WAL; one writer at a time) or a PostgreSQL database (several workers: the
     verbs of FleetVerbs lease hosts to them). Every method is one short transaction; the
@@ -91,6 +91,7 @@ class Manifest(FleetVerbs, SitemapReads, PatternWrites, ManifestReader):
         self._unindexed = 0  # texts committed since the last index_texts (about)
         self._grouped = False  # a group() transaction is open: writes join it
         super().__init__(path)
+        self.patterns: Patterns = Patterns(self.sql)
 
     def _connect(self) -> SqlDb:
         if isinstance(self.path, str):
