@@ -23,7 +23,7 @@ def archive_lines(cfg: SiteConfig, raw: str) -> list[str]:
     except (InvalidURL, ManifestError):
         return []
     try:
-        found = manifest.not_followed(url)
+        found = manifest.robots.not_followed(url)
     finally:
         manifest.close()
     return [] if found is None else nofollow_lines(*found)

@@ -82,7 +82,7 @@ def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
         skipped_urls=m.skipped_urls(run),
         pages_stored=m.count_pages_stored(run),
         start_urls=[(u, start_problem(s, st, r)) for u, s, st, r in m.start_urls(run)],
-        meta_robots=replace(m.robots_counts(run), enabled=cfg.scope.meta_robots),
+        meta_robots=replace(m.robots.counts(run), enabled=cfg.scope.meta_robots),
         learned_patterns=m.patterns.learned_report(run),
         warc_files=[p.name for p in index.warc_files(ArchiveLayout(cfg.site.output_dir).warc)],
         archive=str(cfg.site.output_dir),

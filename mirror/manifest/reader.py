@@ -12,7 +12,7 @@ from mirror.archive.workerfolder import no_manifest
 from mirror.manifest.audit import Audit
 from mirror.manifest.db import PostgresDb, Row, SqlDb, SqliteDb, is_database_url
 from mirror.manifest.patterns import PatternReads
-from mirror.manifest.robots import RobotsQueries
+from mirror.manifest.robots import Robots
 from mirror.manifest.schema import (
     FRONTIER_URLS,
     HELD_BY_OTHERS,
@@ -57,7 +57,7 @@ def open_reader(target: Path | str) -> ManifestReader:
     return ManifestReader(target)
 
 
-class ManifestReader(TextQueries, RobotsQueries):
+class ManifestReader(TextQueries):
     """The manifest, read-only: for `mirror status`, `runs`, `diff`, `explain`, `verify`,
     the replay server and run reports, also beside a running crawl (WAL lets it read). It
     never writes to the file, not even to upgrade it. The writer, Manifest, extends it.
@@ -81,6 +81,7 @@ class ManifestReader(TextQueries, RobotsQueries):
         self.db: Any = self.sql.raw
         self.patterns = PatternReads(self.sql)
         self.audit = Audit(self.sql)
+        self.robots = Robots(self.sql)
 
     @property
     def name(self) -> str:

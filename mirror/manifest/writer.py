@@ -28,7 +28,7 @@ from mirror.manifest.schema import (
     create_or_upgrade_postgres,
 )
 from mirror.manifest.sharedrun import FleetVerbs, fence, retried
-from mirror.manifest.sitemaps import SitemapReads
+from mirror.manifest.sitemaps import Sitemaps
 from mirror.model import (
     CaptureRow,
     HostLease,
@@ -73,7 +73,7 @@ def open_manifest(target: Path | str, *, durable: bool = False) -> Manifest:
     return Manifest(target, durable=durable)
 
 
-class Manifest(FleetVerbs, SitemapReads, ManifestReader):
+class Manifest(FleetVerbs, ManifestReader):
     """Crawl state, opened read-write: an older schema is upgraded on opening. In a SQLite
     file (WAL; one writer at a time) or a PostgreSQL database (several workers: the
     verbs of FleetVerbs lease hosts to them). Every method is one short transaction; the
@@ -92,6 +92,7 @@ class Manifest(FleetVerbs, SitemapReads, ManifestReader):
         self._grouped = False  # a group() transaction is open: writes join it
         super().__init__(path)
         self.patterns: Patterns = Patterns(self.sql)
+        self.sitemaps = Sitemaps(self.sql, self._tx)
 
     def _connect(self) -> SqlDb:
         if isinstance(self.path, str):
