@@ -158,20 +158,20 @@ def pg_child(dsn: str, owner: str, go: str, captures: int, text: bool) -> dict[s
 
     per_site = universe(captures)
     m = open_manifest(dsn)
-    joined = m.join_or_start_run("2026-01-01T00:00:00Z", "bench", seeds())
-    m.register_worker(owner, joined.run_id)
+    joined = m.sharedrun.join_or_start_run("2026-01-01T00:00:00Z", "bench", seeds())
+    m.sharedrun.register_worker(owner, joined.run_id)
     while not Path(go).exists():
         time.sleep(0.001)
     done, refused, spans = 0, 0, []
     while True:
-        leases = m.lease_hosts(owner, 2, 30)
+        leases = m.sharedrun.lease_hosts(owner, 2, 30)
         if not leases:
             if m.count_pending() == 0:
                 break
             time.sleep(0.002)
             continue
         for lease in leases:
-            for item in m.lease_urls(lease, 8):
+            for item in m.sharedrun.lease_urls(lease, 8):
                 n = item.id
                 if m.commit_capture(joined.run_id, item, capture_row(n),
                                     found_on(item.url, per_site),
@@ -180,7 +180,7 @@ def pg_child(dsn: str, owner: str, go: str, captures: int, text: bool) -> dict[s
                 else:
                     refused += 1
             end = m.sql.execute(f"SELECT {m.sql.now_ms}").fetchone()[0]
-            released = m.release_host(lease, 0)
+            released = m.sharedrun.release_host(lease, 0)
             spans.append((lease.site, lease.slot, lease.acquired,
                           end if released else lease.until))
     finished = time.time()

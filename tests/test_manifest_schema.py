@@ -255,10 +255,10 @@ def test_the_writer_upgrades_a_version_3_manifest_for_shared_crawls(tmp_path: Pa
         assert m.db.execute("SELECT value FROM meta WHERE key='schema_version'"
                             ).fetchone() == (str(SCHEMA_VERSION),)
         assert columns(m.db, "urls")[-2:] == ["lease_owner", "lease_epoch"]
-        assert m.join_or_start_run("t", "cfg") == (1, False)
+        assert m.sharedrun.join_or_start_run("t", "cfg") == (1, False)
         assert [(h.site, h.slot) for h in m.hosts()] == [("h.test", 0)]
-        [lease] = m.lease_hosts("w1", 5, 30)
-        assert [i.url for i in m.lease_urls(lease, 5)] == [B]
+        [lease] = m.sharedrun.lease_hosts("w1", 5, 30)
+        assert [i.url for i in m.sharedrun.lease_urls(lease, 5)] == [B]
     finally:
         m.close()
 

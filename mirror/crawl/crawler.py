@@ -320,18 +320,18 @@ class Crawler:
         of host leases. None when told to join only and no run is unfinished."""
         shared, m, cfg = self.shared, self.manifest, self.cfg
         assert shared is not None
-        m.set_host_slots(1 if cfg.crawl.delay > 0 else cfg.crawl.per_host)
+        m.sharedrun.set_host_slots(1 if cfg.crawl.delay > 0 else cfg.crawl.per_host)
         for gone in shared.forget:
-            lost = m.mark_lost(gone)
+            lost = m.filemarks.mark_lost(gone)
             log.warning("forgot worker %s: %d of its WARC files lost, their captures will "
                         "be fetched again", gone, len(lost))
-        joined = m.join_or_start_run(now_iso(), cfg.digest(), self.startup.seeds(),
+        joined = m.sharedrun.join_or_start_run(now_iso(), cfg.digest(), self.startup.seeds(),
                                      may_start=not shared.join_only)
         last = m.last_run()
         self.run_id = joined.run_id if joined else (last.id if last else 0)
-        m.register_worker(shared.owner, self.run_id)
+        m.sharedrun.register_worker(shared.owner, self.run_id)
         workerfolder.mark(cfg.site.output_dir, shared.owner)
-        back = m.recover(shared.owner, cfg.crawl.delay)
+        back = m.sharedrun.recover(shared.owner, cfg.crawl.delay)
         recovery.remove_temporaries(cfg.site.output_dir)
         todo = repair_files(m, self.warc_dir, self.run_id)
         self.files = SharedFiles(shared.dsn, shared.owner, self.warc_dir,
@@ -347,7 +347,7 @@ class Crawler:
             crashpoints.reached("run:started")
         self.store.history = m.has_captures_before(self.run_id)
         self.store.lease_of = self._lease
-        self.store.opened_file = functools.partial(m.open_file, owner=shared.owner)
+        self.store.opened_file = functools.partial(m.filemarks.open_file, owner=shared.owner)
         self.store.closed_file = self.files.closed
         self._session = RunSession(m, self.run_id)
         self.store.writer = WarcWriter(
@@ -378,12 +378,13 @@ class Crawler:
         (returned, to upload); else the run goes on with the others."""
         assert self.shared is not None
         assert isinstance(self.frontier, SharedFrontier)
-        if self._fatal or self._interrupted or self.manifest.unfinished(
+        if self._fatal or self._interrupted or self.manifest.sharedrun.unfinished(
                 self.run_id, pages=not self.frontier.limit_reached):
             return None
         self.manifest.finish_run(self.run_id, now_iso(), state, code)
         self.completed = True
-        self.unsettled = self.manifest.unsettled_files(self.shared.owner, self.frontier.ttl)
+        self.unsettled = self.manifest.filemarks.unsettled_files(self.shared.owner,
+                                                                 self.frontier.ttl)
         for worker, names in self.unsettled.items():
             log.warning("worker %s is silent and has %d WARC files with captures of "
                         "this run not uploaded (%s): start it again with --join, or if it "
@@ -772,7 +773,8 @@ class Crawler:
         if self._session is None:
             return
         beat = self._session.beat(force)
-        if beat and self.shared is not None and not self.manifest.heartbeat(self.shared.owner):
+        if beat and self.shared is not None \
+                and not self.manifest.sharedrun.heartbeat(self.shared.owner):
             self._fail_run(f"worker {self.shared.owner} was forgotten by another worker "
                            "(--forget-worker): its files are lost")
 

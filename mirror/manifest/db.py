@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -260,6 +261,19 @@ class PostgresDb(SqlDb):
 
     def retryable(self, exc: BaseException) -> bool:
         return getattr(exc, "sqlstate", None) in RETRYABLE_STATES
+
+
+class Tx:
+    """The writer's transactions, which its parts share: calling it opens one for a write
+    (ManifestWriteError when it fails), or joins the open group's (`grouped`)."""
+
+    def __init__(self, sql: SqlDb, settle: Callable[[bool], None]) -> None:
+        self.sql = sql
+        self.settle = settle  # told whether each transaction committed
+        self.grouped = False  # a group() transaction is open: writes join it
+
+    def __call__(self) -> AbstractContextManager[None]:
+        return nullcontext() if self.grouped else self.sql.transaction(self.settle)
 
 
 class Transaction:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -16,7 +16,9 @@ from mirror.manifest.db import (
     ManifestWriteError,
     PostgresDb,
     SqlDb,
+    Tx,
 )
+from mirror.manifest.filemarks import FileMarks
 from mirror.manifest.patterns import Patterns
 from mirror.manifest.reader import END, ManifestReader
 from mirror.manifest.schema import (
@@ -27,7 +29,7 @@ from mirror.manifest.schema import (
     create_or_upgrade,
     create_or_upgrade_postgres,
 )
-from mirror.manifest.sharedrun import FleetVerbs, fence, retried
+from mirror.manifest.sharedrun import SharedRun, fence, retried
 from mirror.manifest.sitemaps import Sitemaps
 from mirror.model import (
     CaptureRow,
@@ -73,10 +75,11 @@ def open_manifest(target: Path | str, *, durable: bool = False) -> Manifest:
     return Manifest(target, durable=durable)
 
 
-class Manifest(FleetVerbs, ManifestReader):
+class Manifest(ManifestReader):
     """Crawl state, opened read-write: an older schema is upgraded on opening. In a SQLite
-    file (WAL; one writer at a time) or a PostgreSQL database (several workers: the
-    verbs of FleetVerbs lease hosts to them). Every method is one short transaction; the
+    file (WAL; one writer at a time) or a PostgreSQL database (several workers: its
+    parts sharedrun and filemarks lease hosts to them and follow their WARC files). Every
+    method is one short transaction; the
     queries are ManifestReader's. The state machines are in manifest.schema's docstring."""
 
     def __init__(self, path: Path | str, *, durable: bool = False) -> None:
@@ -89,10 +92,12 @@ class Manifest(FleetVerbs, ManifestReader):
         self._sites: set[str] = set()  # sites whose host rows exist (committed)
         self._staged_sites: set[str] = set()  # ... made by the open transaction
         self._unindexed = 0  # texts committed since the last index_texts (about)
-        self._grouped = False  # a group() transaction is open: writes join it
         super().__init__(path)
+        self.tx = Tx(self.sql, self._settle)  # what every write and every part's joins
         self.patterns: Patterns = Patterns(self.sql)
-        self.sitemaps = Sitemaps(self.sql, self._tx)
+        self.sitemaps = Sitemaps(self.sql, self.tx)
+        self.sharedrun = SharedRun(self.sql, self.tx, self._new_run, self.count_done_pages)
+        self.filemarks = FileMarks(self.sql, self.tx, self._forget_captures)
 
     def _connect(self) -> SqlDb:
         if isinstance(self.path, str):
@@ -110,7 +115,7 @@ class Manifest(FleetVerbs, ManifestReader):
         return self._open(self.path, partial(create_or_upgrade, durable=self.durable))
 
     def _tx(self) -> AbstractContextManager[None]:
-        return nullcontext() if self._grouped else self.sql.transaction(self._settle)
+        return self.tx()
 
     @contextmanager
     def group(self) -> Iterator[None]:
@@ -118,13 +123,13 @@ class Manifest(FleetVerbs, ManifestReader):
         commit_capture inside it joins it, and all of them are committed at its end, or
         none (ManifestWriteError). The search index is not updated inside a group: call
         index_texts_due after it."""
-        assert not self._grouped, "groups do not nest"
+        assert not self.tx.grouped, "groups do not nest"
         with self.sql.transaction(self._settle):
-            self._grouped = True
+            self.tx.grouped = True
             try:
                 yield
             finally:
-                self._grouped = False
+                self.tx.grouped = False
 
     # -- runs ------------------------------------------------------------------------------
     @retried
@@ -262,7 +267,7 @@ class Manifest(FleetVerbs, ManifestReader):
         """The host rows (slots 0 .. host_slots - 1) of a site with a pending URL."""
         self.sql.executemany("INSERT INTO hosts (site, slot) VALUES (?, ?) "
                              "ON CONFLICT DO NOTHING",
-                             [(site, slot) for slot in range(self.host_slots)])
+                             [(site, slot) for slot in range(self.sharedrun.host_slots)])
         self._staged_sites.add(site)
 
     def _settle(self, committed: bool) -> None:
@@ -382,7 +387,7 @@ class Manifest(FleetVerbs, ManifestReader):
                 self._page_robots(run_id, item.id, robots)
             self._add_urls(run_id, item.id, found)
             crashpoints.reached("commit:inside")
-        if not self._grouped:
+        if not self.tx.grouped:
             self.index_texts_due()
         return True
 
