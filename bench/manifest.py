@@ -101,7 +101,7 @@ def sqlite_child(mode: str, captures: int, text: bool) -> dict[str, float]:
                 m.commit_capture(run, item, capture_row(done), found_on(item.url, per_site),
                                  text=text_of(done) if text else None)
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
-        m.index_texts()
+        m.texts.index()
         urls = m.db.execute("SELECT COUNT(*) FROM urls").fetchone()[0]
         m.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         parts = defaultdict(int)  # table (its indexes included) -> bytes

@@ -593,14 +593,14 @@ def _page_diff(args: argparse.Namespace, a: int, b: int) -> int:
         raise UsageError(f"--page {args.page!r}: not a URL ({exc.reason})") from exc
     manifest = ManifestReader(ArchiveLayout(cfg.site.output_dir).manifest)
     try:
-        history = manifest.page_history(url)
+        history = manifest.texts.page_history(url)
         sides = []
         for run in (a, b):
             cap = next((c for c in reversed(history) if c.run_id <= run), None)
             if cap is None:
                 raise UsageError(f"{url}: not captured in run {run} or before "
                                  f"(`mirror search {args.config} WORDS` finds pages)")
-            text = manifest.page_text(cap.capture_id)
+            text = manifest.texts.page_text(cap.capture_id)
             if text is None:
                 raise UsageError(
                     f"{url}: its capture of {cap.warc_date} has no text to compare (not an "

@@ -92,11 +92,11 @@ def _search_site(args: argparse.Namespace, site_file: Path, query: str) -> int:
         if args.run is not None and args.run not in {r.id for r in manifest.runs()}:
             return _usage(f"--run {args.run}: no such run (see `mirror runs {site_file}`)")
         try:
-            hits = manifest.search(query, run_id=args.run, all_runs=args.all_runs,
+            hits = manifest.texts.search(query, run_id=args.run, all_runs=args.all_runs,
                                    limit=args.limit)
         except SearchError as exc:
             return _usage(str(exc))
-        unindexed = manifest.unindexed_pages()
+        unindexed = manifest.texts.unindexed_pages()
     finally:
         manifest.close()
     if args.json:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mirror.manifest import latestindex
-from mirror.manifest import writer as manifest_module
+from mirror.manifest import texts as texts_module
 from mirror.manifest.writer import Manifest
 from mirror.model import CaptureRow, NewUrl, PageText
 
@@ -49,7 +49,7 @@ def assert_in_step(m: Manifest, *, every_text_newest: bool = False) -> None:
     mark = db.execute("SELECT value FROM meta WHERE key=?", (latestindex.MARK,)).fetchone()
     if every_text_newest:
         assert newest == {t for (t,) in db.execute("SELECT id FROM page_texts")}
-        assert mark == (f"={m._texts_indexed()}",) and not latestindex.in_step(m.sql)
+        assert mark == (f"={m.texts.texts_indexed()}",) and not latestindex.in_step(m.sql)
         assert db.execute("SELECT COUNT(*) FROM latest_index_rows").fetchone()[0] == 0
         return
     assert {t for (t,) in db.execute("SELECT text_id FROM latest_index_rows")} == newest
@@ -74,7 +74,7 @@ def words(m: Manifest) -> set[str]:
 
 def test_the_index_of_the_newest_texts_equals_one_made_afresh_after_every_change(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(manifest_module, "TEXT_BATCH", 2)  # syncs in the middle of runs
+    monkeypatch.setattr(texts_module, "TEXT_BATCH", 2)  # syncs in the middle of runs
     m = Manifest(tmp_path / "manifest.sqlite3")
     try:
         # new pages; "twin" shares "shared"'s text (a revisit of another URL's capture)

@@ -206,8 +206,8 @@ def test_outcomes_and_the_reports_queries(manifest: Manifest) -> None:
     assert m.capture_in_run(None, "http://h.test/dup") == dup
     assert m.original_by_digest("sha1:1", 200) == dup
     assert m.original_by_record("<urn:uuid:1>", "sha1:1") == dup
-    assert m.page_text(6) == PageText("Home", "welcome")  # a revisit shares its text
-    assert [c.record_type for c in m.page_history("http://h.test/dup")] == ["revisit"]
+    assert m.texts.page_text(6) == PageText("Home", "welcome")  # a revisit shares its text
+    assert [c.record_type for c in m.texts.page_history("http://h.test/dup")] == ["revisit"]
     assert [dict(r)["offset"] for r in m.captures(run)] == [100, 200, 300, 400, 500, 600]
     assert one(m, "SELECT lastmod FROM sitemap_lastmod") == "2026-01-01"
     m.finish_run(run, "t2", "complete", 3)
@@ -457,11 +457,11 @@ def test_search_needs_the_sqlite_manifest(manifest: Manifest) -> None:
                             text=PageText("Title", "some words"))
     manifest.finish_run(run, "t", "complete", 0)
     if manifest.sql.dialect == "sqlite":
-        assert [h.title for h in manifest.search("words")] == ["Title"]
+        assert [h.title for h in manifest.texts.search("words")] == ["Title"]
     else:
         with pytest.raises(ManifestError, match="search needs the SQLite manifest"):
-            manifest.search("words")
-    assert manifest.page_text(1) == PageText("Title", "some words")
+            manifest.texts.search("words")
+    assert manifest.texts.page_text(1) == PageText("Title", "some words")
 
 
 # -- several worker processes ---------------------------------------------------------------

@@ -132,7 +132,8 @@ def reads(m: ManifestReader) -> list[object]:
             m.item_for(1, A), m.committed_ends(), [dict(r) for r in m.captures()],
             m.db.execute("SELECT c.id, o.record_id FROM captures c LEFT JOIN captures o "
                          "ON o.id = c.original_id WHERE c.original_id IS NOT NULL").fetchall(),
-            m.search("anything"), m.page_history(A), m.page_text(1), m.unindexed_pages()]
+            m.texts.search("anything"), m.texts.page_history(A), m.texts.page_text(1),
+            m.texts.unindexed_pages()]
 
 
 def test_every_older_version_has_a_migration_and_a_way_to_be_read() -> None:

@@ -51,7 +51,7 @@ def reader(archive: Path) -> ManifestReader:
 def search(archive: Path, query: str, **kw) -> list:  # noqa: ANN003
     m = reader(archive)
     try:
-        return m.search(query, **kw)
+        return m.texts.search(query, **kw)
     finally:
         m.close()
 
@@ -141,11 +141,11 @@ async def test_runs_revisits_and_the_newest_capture(make_site, crawl) -> None:
     assert texts == 5 + 1 and shared == 1 + 6 - 1  # /copy in run 1; all but compost in run 2
     m = reader(archive)
     try:
-        history = m.page_history(site.base + "compost")
+        history = m.texts.page_history(site.base + "compost")
         assert [(c.run_id, c.changed) for c in history] == [(1, True), (2, True)]
-        assert [(c.run_id, c.changed) for c in m.page_history(site.base + "beans")] == [
+        assert [(c.run_id, c.changed) for c in m.texts.page_history(site.base + "beans")] == [
             (1, True), (2, False)]
-        text = m.page_text(history[1].capture_id)
+        text = m.texts.page_text(history[1].capture_id)
         assert text is not None and text.title == "Compost heap"
         assert text.body == "Home Beans\nTurn the heap weekly now. Marigolds keep the slugs away."
     finally:
@@ -191,7 +191,7 @@ async def test_index_search_rebuilds_from_the_warc_files(make_site, crawl, capsy
         db.commit()
     assert search(archive, "tomatoes") == []
     m = reader(archive)
-    assert m.unindexed_pages() == 5  # the responses: /copy and run 2 are revisits
+    assert m.texts.unindexed_pages() == 5  # the responses: /copy and run 2 are revisits
     m.close()
     assert main(["search", config, "tomatoes"]) == 0
     assert "`mirror index --search" in capsys.readouterr().err

@@ -56,7 +56,7 @@ class Archive:
     def capture_ids(self, path: str) -> list[int]:
         manifest = ManifestReader(self.folder / "manifest.sqlite3")
         try:
-            return [c.capture_id for c in manifest.page_history(self.site.base + path[1:])]
+            return [c.capture_id for c in manifest.texts.page_history(self.site.base + path[1:])]
         finally:
             manifest.close()
 

@@ -211,7 +211,7 @@ class CaptureStore:
             if self.committed is not None:
                 self.committed(p.item, p.ex, p.error, p.links.links)
         try:
-            self.manifest.index_texts_due()
+            self.manifest.texts.index_due()
         except ManifestWriteError as exc:  # the captures are committed: index them later
             log.warning("search index not updated (%s); it is at the end of the run", exc)
         return True
@@ -252,7 +252,7 @@ class CaptureStore:
                                          note=links.note, text=links.text, robots=links.robots)
             if self.learn is not None:
                 self.learn(run_id, item, links)
-        self.manifest.index_texts_due()
+        self.manifest.texts.index_due()
         crashpoints.reached("commit:after")
 
     def _own(self, filename: str) -> bool:

@@ -21,7 +21,7 @@ from mirror.manifest.schema import (
     check_postgres,
     read_as_current,
 )
-from mirror.manifest.texts import TextQueries
+from mirror.manifest.texts import TextReads
 from mirror.model import SITEMAP_BUDGET, FileRow, HostRow, Original, Previous, Run, UrlItem, Worker
 
 __all__ = ["ManifestError", "ManifestReader", "Original", "Previous", "PruneTargets", "Run",
@@ -57,7 +57,7 @@ def open_reader(target: Path | str) -> ManifestReader:
     return ManifestReader(target)
 
 
-class ManifestReader(TextQueries):
+class ManifestReader:
     """The manifest, read-only: for `mirror status`, `runs`, `diff`, `explain`, `verify`,
     the replay server and run reports, also beside a running crawl (WAL lets it read). It
     never writes to the file, not even to upgrade it. The writer, Manifest, extends it.
@@ -82,6 +82,7 @@ class ManifestReader(TextQueries):
         self.patterns = PatternReads(self.sql)
         self.audit = Audit(self.sql)
         self.robots = Robots(self.sql)
+        self.texts = TextReads(self.sql)
 
     @property
     def name(self) -> str:

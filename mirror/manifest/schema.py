@@ -226,7 +226,7 @@ CREATE TABLE IF NOT EXISTS page_texts (
     body TEXT NOT NULL
 );
 -- Their full-text index (FTS5, over page_texts): derived, like index.cdxj. Rows up to
--- meta 'texts_indexed' are in it; the writer adds the rest in batches (Manifest.index_texts).
+-- meta 'texts_indexed' are in it; the writer adds the rest in batches (Manifest.texts.index).
 -- No prefix index (prefix = '3' made 3-letter prefix queries 3x quicker, but indexing a text
 -- 70% dearer and the index 24% larger; without it such a query's p95 at 100,000 pages is
 -- 57-70 ms: bench/fts_prefix.py, text_cost.py). Manifests made with one keep it: the
@@ -357,6 +357,9 @@ FRONTIER_URLS = "via != 'robots'"
 #: as its original: what a prune of those runs keeps of them
 HELD_BY_OTHERS = ("SELECT original_id FROM captures WHERE original_id IS NOT NULL "
                   "AND run_id NOT IN ({})")
+
+#: a meta row written (or rewritten)
+SET_META = "INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value"
 
 
 def schema_version(db: Any, path: Path | str) -> int:
