@@ -98,7 +98,7 @@ def test_the_index_of_the_newest_texts_equals_one_made_afresh_after_every_change
         assert_in_step(m)
         assert {"second", "delta"} <= words(m) and "golf" not in words(m)
         # a prune of the first run: "gone" has no capture left; texts others refer to stay
-        m.drop_runs([1], [], "{}")
+        m.prune.drop_runs([1], [], "{}")
         assert_in_step(m)
         assert not {"echo"} & words(m) and {"alpha", "charlie", "delta"} <= words(m)
         # an index out of step (as an older mirror leaves it) is made again at the next sync

@@ -250,13 +250,13 @@ def test_abandon_run_and_drop_runs(manifest: Manifest) -> None:
     m.lease(10, 1.0)
     m.abandon_run(run, "t3")
     assert states(m) == {"http://h.test/a": "pending"}
-    targets = m.prune_targets([old])
+    targets = m.prune.targets([old])
     assert (targets.captures, list(targets.files)) == (1, ["f.warc.gz"])
-    m.drop_runs([old], [], '{"done": true}')
+    m.prune.drop_runs([old], [], '{"done": true}')
     assert [r.id for r in m.runs()] == [run] and m.count_captures(old) == 0
-    assert m.prune_journal() == '{"done": true}'
-    m.set_prune_journal(None)
-    assert m.prune_journal() is None
+    assert m.prune.journal() == '{"done": true}'
+    m.prune.set_journal(None)
+    assert m.prune.journal() is None
 
 
 # -- the host lease state machine -----------------------------------------------------------

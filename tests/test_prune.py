@@ -421,13 +421,13 @@ async def test_the_manifest_is_compacted_when_a_prune_frees_much_of_it(make_site
     path = folder / "archive" / "manifest.sqlite3"
     manifest = Manifest(path)
     try:
-        assert manifest.compact() is False  # hardly a free page
+        assert manifest.prune.compact() is False  # hardly a free page
         manifest.db.executemany("INSERT INTO errors VALUES (9, 9, ?)",
                                 [("x" * 4000,) for _ in range(100)])
         manifest.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         size = path.stat().st_size
         manifest.db.execute("DELETE FROM errors WHERE run_id=9")
-        assert manifest.compact() is True
+        assert manifest.prune.compact() is True
         assert manifest.db.execute("PRAGMA freelist_count").fetchone()[0] == 0
     finally:
         manifest.close()

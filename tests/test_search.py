@@ -293,7 +293,7 @@ async def test_the_index_of_the_newest_texts_follows_runs_and_prunes(make_site,
     assert latest_index_state(archive, "heap")[2] == 1
     m = Manifest(archive / "manifest.sqlite3")
     try:
-        m.drop_runs([1], [], "{}")
+        m.prune.drop_runs([1], [], "{}")
     finally:
         m.close()
     listed, latest, weekly = latest_index_state(archive, "weekly")

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +11,10 @@ from mirror.archive.workerfolder import no_manifest
 from mirror.manifest.audit import Audit
 from mirror.manifest.db import PostgresDb, Row, SqlDb, SqliteDb, is_database_url
 from mirror.manifest.patterns import PatternReads
+from mirror.manifest.pruning import PruneReads
 from mirror.manifest.robots import Robots
 from mirror.manifest.schema import (
     FRONTIER_URLS,
-    HELD_BY_OTHERS,
     URL_ITEM_COLUMNS,
     ManifestError,
     check_postgres,
@@ -24,7 +23,7 @@ from mirror.manifest.schema import (
 from mirror.manifest.texts import TextReads
 from mirror.model import SITEMAP_BUDGET, FileRow, HostRow, Original, Previous, Run, UrlItem, Worker
 
-__all__ = ["ManifestError", "ManifestReader", "Original", "Previous", "PruneTargets", "Run",
+__all__ = ["ManifestError", "ManifestReader", "Original", "Previous", "Run",
            "open_reader"]
 
 #: the columns of an Original, from the capture `o` that holds the payload
@@ -37,18 +36,6 @@ END = ('CASE WHEN "offset" + length > req_offset + req_length THEN "offset" + le
 _RUN = "id, started_at, finished_at, state, config_digest, exit_code"
 #: rows of a table read at a time where PostgreSQL would send them all at once
 _PAGE = 5000
-
-
-@dataclass(frozen=True)
-class PruneTargets:
-    """What dropping some runs takes from the manifest (ManifestReader.prune_targets)."""
-
-    captures: int  # captures that go
-    held: int  # captures of those runs that stay: a kept revisit's payload is in them
-    #: each file holding a record that goes -> (id, offset, length, req_offset,
-    #: req_length) of each capture in it that stays (none: the file goes)
-    files: dict[str, list[tuple[int, int, int, int, int]]]
-    revisits_without_original: int  # kept revisits whose original is unknown: unsafe
 
 
 def open_reader(target: Path | str) -> ManifestReader:
@@ -83,6 +70,7 @@ class ManifestReader:
         self.audit = Audit(self.sql)
         self.robots = Robots(self.sql)
         self.texts = TextReads(self.sql)
+        self.prune = PruneReads(self.sql)
 
     @property
     def name(self) -> str:
@@ -273,37 +261,6 @@ class ManifestReader:
         if row is None:
             return None
         return Previous(row[0], row[1], row[2], row[3], Original(*row[4:]))
-
-    # -- prune (mirror.archive.prune) ------------------------------------------------------
-    def prune_journal(self) -> str | None:
-        """The journal of a prune that has not ended (JSON), or None."""
-        row = self.sql.execute("SELECT value FROM meta WHERE key='prune'").fetchone()
-        return None if row is None else str(row[0])
-
-    def prune_targets(self, runs: Sequence[int]) -> PruneTargets:
-        """What dropping `runs` takes away: their captures, but those a capture of another
-        run refers to (its original_id: the response that holds a revisit's payload)."""
-        marks = ",".join("?" * len(runs))
-        held = HELD_BY_OTHERS.format(marks)
-        gone = f"run_id IN ({marks}) AND id NOT IN ({held})"
-        count = self.sql.execute(f"SELECT COUNT(*) FROM captures WHERE {gone}",
-                                 (*runs, *runs)).fetchone()[0]
-        kept = self.sql.execute(f"SELECT COUNT(*) FROM captures WHERE run_id IN ({marks}) "
-                                f"AND id IN ({held})", (*runs, *runs)).fetchone()[0]
-        files: dict[str, list[tuple[int, int, int, int, int]]] = {
-            name: [] for (name,) in self.sql.execute(
-                f"SELECT DISTINCT filename FROM captures WHERE {gone}", (*runs, *runs))}
-        if files:
-            names = ",".join("?" * len(files))
-            for name, cid, offset, length, req_offset, req_length in self.sql.execute(
-                    'SELECT filename, id, "offset", length, req_offset, req_length FROM captures '
-                    f"WHERE filename IN ({names}) AND (run_id NOT IN ({marks}) OR id IN "
-                    f"({held})) ORDER BY id", (*files, *runs, *runs)):
-                files[name].append((cid, offset, length, req_offset, req_length))
-        orphans = self.sql.execute(
-            f"SELECT COUNT(*) FROM captures WHERE run_id NOT IN ({marks}) "
-            "AND record_type != 'response' AND original_id IS NULL", runs).fetchone()[0]
-        return PruneTargets(int(count), int(kept), files, int(orphans))
 
     # -- a run's numbers, for reports and status ---------------------------------------------
     def count_captures(self, run_id: int) -> int:

@@ -19,11 +19,10 @@ from mirror.manifest.db import (
 )
 from mirror.manifest.filemarks import FileMarks
 from mirror.manifest.patterns import Patterns
+from mirror.manifest.pruning import Prune
 from mirror.manifest.reader import END, ManifestReader
 from mirror.manifest.schema import (
     FRONTIER_URLS,
-    HELD_BY_OTHERS,
-    SET_META,
     URL_ITEM_COLUMNS,
     ManifestError,
     create_or_upgrade,
@@ -94,6 +93,7 @@ class Manifest(ManifestReader):
         self.patterns: Patterns = Patterns(self.sql)
         self.sitemaps = Sitemaps(self.sql, self.tx)
         self.texts: Texts = Texts(self.sql, self.tx)
+        self.prune: Prune = Prune(self.sql, self.tx, self.texts)
         self.sharedrun = SharedRun(self.sql, self.tx, self._new_run, self.count_done_pages)
         self.filemarks = FileMarks(self.sql, self.tx, self._forget_captures)
 
@@ -407,55 +407,6 @@ class Manifest(ManifestReader):
             + (f" AND state='leased'{check} RETURNING id" if lease else ""),
             (*params, url_id, *extra))
         return lease is None or cur.fetchone() is not None
-
-    # -- prune (mirror.archive.prune) ------------------------------------------------------
-    def set_prune_journal(self, journal: str | None) -> None:
-        """Record a prune's journal (JSON) before it changes anything; None: it ended."""
-        with self._tx():
-            if journal is None:
-                self.sql.execute("DELETE FROM meta WHERE key='prune'")
-            else:
-                self.sql.execute(SET_META, ("prune", journal))
-
-    def drop_runs(self, runs: Sequence[int], moves: Iterable[Sequence[object]],
-                  journal: str) -> None:
-        """A prune's switch, in one transaction: the captures of `runs` go (with their
-        texts, and the runs' rows, sessions, notes and errors), but those a capture of
-        another run refers to; the captures of rewritten files move (`moves`: capture id,
-        filename, offset, length, req_offset, req_length); the journal says it is done."""
-        marks = ",".join("?" * len(runs))
-        gone = f"run_id IN ({marks}) AND id NOT IN ({HELD_BY_OTHERS.format(marks)})"
-        with self._tx():
-            texts = self.sql.execute(f"SELECT DISTINCT text_id FROM captures WHERE {gone} "
-                                    "AND text_id IS NOT NULL", (*runs, *runs)).fetchall()
-            self.sql.execute(f"DELETE FROM captures WHERE {gone}", (*runs, *runs))
-            self.texts.relatest([u for (u,) in self.sql.execute(
-                "SELECT url_id FROM latest_texts WHERE capture_id NOT IN "
-                "(SELECT id FROM captures)").fetchall()])
-            self.texts.drop(texts)
-            self.texts.sync_latest(build=True)
-            self.sql.executemany(
-                'UPDATE captures SET filename=?, "offset"=?, length=?, req_offset=?, '
-                "req_length=? WHERE id=?", [(*m[1:], m[0]) for m in moves])
-            self.sql.execute(f"DELETE FROM runs WHERE id IN ({marks})", runs)
-            for table in ("sessions", "notes", "page_robots", "errors", "sitemap_reads"):
-                self.sql.execute(f"DELETE FROM {table} WHERE run_id IN ({marks})", runs)
-            self.sql.execute(SET_META, ("prune", journal))
-            crashpoints.reached("prune:switch-inside")
-
-    def compact(self, share: float = 0.25) -> bool:
-        """VACUUM when at least `share` of the file is free pages (what a large prune
-        leaves; a run reuses them, so after a nightly prune of one run it is not worth
-        rewriting the file), then empty the WAL. Atomic, like any transaction. (SQLite's:
-        PostgreSQL's autovacuum does its own; False.)"""
-        if self.sql.dialect != "sqlite":
-            return False
-        free = self.sql.execute("PRAGMA freelist_count").fetchone()[0]
-        if free <= share * self.sql.execute("PRAGMA page_count").fetchone()[0]:
-            return False
-        self.sql.execute("VACUUM")
-        self.sql.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        return True
 
     # -- politeness ------------------------------------------------------------------------
     @retried
