@@ -8,8 +8,10 @@ enforces the table and that there is no import cycle):
     archive/  the on-disk formats both sides share: WARC writing and reading, start-up
               repair of WARC files, the CDXJ index, the lock.
     manifest/ a run's state in SQL (SQLite for one archive, PostgreSQL for a shared run):
-              the connection layer for both engines (db), the schema, the reading and
-              writing handles, full-text search of page texts. No SQL outside it.
+              the connection layer for both engines (db, the fleet's too), the schema,
+              the read-only ManifestReader and the writer Manifest, each composing parts
+              (texts, robots, patterns, prune, sitemaps, sharedrun, filemarks). No SQL
+              outside it.
     crawl/    the write side: frontier, fetch, politeness and retry policy (dead hosts,
               retry budget), robots.txt and sitemaps, cookies and login, scope (CMS
               traps), link discovery (in helper processes), revisit decisions, the

@@ -47,7 +47,9 @@ def open_reader(target: Path | str) -> ManifestReader:
 class ManifestReader:
     """The manifest, read-only: for `mirror status`, `runs`, `diff`, `explain`, `verify`,
     the replay server and run reports, also beside a running crawl (WAL lets it read). It
-    never writes to the file, not even to upgrade it. The writer, Manifest, extends it.
+    never writes to the file, not even to upgrade it, and has no writing method. The
+    writer, Manifest, extends it. Runs, URLs and captures are queried here; the rest is in
+    its parts: texts (full-text search), robots, patterns, prune, audit (verify's).
 
     An older schema version is read as if it were upgraded: the connection gets temporary
     views with the values the migration would write (manifest.schema.READ_AS_CURRENT), and

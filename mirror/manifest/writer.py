@@ -76,8 +76,10 @@ class Manifest(ManifestReader):
     """Crawl state, opened read-write: an older schema is upgraded on opening. In a SQLite
     file (WAL; one writer at a time) or a PostgreSQL database (several workers: its
     parts sharedrun and filemarks lease hosts to them and follow their WARC files). Every
-    method is one short transaction; the
-    queries are ManifestReader's. The state machines are in manifest.schema's docstring."""
+    method is one short transaction (or a part of a group()'s), and so is every method of
+    its parts, which share its transactions (`tx`): texts, patterns, sitemaps, prune,
+    sharedrun, filemarks. The queries are ManifestReader's. The state machines are in
+    manifest.schema's docstring."""
 
     def __init__(self, path: Path | str, *, durable: bool = False) -> None:
         self.durable = durable  # SQLite: synchronous=FULL (PostgreSQL: the server decides)
