@@ -29,10 +29,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from mirror.archive.manifest_text import RANKED_AT_MOST  # noqa: E402
+from mirror.manifest.texts import RANKED_AT_MOST  # noqa: E402
 
 TITLE_WORDS, BODY_WORDS = 6, 324
-BATCH = 256  # as Manifest.index_texts is fed (TEXT_BATCH)
+BATCH = 256  # as Manifest.texts.index is fed (TEXT_BATCH)
 SOURCES = ("/usr/share/doc/*/changelog*.gz", "/usr/lib/python3*/**/*.py")
 
 

@@ -20,9 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from mirror.archive.manifest import Manifest, NewUrl
 from mirror.archive.warcwriter import Exchange, WarcWriter, default_info, sha1_digest
 from mirror.crawl.store import CaptureStore
+from mirror.manifest.writer import Manifest, NewUrl
 from mirror.model import Discovered, PageText
 
 WORDS = [f"w{i}" for i in range(3000)]

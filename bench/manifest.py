@@ -86,7 +86,7 @@ def text_of(n: int):  # noqa: ANN201
 # -- SQLite: one process, the single machine's path -------------------------------------------
 def sqlite_child(mode: str, captures: int, text: bool) -> dict[str, float]:
     """Runs with whatever `mirror` is first on sys.path (this checkout, or --before)."""
-    from mirror.archive.manifest import Manifest
+    from mirror.manifest.writer import Manifest
 
     per_site = universe(captures)
     with tempfile.TemporaryDirectory() as tmp:
@@ -101,7 +101,7 @@ def sqlite_child(mode: str, captures: int, text: bool) -> dict[str, float]:
                 m.commit_capture(run, item, capture_row(done), found_on(item.url, per_site),
                                  text=text_of(done) if text else None)
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
-        m.index_texts()
+        m.texts.index()
         urls = m.db.execute("SELECT COUNT(*) FROM urls").fetchone()[0]
         m.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         parts = defaultdict(int)  # table (its indexes included) -> bytes
@@ -154,24 +154,24 @@ def bytes_per_url(result: dict) -> str:  # noqa: ANN401 - a round's result
 
 # -- PostgreSQL: N worker processes leasing hosts ---------------------------------------------
 def pg_child(dsn: str, owner: str, go: str, captures: int, text: bool) -> dict[str, object]:
-    from mirror.archive.manifest import open_manifest
+    from mirror.manifest.writer import open_manifest
 
     per_site = universe(captures)
     m = open_manifest(dsn)
-    joined = m.join_or_start_run("2026-01-01T00:00:00Z", "bench", seeds())
-    m.register_worker(owner, joined.run_id)
+    joined = m.sharedrun.join_or_start_run("2026-01-01T00:00:00Z", "bench", seeds())
+    m.sharedrun.register_worker(owner, joined.run_id)
     while not Path(go).exists():
         time.sleep(0.001)
     done, refused, spans = 0, 0, []
     while True:
-        leases = m.lease_hosts(owner, 2, 30)
+        leases = m.sharedrun.lease_hosts(owner, 2, 30)
         if not leases:
             if m.count_pending() == 0:
                 break
             time.sleep(0.002)
             continue
         for lease in leases:
-            for item in m.lease_urls(lease, 8):
+            for item in m.sharedrun.lease_urls(lease, 8):
                 n = item.id
                 if m.commit_capture(joined.run_id, item, capture_row(n),
                                     found_on(item.url, per_site),
@@ -180,7 +180,7 @@ def pg_child(dsn: str, owner: str, go: str, captures: int, text: bool) -> dict[s
                 else:
                     refused += 1
             end = m.sql.execute(f"SELECT {m.sql.now_ms}").fetchone()[0]
-            released = m.release_host(lease, 0)
+            released = m.sharedrun.release_host(lease, 0)
             spans.append((lease.site, lease.slot, lease.acquired,
                           end if released else lease.until))
     finished = time.time()
@@ -229,7 +229,7 @@ def bench_pg(args: argparse.Namespace) -> None:
 
 
 def pg_round(dsn: str, workers: int, args: argparse.Namespace, go: Path) -> dict[str, float]:
-    from mirror.archive.manifest import open_manifest
+    from mirror.manifest.writer import open_manifest
 
     open_manifest(dsn).close()  # the schema, before the workers race for it
     procs = [subprocess.Popen(

@@ -47,7 +47,7 @@ from run_mirror import (  # noqa: E402
 from sitegen import change_pages, generate  # noqa: E402
 
 from mirror.archive.index import capture_line  # noqa: E402
-from mirror.archive.manifest_queries import ManifestReader  # noqa: E402
+from mirror.manifest.reader import ManifestReader  # noqa: E402
 from mirror.replay.captures import CaptureIndex, parse_cdxj  # noqa: E402
 from mirror.upkeep.retention import runs_to_keep  # noqa: E402
 

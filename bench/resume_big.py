@@ -24,7 +24,7 @@ from aiohttp import web
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mirror.archive.manifest import Manifest  # noqa: E402
+from mirror.manifest.writer import Manifest  # noqa: E402
 
 
 def build_manifest(path: Path, base: str, urls: int) -> float:

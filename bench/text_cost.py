@@ -98,7 +98,7 @@ def median_row(name: str, runs: list[tuple[Usage, int]]) -> dict[str, float]:
 
 def latency(archive: Path, queries: int, seed: int) -> None:
     sys.path.insert(0, str(ROOT))
-    from mirror.archive.manifest_queries import ManifestReader
+    from mirror.manifest.reader import ManifestReader
 
     manifest = ManifestReader(archive / "manifest.sqlite3")
     rng = random.Random(seed)
@@ -119,7 +119,7 @@ def latency(archive: Path, queries: int, seed: int) -> None:
             times, found = [], 0
             for q in qs:
                 started = time.perf_counter()
-                hits = manifest.search(q, limit=20)
+                hits = manifest.texts.search(q, limit=20)
                 times.append((time.perf_counter() - started) * 1000)
                 found += len(hits)
             times.sort()
@@ -128,7 +128,7 @@ def latency(archive: Path, queries: int, seed: int) -> None:
                   f"({len(qs)} queries, {found / len(qs):.1f} results each, e.g. {qs[0]})")
         frequent = max(set(words[:5000]), key=words.count)
         started = time.perf_counter()
-        manifest.search(frequent, limit=20)
+        manifest.texts.search(frequent, limit=20)
         took = (time.perf_counter() - started) * 1000
         pages = manifest.db.execute("SELECT COUNT(*) FROM texts WHERE texts MATCH ?",
                                     (frequent,)).fetchone()[0]

@@ -1,16 +1,21 @@
 """mirror: archive websites into WARC files, resumable and browsable offline.
 
-Code map. Four layers, each importing only the ones below it (tests/test_quality.py
+Code map. Layers, each importing only the ones below it (tests/test_quality.py
 enforces the table and that there is no import cycle):
 
     web/      pure web standards: URLs, content-codings and charsets, HTML and CSS
               links, rewriting, HTTP facts. No I/O.
-    archive/  the on-disk formats both sides share: WARC writing and reading, the SQLite
-              manifest, the CDXJ index, the lock.
+    archive/  the on-disk formats both sides share: WARC writing and reading, the CDXJ
+              index, the lock.
+    manifest/ a run's state in SQL (SQLite for one archive, PostgreSQL for a shared run):
+              the connection layer for both engines (db, the fleet's too), the schema,
+              the read-only ManifestReader and the writer Manifest, each composing parts
+              (texts, robots, patterns, prune, sitemaps, sharedrun, filemarks). No SQL
+              outside it.
     store/    object storage: the S3 client (the one module that talks to obstore), an
               archive read from a store, push and restore; its keys are the folder's
               layout (layout.py).
-    upkeep/   between runs: prune and [retention], start-up recovery (repair of WARC files
+    upkeep/   between runs: prune and retention, start-up recovery (repair of WARC files
               a crash cut short, a prune finished), rebuilding the text index.
     crawl/    the write side: frontier, fetch, politeness and retry policy (dead hosts,
               retry budget), robots.txt and sitemaps, cookies and login, scope (CMS

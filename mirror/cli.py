@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from mirror import __version__, exportcmd, searchcmd
 from mirror.archive.lock import ArchiveLock, ArchiveLocked
-from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
 from mirror.archive.workerfolder import no_manifest, shared_worker_note
 from mirror.config import ConfigError, SiteConfig, load_config
 from mirror.layout import ArchiveLayout
 from mirror.librarycmds import LibraryUsageError
+from mirror.manifest.reader import ManifestError, ManifestReader, Run
 from mirror.model import SNAPSHOT_CODES, ExitCode, RunState
 from mirror.replay.exporters import ExportFailed
 from mirror.report import (
@@ -399,9 +399,9 @@ def _shared_run(cfg: SiteConfig, args: argparse.Namespace) -> SharedRun | None:
         if lone:
             raise UsageError(f"{lone[0]} works only with --db postgresql://...")
         return None
-    from mirror.archive.sqldb import is_database_url, shown
     from mirror.crawl.sharedfrontier import min_ttl
     from mirror.crawl.sharedrun import SharedRun, check_worker_id, default_worker_id
+    from mirror.manifest.db import is_database_url, shown
 
     if not is_database_url(args.db):
         raise UsageError(f"--db {shown(args.db)!r}: expected a PostgreSQL URL such as "
@@ -580,14 +580,14 @@ def _page_diff(args: argparse.Namespace, a: int, b: int) -> int:
         raise UsageError(f"--page {args.page!r}: not a URL ({exc.reason})") from exc
     manifest = ManifestReader(ArchiveLayout(cfg.site.output_dir).manifest)
     try:
-        history = manifest.page_history(url)
+        history = manifest.texts.page_history(url)
         sides = []
         for run in (a, b):
             cap = next((c for c in reversed(history) if c.run_id <= run), None)
             if cap is None:
                 raise UsageError(f"{url}: not captured in run {run} or before "
                                  f"(`mirror search {args.config} WORDS` finds pages)")
-            text = manifest.page_text(cap.capture_id)
+            text = manifest.texts.page_text(cap.capture_id)
             if text is None:
                 raise UsageError(
                     f"{url}: its capture of {cap.warc_date} has no text to compare (not an "
@@ -624,7 +624,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def _learned(cfg: SiteConfig) -> dict[str, Any] | None:
     """The learned trap patterns the archive's last run stopped (None: no manifest yet)."""
-    from mirror.archive.manifest_patterns import stopped_patterns
 
     path = ArchiveLayout(cfg.site.output_dir).manifest
     if not path.exists():
@@ -632,7 +631,7 @@ def _learned(cfg: SiteConfig) -> dict[str, Any] | None:
     manifest = ManifestReader(path)
     try:
         last = manifest.last_run()
-        return stopped_patterns(manifest.sql, last.id) if last else {}
+        return manifest.patterns.stopped(last.id) if last else {}
     finally:
         manifest.close()
 
@@ -774,7 +773,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def _index_texts(layout: ArchiveLayout, warc_dir: Path) -> int:
-    from mirror.archive.manifest import Manifest
+    from mirror.manifest.writer import Manifest
     from mirror.upkeep.textindex import rebuild_texts
 
     if not layout.manifest.exists():

@@ -10,7 +10,7 @@ from mirror.model import Mode
 from mirror.web.patterns import Figures, url_pattern, why
 from mirror.web.urls import InvalidURL, normalize
 
-#: the patterns a run stopped: pattern -> (figures, rule) (manifest_patterns.stopped_patterns)
+#: the patterns a run stopped: pattern -> (figures, rule) (ManifestReader.patterns.stopped)
 Learned = dict[str, tuple[Figures, str]]
 
 #: what each skip rule means, for people

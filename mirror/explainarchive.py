@@ -3,10 +3,10 @@ page's robots meta tag is the reason (the scope rules alone cannot say it)."""
 
 from __future__ import annotations
 
-from mirror.archive.manifest_queries import ManifestError, ManifestReader
 from mirror.config import SiteConfig
 from mirror.explain import RULES
 from mirror.layout import ArchiveLayout
+from mirror.manifest.reader import ManifestError, ManifestReader
 from mirror.model import META_ROBOTS
 from mirror.web.urls import InvalidURL, normalize
 
@@ -23,7 +23,7 @@ def archive_lines(cfg: SiteConfig, raw: str) -> list[str]:
     except (InvalidURL, ManifestError):
         return []
     try:
-        found = manifest.not_followed(url)
+        found = manifest.robots.not_followed(url)
     finally:
         manifest.close()
     return [] if found is None else nofollow_lines(*found)

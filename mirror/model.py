@@ -8,7 +8,7 @@ from typing import IO, NamedTuple
 
 
 class UrlState(StrEnum):
-    """A URL in a run (manifest urls.state; the machine: archive/manifest_schema.py)."""
+    """A URL in a run (manifest urls.state; the machine: manifest/schema.py)."""
 
     PENDING = "pending"
     LEASED = "leased"
@@ -169,7 +169,7 @@ class Previous:
     original: Original
 
 
-# --- a crawl shared by several workers (manifest_schema: the lease state machine) ---------
+# --- a crawl shared by several workers (manifest.schema: the lease state machine) ---------
 
 @dataclass(frozen=True)
 class HostLease:

@@ -45,7 +45,7 @@ class RunData:
     start_urls: list[tuple[str, str | None]] = field(default_factory=list)  # url, problem
     # pages that said noindex / nofollow (<meta name="robots">, X-Robots-Tag)
     meta_robots: RobotsCounts = field(default_factory=RobotsCounts)
-    # learned trap patterns the run stopped (manifest_patterns.learned_report)
+    # learned trap patterns the run stopped (ManifestReader.patterns.learned_report)
     learned_patterns: list[dict[str, object]] = field(default_factory=list)
 
     def health(self) -> Health:

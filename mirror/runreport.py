@@ -8,12 +8,11 @@ from datetime import datetime
 from pathlib import Path
 
 from mirror.archive.fsutil import atomic_write_text
-from mirror.archive.manifest_patterns import learned_report
-from mirror.archive.manifest_queries import ManifestReader
 from mirror.config import SiteConfig
 from mirror.crawl.history import Changes, compare
 from mirror.crawl.politeness import UNREACHABLE
 from mirror.layout import ArchiveLayout
+from mirror.manifest.reader import ManifestReader
 from mirror.model import PARSE_BUDGET, UNFINISHED, ExitCode, Run, RunState
 from mirror.report import RunData, build_report
 from mirror.runhealth import Health, health, numbers_of, start_problem
@@ -83,8 +82,8 @@ def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
         skipped_urls=m.skipped_urls(run),
         pages_stored=m.count_pages_stored(run),
         start_urls=[(u, start_problem(s, st, r)) for u, s, st, r in m.start_urls(run)],
-        meta_robots=replace(m.robots_counts(run), enabled=cfg.scope.meta_robots),
-        learned_patterns=learned_report(m.sql, run),
+        meta_robots=replace(m.robots.counts(run), enabled=cfg.scope.meta_robots),
+        learned_patterns=m.patterns.learned_report(run),
         warc_files=[p.name for p in index.warc_files(ArchiveLayout(cfg.site.output_dir).warc)],
         archive=str(cfg.site.output_dir),
     )

@@ -80,10 +80,10 @@ def _color() -> bool:
 def _search_site(args: argparse.Namespace, site_file: Path, query: str) -> int:
     import json
 
-    from mirror.archive.manifest_queries import ManifestReader
-    from mirror.archive.manifest_text import SearchError
     from mirror.config import load_config
     from mirror.layout import ArchiveLayout
+    from mirror.manifest.reader import ManifestReader
+    from mirror.manifest.texts import SearchError
     from mirror.textview import hit_json, render_hits
 
     cfg = load_config(site_file)
@@ -92,11 +92,11 @@ def _search_site(args: argparse.Namespace, site_file: Path, query: str) -> int:
         if args.run is not None and args.run not in {r.id for r in manifest.runs()}:
             return _usage(f"--run {args.run}: no such run (see `mirror runs {site_file}`)")
         try:
-            hits = manifest.search(query, run_id=args.run, all_runs=args.all_runs,
+            hits = manifest.texts.search(query, run_id=args.run, all_runs=args.all_runs,
                                    limit=args.limit)
         except SearchError as exc:
             return _usage(str(exc))
-        unindexed = manifest.unindexed_pages()
+        unindexed = manifest.texts.unindexed_pages()
     finally:
         manifest.close()
     if args.json:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from mirror.archive.manifest_text import Hit
+from mirror.manifest.texts import Hit
 from mirror.replay.textdiff import SAME, DiffPart, diff_terminal
 from mirror.terminal import printable, printable_lines
 

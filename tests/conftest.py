@@ -23,10 +23,10 @@ import pytest
 from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
 
-from mirror.archive.manifest_queries import ManifestReader
 from mirror.archive.warcwriter import utc_now
 from mirror.config import SiteConfig, load_config
 from mirror.crawl.crawler import Crawler, RunResult
+from mirror.manifest.reader import ManifestReader
 from mirror.runreport import write_missing_report, write_report
 from mirror.verify import check_archive
 

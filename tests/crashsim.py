@@ -31,9 +31,9 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.checker import Checker
 
 from mirror import crashpoints
-from mirror.archive.manifest_queries import ManifestReader
 from mirror.archive.warcread import complete_prefix
 from mirror.config import load_config
+from mirror.manifest.reader import ManifestReader
 from mirror.model import ExitCode
 from mirror.replay.serve import start_replay_server
 from mirror.upkeep import recovery

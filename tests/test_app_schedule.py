@@ -15,8 +15,8 @@ from mirror.app.guard import Secrets
 from mirror.app.server import LibraryApp
 from mirror.app.status import RunSummary, SiteState, SiteStatus, schedule_view
 from mirror.archive.lock import ArchiveLock
-from mirror.archive.manifest import Manifest
 from mirror.crawl.progressfile import LiveProgress
+from mirror.manifest.writer import Manifest
 from mirror.schedule.spec import parse_schedule
 from mirror.schedule.timers import Site
 from mirror.schedule.wait import wait_folder

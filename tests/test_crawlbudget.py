@@ -15,12 +15,12 @@ from pathlib import Path
 
 from aiohttp import web
 
-from mirror.archive.manifest_queries import ManifestReader
 from mirror.config import load_config
 from mirror.crawl import parsepool
 from mirror.crawl.discover import MAX_NESTING, MAX_PARSE_BYTES, Discovery
 from mirror.crawl.parsehelper import Page
 from mirror.crawl.scope import Scope
+from mirror.manifest.reader import ManifestReader
 from mirror.model import PARSE_BUDGET, UrlItem
 from mirror.runreport import gather
 from tests.conftest import write_config

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from mirror.archive.lock import ArchiveLocked
-from mirror.archive.sqldb import ManifestConflict, ManifestError
 from mirror.config import ConfigError, ConfigErrors, load_config
 from mirror.errors import MirrorError, exit_code_of
+from mirror.manifest.db import ManifestConflict, ManifestError
 from mirror.model import ExitCode, exit_meaning
 from mirror.schedule.wait import AlreadyWaiting
 from mirror.store.objstore import StoreConflict, StoreError

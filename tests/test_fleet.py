@@ -225,7 +225,7 @@ def test_a_run_that_prunes_leaves_the_pruned_archive_in_its_store(
         tmp_path: Path, pg_dsn: str, s3: Any, site_in_thread: Callable[[], TestSite]) -> None:
     """[retention]: a scheduled run prunes after its last push, and pushes the pruned
     archive (cli._retention): the next worker restores it, not the one before."""
-    from mirror.archive.manifest_queries import ManifestReader
+    from mirror.manifest.reader import ManifestReader
     from mirror.store.objstore import open_store
     from mirror.store.sync import restore
 

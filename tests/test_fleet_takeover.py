@@ -105,7 +105,7 @@ def test_a_killed_workers_run_is_finished_by_another_from_its_checkpoint(
 
 
 def _restored_archive_verifies(folder: Path, store_url: str) -> None:
-    from mirror.archive.manifest_queries import ManifestReader
+    from mirror.manifest.reader import ManifestReader
     from mirror.store.objstore import open_store
     from mirror.store.sync import restore
     from mirror.verify import check_archive

@@ -18,9 +18,9 @@ from test_store import Archive, exchange
 from warcio.archiveiterator import ArchiveIterator
 
 from mirror import crashpoints
-from mirror.archive.manifest import ManifestReader, NewUrl
 from mirror.config import load_config
 from mirror.crawl.store import StorageError
+from mirror.manifest.writer import ManifestReader, NewUrl
 from mirror.model import NOTHING, Discovered, ExitCode
 from mirror.upkeep import recovery
 

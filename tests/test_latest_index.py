@@ -1,4 +1,4 @@
-"""The index of the newest texts (archive/latestindex.py) is brought in step with what
+"""The index of the newest texts (manifest/latestindex.py) is brought in step with what
 changed only; after every kind of change it must equal an index made from scratch of each
 URL's newest text, as the captures say, word for word and position for position."""
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mirror.archive import latestindex
-from mirror.archive import manifest as manifest_module
-from mirror.archive.manifest import Manifest
+from mirror.manifest import latestindex
+from mirror.manifest import texts as texts_module
+from mirror.manifest.writer import Manifest
 from mirror.model import CaptureRow, NewUrl, PageText
 
 H = "http://h.test/"
@@ -49,7 +49,7 @@ def assert_in_step(m: Manifest, *, every_text_newest: bool = False) -> None:
     mark = db.execute("SELECT value FROM meta WHERE key=?", (latestindex.MARK,)).fetchone()
     if every_text_newest:
         assert newest == {t for (t,) in db.execute("SELECT id FROM page_texts")}
-        assert mark == (f"={m._texts_indexed()}",) and not latestindex.in_step(m.sql)
+        assert mark == (f"={m.texts.texts_indexed()}",) and not latestindex.in_step(m.sql)
         assert db.execute("SELECT COUNT(*) FROM latest_index_rows").fetchone()[0] == 0
         return
     assert {t for (t,) in db.execute("SELECT text_id FROM latest_index_rows")} == newest
@@ -74,7 +74,7 @@ def words(m: Manifest) -> set[str]:
 
 def test_the_index_of_the_newest_texts_equals_one_made_afresh_after_every_change(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(manifest_module, "TEXT_BATCH", 2)  # syncs in the middle of runs
+    monkeypatch.setattr(texts_module, "TEXT_BATCH", 2)  # syncs in the middle of runs
     m = Manifest(tmp_path / "manifest.sqlite3")
     try:
         # new pages; "twin" shares "shared"'s text (a revisit of another URL's capture)
@@ -98,7 +98,7 @@ def test_the_index_of_the_newest_texts_equals_one_made_afresh_after_every_change
         assert_in_step(m)
         assert {"second", "delta"} <= words(m) and "golf" not in words(m)
         # a prune of the first run: "gone" has no capture left; texts others refer to stay
-        m.drop_runs([1], [], "{}")
+        m.prune.drop_runs([1], [], "{}")
         assert_in_step(m)
         assert not {"echo"} & words(m) and {"alpha", "charlie", "delta"} <= words(m)
         # an index out of step (as an older mirror leaves it) is made again at the next sync

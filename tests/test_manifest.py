@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mirror.archive.manifest import Manifest, ManifestWriteError
-from mirror.archive.manifest_queries import ManifestReader
+from mirror.manifest.reader import ManifestReader
+from mirror.manifest.writer import Manifest, ManifestWriteError
 from mirror.model import CaptureRow, NewUrl, UrlItem
 
 A, B, C = "http://h.test/a", "http://h.test/b", "http://h.test/c"
@@ -123,10 +123,10 @@ def test_page_texts_reach_the_search_index_in_batches_and_none_is_lost(
     """A text is committed with its capture; the full-text index takes texts in batches
     (TEXT_BATCH), at the end of a run, and when a writer opens a manifest a killed process
     left with texts it had not indexed; a capture rolled back takes its text out of both."""
-    from mirror.archive import manifest as manifest_module
+    from mirror.manifest import texts as texts_module
     from mirror.model import PageText
 
-    monkeypatch.setattr(manifest_module, "TEXT_BATCH", 3)
+    monkeypatch.setattr(texts_module, "TEXT_BATCH", 3)
     path = tmp_path / "manifest.sqlite3"
     m = Manifest(path)
     run = m.start_run("2026-01-01T00:00:00Z", "cfg")
@@ -135,22 +135,22 @@ def test_page_texts_reach_the_search_index_in_batches_and_none_is_lost(
     for n, url in enumerate(urls, 1):
         m.commit_capture(run, item(m, run, url), capture(n), [],
                          text=PageText(f"Page {n}", f"word{n} common"))
-    assert len(m.search("common")) == 3 and m.unindexed_pages() == 2  # one batch so far
+    assert len(m.texts.search("common")) == 3 and m.texts.unindexed_pages() == 2  # one batch so far
     m.close()  # as if killed: the last two are committed, not indexed
     m = Manifest(path)
     try:
-        assert m.unindexed_pages() == 2
+        assert m.texts.unindexed_pages() == 2
         m.resume_run(run)  # the run taken up again indexes them first
-        assert len(m.search("common")) == 5 and m.unindexed_pages() == 0
+        assert len(m.texts.search("common")) == 5 and m.texts.unindexed_pages() == 0
         assert m.rollback_past(run, "f.warc.gz", 450) == urls[3:]  # captures 4 and 5 cut
-        assert [h.title for h in m.search("common")] == ["Page 1", "Page 2", "Page 3"]
-        assert m.search("word5") == [] and m.page_text(5) is None
+        assert [h.title for h in m.texts.search("common")] == ["Page 1", "Page 2", "Page 3"]
+        assert m.texts.search("word5") == [] and m.texts.page_text(5) is None
         assert m.db.execute("SELECT COUNT(*) FROM page_texts").fetchone()[0] == 3
         m.db.execute("INSERT INTO texts (texts, rank) VALUES ('integrity-check', 1)")
         m.commit_capture(run, item(m, run, urls[3]), capture(6), [],
                          text=PageText("Page 4 again", "word4 common"))
         m.finish_run(run, "2026-01-01T01:00:00Z", "complete", 0)  # indexes the rest
-        assert {h.title for h in m.search("common")} == {"Page 1", "Page 2", "Page 3",
+        assert {h.title for h in m.texts.search("common")} == {"Page 1", "Page 2", "Page 3",
                                                          "Page 4 again"}
         m.db.execute("INSERT INTO texts (texts, rank) VALUES ('integrity-check', 1)")
     finally:
@@ -178,16 +178,17 @@ def test_a_search_that_matches_more_than_it_ranks_ranks_the_newest(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """RANKED_AT_MOST bounds bm25's work: past it, the newest matches are ranked; under
     it every match is. A query matching few texts is unaffected."""
-    from mirror.archive import manifest_text
+    from mirror.manifest import texts as manifest_text
 
     path, _ = _texts(tmp_path, 6)
     m = ManifestReader(path)
     try:
-        assert len(m.search("common")) == 6
+        assert len(m.texts.search("common")) == 6
         monkeypatch.setattr(manifest_text, "RANKED_AT_MOST", 4)
-        assert sorted(h.title for h in m.search("common")) == [f"Page {k}" for k in (3, 4, 5, 6)]
-        assert [h.title for h in m.search("bridges1")] == ["Page 1"]  # one match: found
-        assert len(m.search("bri*")) == 4
+        assert sorted(h.title for h in m.texts.search("common")) \
+            == [f"Page {k}" for k in (3, 4, 5, 6)]
+        assert [h.title for h in m.texts.search("bridges1")] == ["Page 1"]  # one match: found
+        assert len(m.texts.search("bri*")) == 4
     finally:
         m.close()
 
@@ -216,7 +217,8 @@ def test_an_older_full_text_index_is_kept_as_it_is_and_searched_alike(
         old = db.execute("SELECT sql FROM sqlite_master WHERE name='texts'").fetchone()[0]
     reader = ManifestReader(path)
     try:
-        assert len(reader.search("bri*")) == 5 and len(reader.search('"bridges3 common"')) == 1
+        assert len(reader.texts.search("bri*")) == 5 \
+            and len(reader.texts.search('"bridges3 common"')) == 1
     finally:
         reader.close()
     m = Manifest(path)
@@ -225,14 +227,14 @@ def test_an_older_full_text_index_is_kept_as_it_is_and_searched_alike(
                             ).fetchone()[0] == old
         assert m.db.execute("SELECT value FROM meta WHERE key='schema_version'"
                             ).fetchone() == ("5",)
-        assert len(m.search("bri*")) == 5 and len(m.search("common")) == 5
+        assert len(m.texts.search("bri*")) == 5 and len(m.texts.search("common")) == 5
         run = m.start_run("2026-01-02T00:00:00Z", "cfg")
         m.add_urls(run, None, [new(urls[0])])
         m.commit_capture(run, item(m, run, urls[0]), capture(9), [],
                          text=PageText("Page 1 again", "bridgework common"))
         m.finish_run(run, "2026-01-02T01:00:00Z", "complete", 0)
-        assert m.unindexed_pages() == 0
-        assert {h.title for h in m.search("bridgew*")} == {"Page 1 again"}
+        assert m.texts.unindexed_pages() == 0
+        assert {h.title for h in m.texts.search("bridgew*")} == {"Page 1 again"}
         m.db.execute("INSERT INTO texts (texts, rank) VALUES ('integrity-check', 1)")
     finally:
         m.close()

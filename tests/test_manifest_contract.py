@@ -2,7 +2,7 @@
 server: tests/pgserver.py; skipped with the reason where it cannot start).
 
 The run and URL state machine as the crawler drives it, the queries of status and reports,
-and the host lease state machine of a crawl shared by several workers (manifest_schema's
+and the host lease state machine of a crawl shared by several workers (manifest.schema's
 docstring): exclusive leases across connections and processes, expiry by the database's
 clock, fencing (a commit under a lost lease writes nothing), recover, Retry-After and the
 politeness delay. Then 4 worker processes crawl 8 hosts through one manifest, one of them
@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from mirror.archive.manifest import Manifest, ManifestWriteError, open_manifest
-from mirror.archive.manifest_queries import ManifestError, ManifestReader, open_reader
+from mirror.manifest.reader import ManifestError, ManifestReader, open_reader
+from mirror.manifest.writer import Manifest, ManifestWriteError, open_manifest
 from mirror.model import CaptureRow, NewUrl, PageText, UrlItem
 
 BACKENDS = ["sqlite", "postgresql"]
@@ -206,8 +206,8 @@ def test_outcomes_and_the_reports_queries(manifest: Manifest) -> None:
     assert m.capture_in_run(None, "http://h.test/dup") == dup
     assert m.original_by_digest("sha1:1", 200) == dup
     assert m.original_by_record("<urn:uuid:1>", "sha1:1") == dup
-    assert m.page_text(6) == PageText("Home", "welcome")  # a revisit shares its text
-    assert [c.record_type for c in m.page_history("http://h.test/dup")] == ["revisit"]
+    assert m.texts.page_text(6) == PageText("Home", "welcome")  # a revisit shares its text
+    assert [c.record_type for c in m.texts.page_history("http://h.test/dup")] == ["revisit"]
     assert [dict(r)["offset"] for r in m.captures(run)] == [100, 200, 300, 400, 500, 600]
     assert one(m, "SELECT lastmod FROM sitemap_lastmod") == "2026-01-01"
     m.finish_run(run, "t2", "complete", 3)
@@ -250,54 +250,55 @@ def test_abandon_run_and_drop_runs(manifest: Manifest) -> None:
     m.lease(10, 1.0)
     m.abandon_run(run, "t3")
     assert states(m) == {"http://h.test/a": "pending"}
-    targets = m.prune_targets([old])
+    targets = m.prune.targets([old])
     assert (targets.captures, list(targets.files)) == (1, ["f.warc.gz"])
-    m.drop_runs([old], [], '{"done": true}')
+    m.prune.drop_runs([old], [], '{"done": true}')
     assert [r.id for r in m.runs()] == [run] and m.count_captures(old) == 0
-    assert m.prune_journal() == '{"done": true}'
-    m.set_prune_journal(None)
-    assert m.prune_journal() is None
+    assert m.prune.journal() == '{"done": true}'
+    m.prune.set_journal(None)
+    assert m.prune.journal() is None
 
 
 # -- the host lease state machine -----------------------------------------------------------
 def crawl_setup(m: Manifest, urls: int = 3, sites: tuple[str, ...] = (H,)) -> int:
     """A run shared by workers: `urls` pending URLs on each site."""
     seeds = [new(f"http://{s}/{n}", site=s) for s in sites for n in range(urls)]
-    joined = m.join_or_start_run("t", "d", seeds)
+    joined = m.sharedrun.join_or_start_run("t", "d", seeds)
     assert joined.started
     return joined.run_id
 
 
 def test_a_host_is_leased_by_one_worker_at_a_time(manifest: Manifest, other: Manifest) -> None:
     run = crawl_setup(manifest, sites=(H, OTHER))
-    mine = manifest.lease_hosts("w1", 1, 30)
-    theirs = other.lease_hosts("w2", 5, 30)
+    mine = manifest.sharedrun.lease_hosts("w1", 1, 30)
+    theirs = other.sharedrun.lease_hosts("w2", 5, 30)
     assert [lease.site for lease in mine] == [H] and [lease.site for lease in theirs] == [OTHER]
-    assert other.lease_hosts("w2", 5, 30) == [] == manifest.lease_hosts("w3", 5, 30)
-    assert [i.url for i in manifest.lease_urls(mine[0], 2)] == ["http://h.test/0",
+    assert other.sharedrun.lease_hosts("w2", 5, 30) == [] \
+        == manifest.sharedrun.lease_hosts("w3", 5, 30)
+    assert [i.url for i in manifest.sharedrun.lease_urls(mine[0], 2)] == ["http://h.test/0",
                                                                 "http://h.test/1"]
-    assert other.lease_urls(replace(mine[0], owner="w2"), 2) == []  # not its lease
-    assert manifest.release_host(mine[0], 0)
+    assert other.sharedrun.lease_urls(replace(mine[0], owner="w2"), 2) == []  # not its lease
+    assert manifest.sharedrun.release_host(mine[0], 0)
     assert states(manifest)["http://h.test/1"] == "pending"  # unfetched: back to pending
-    again = other.lease_hosts("w2", 5, 30)
+    again = other.sharedrun.lease_hosts("w2", 5, 30)
     assert [(lease.site, lease.epoch > mine[0].epoch) for lease in again] == [(H, True)]
-    assert other.join_or_start_run("t", "d") == (run, False)
+    assert other.sharedrun.join_or_start_run("t", "d") == (run, False)
 
 
 def test_a_lease_expires_by_the_databases_clock_and_fences_the_old_holder(
         manifest: Manifest, other: Manifest, monkeypatch: pytest.MonkeyPatch) -> None:
     run = crawl_setup(manifest)
-    [old] = manifest.lease_hosts("w1", 1, 0.3)
-    fetched = manifest.lease_urls(old, 3)
+    [old] = manifest.sharedrun.lease_hosts("w1", 1, 0.3)
+    fetched = manifest.sharedrun.lease_urls(old, 3)
     monkeypatch.setattr(time, "time", lambda: 4e9)  # a worker's clock decides nothing
-    assert other.lease_hosts("w2", 1, 30) == []
+    assert other.sharedrun.lease_hosts("w2", 1, 30) == []
     monkeypatch.undo()
     assert manifest.commit_capture(run, fetched[0], capture(1), [], lease=old)  # in time
     time.sleep(0.4)
-    assert manifest.lease_urls(old, 3) == []  # expired: no more URLs under it
-    [new_lease] = other.lease_hosts("w2", 1, 30)  # taken over: its URLs back to pending
+    assert manifest.sharedrun.lease_urls(old, 3) == []  # expired: no more URLs under it
+    [new_lease] = other.sharedrun.lease_hosts("w2", 1, 30)  # taken over: its URLs back to pending
     assert new_lease.epoch > old.epoch and states(manifest)["http://h.test/1"] == "pending"
-    assert [i.url for i in other.lease_urls(new_lease, 5)] == ["http://h.test/1",
+    assert [i.url for i in other.sharedrun.lease_urls(new_lease, 5)] == ["http://h.test/1",
                                                               "http://h.test/2"]
     # every write of the old holder under its lost lease: False, nothing written
     before = (one(manifest, "SELECT COUNT(*) FROM captures"),
@@ -308,63 +309,64 @@ def test_a_lease_expires_by_the_databases_clock_and_fences_the_old_holder(
     assert not manifest.give_up(run, fetched[2], "timeout", lease=old)
     assert not manifest.skip(run, fetched[2], "robots", lease=old)
     manifest.unlease([fetched[1].id], lease=old)
-    assert not manifest.release_host(old, 0) and manifest.renew_host(old, 30) is None
+    assert not manifest.sharedrun.release_host(old, 0) \
+        and manifest.sharedrun.renew_host(old, 30) is None
     assert (one(manifest, "SELECT COUNT(*) FROM captures"),
             one(manifest, "SELECT COUNT(*) FROM errors"), states(manifest)) == before
     assert other.commit_capture(run, fetched[1], capture(3), [], lease=new_lease)
     assert one(other, "SELECT COUNT(*) FROM captures WHERE url_id=?", (fetched[1].id,)) == 1
-    assert other.renew_host(new_lease, 60) is not None
+    assert other.sharedrun.renew_host(new_lease, 60) is not None
 
 
 def test_a_lease_renewed_or_released_after_expiry_but_not_taken_over_holds(
         manifest: Manifest) -> None:
     run = crawl_setup(manifest)
-    [lease] = manifest.lease_hosts("w1", 1, 0.1)
-    [first] = manifest.lease_urls(lease, 1)
+    [lease] = manifest.sharedrun.lease_hosts("w1", 1, 0.1)
+    [first] = manifest.sharedrun.lease_urls(lease, 1)
     time.sleep(0.2)  # expired; no one took it: what it leased is still its own
-    renewed = manifest.renew_host(lease, 30)
+    renewed = manifest.sharedrun.renew_host(lease, 30)
     assert renewed is not None and renewed.epoch == lease.epoch and renewed.until > lease.until
     assert manifest.commit_capture(run, first, capture(1), [], lease=renewed)
-    assert [i.url for i in manifest.lease_urls(renewed, 1)] == ["http://h.test/1"]
+    assert [i.url for i in manifest.sharedrun.lease_urls(renewed, 1)] == ["http://h.test/1"]
 
 
 def test_recover_ends_the_own_leases_at_once_and_the_expired_ones_of_others(
         manifest: Manifest, other: Manifest) -> None:
     crawl_setup(manifest, sites=("a.test", "b.test", "c.test"))
-    [a] = manifest.lease_hosts("w1", 1, 30)
-    [b] = other.lease_hosts("w2", 1, 0.1)
-    [c] = other.lease_hosts("w3", 1, 30)
+    [a] = manifest.sharedrun.lease_hosts("w1", 1, 30)
+    [b] = other.sharedrun.lease_hosts("w2", 1, 0.1)
+    [c] = other.sharedrun.lease_hosts("w3", 1, 30)
     for lease in (a, b, c):
-        assert len(manifest.lease_urls(lease, 2)) == 2
+        assert len(manifest.sharedrun.lease_urls(lease, 2)) == 2
     time.sleep(0.2)
     restarted = open_manifest(manifest.path)  # w1 again, after a crash
     try:
         # its own two, and w2's two (expired); its own host waits the delay: it may have
         # sent a request just before it died
-        assert restarted.recover("w1", delay=30) == 4
+        assert restarted.sharedrun.recover("w1", delay=30) == 4
     finally:
         restarted.close()
     owners = {h.site: h.lease_owner for h in manifest.hosts()}
     assert owners == {"a.test": None, "b.test": None, "c.test": "w3"}
-    assert [h.site for h in other.lease_hosts("w4", 3, 30)] == ["b.test"]
+    assert [h.site for h in other.sharedrun.lease_hosts("w4", 3, 30)] == ["b.test"]
     assert Counter(states(manifest).values()) == {"pending": 7, "leased": 2}
-    assert other.release_host(c, 0) and not other.release_host(b, 0)
+    assert other.sharedrun.release_host(c, 0) and not other.sharedrun.release_host(b, 0)
 
 
 def test_politeness_next_fetch_at_and_block_until_hold_for_every_worker(
         manifest: Manifest, other: Manifest) -> None:
     crawl_setup(manifest)
-    [lease] = manifest.lease_hosts("w1", 1, 30)
-    assert manifest.release_host(lease, 0.3)  # the politeness delay
-    assert other.lease_hosts("w2", 1, 30) == []
+    [lease] = manifest.sharedrun.lease_hosts("w1", 1, 30)
+    assert manifest.sharedrun.release_host(lease, 0.3)  # the politeness delay
+    assert other.sharedrun.lease_hosts("w2", 1, 30) == []
     time.sleep(0.35)
-    [lease] = other.lease_hosts("w2", 1, 30)
-    assert other.release_host(lease, 0)
-    manifest.block_host(H, 0.3)  # Retry-After
-    manifest.block_host(H, 0.01)  # a shorter one does not shorten it
-    assert other.lease_hosts("w2", 1, 30) == []
+    [lease] = other.sharedrun.lease_hosts("w2", 1, 30)
+    assert other.sharedrun.release_host(lease, 0)
+    manifest.sharedrun.block_host(H, 0.3)  # Retry-After
+    manifest.sharedrun.block_host(H, 0.01)  # a shorter one does not shorten it
+    assert other.sharedrun.lease_hosts("w2", 1, 30) == []
     time.sleep(0.35)
-    assert [h.site for h in other.lease_hosts("w2", 1, 30)] == [H]
+    assert [h.site for h in other.sharedrun.lease_hosts("w2", 1, 30)] == [H]
 
 
 def test_only_hosts_with_due_pending_urls_are_leased(manifest: Manifest) -> None:
@@ -373,64 +375,65 @@ def test_only_hosts_with_due_pending_urls_are_leased(manifest: Manifest) -> None
     m.ensure_url(run, "http://c.test/robots.txt", "c.test", "robots")  # no host row needed
     m.commit_capture(run, item(m, run, "http://a.test/0"), capture(1), [])
     m.retry_later(run, item(m, run, "http://b.test/0"), "HTTP 503", time.time() + 3600)
-    assert m.lease_hosts("w1", 5, 30) == []
+    assert m.sharedrun.lease_hosts("w1", 5, 30) == []
     m.retry_later(run, item(m, run, "http://b.test/0"), "HTTP 503", time.time() - 1)
-    assert [h.site for h in m.lease_hosts("w1", 5, 30)] == ["b.test"]
+    assert [h.site for h in m.sharedrun.lease_hosts("w1", 5, 30)] == ["b.test"]
 
 
 def test_host_slots_let_workers_share_a_host_on_disjoint_urls(
         manifest: Manifest, other: Manifest) -> None:
     crawl_setup(manifest, urls=4)
-    manifest.set_host_slots(2)
-    [one_slot] = manifest.lease_hosts("w1", 1, 30)
-    [two_slot] = other.lease_hosts("w2", 1, 30)
+    manifest.sharedrun.set_host_slots(2)
+    [one_slot] = manifest.sharedrun.lease_hosts("w1", 1, 30)
+    [two_slot] = other.sharedrun.lease_hosts("w2", 1, 30)
     assert {one_slot.slot, two_slot.slot} == {0, 1}
-    mine = {i.id for i in manifest.lease_urls(one_slot, 2)}
-    theirs = {i.id for i in other.lease_urls(two_slot, 5)}
+    mine = {i.id for i in manifest.sharedrun.lease_urls(one_slot, 2)}
+    theirs = {i.id for i in other.sharedrun.lease_urls(two_slot, 5)}
     assert len(mine) == 2 and len(theirs) == 2 and not mine & theirs
 
 
 def test_workers_heartbeats_and_files(manifest: Manifest, other: Manifest) -> None:
     run = crawl_setup(manifest, urls=3)
-    manifest.register_worker("w1", run)
-    other.register_worker("w2", run)
-    assert manifest.heartbeat("w1") and not manifest.heartbeat("nobody")
+    manifest.sharedrun.register_worker("w1", run)
+    other.sharedrun.register_worker("w2", run)
+    assert manifest.sharedrun.heartbeat("w1") and not manifest.sharedrun.heartbeat("nobody")
     time.sleep(0.2)
-    assert other.heartbeat("w2")
+    assert other.sharedrun.heartbeat("w2")
     assert manifest.lost_workers(0.15) == ["w1"]
     assert [(w.id, w.run_id) for w in manifest.workers()] == [("w1", run), ("w2", run)]
-    [lease] = manifest.lease_hosts("w1", 1, 30)
-    items = manifest.lease_urls(lease, 3)
-    assert manifest.open_file("w1-1.warc.gz", "w1") and manifest.open_file("w1-2.warc.gz", "w1")
-    assert manifest.open_file("w1-3.warc.gz", "w1")
+    [lease] = manifest.sharedrun.lease_hosts("w1", 1, 30)
+    items = manifest.sharedrun.lease_urls(lease, 3)
+    assert manifest.filemarks.open_file("w1-1.warc.gz", "w1") \
+        and manifest.filemarks.open_file("w1-2.warc.gz", "w1")
+    assert manifest.filemarks.open_file("w1-3.warc.gz", "w1")
     for n, (it, name) in enumerate(zip(items, ["w1-1", "w1-2", "w1-3"], strict=True), 1):
         assert manifest.commit_capture(run, it, capture(n, filename=f"{name}.warc.gz"), [],
                                        lease=lease)
-    assert manifest.close_file("w1-1.warc.gz", 100, "ab") and manifest.mark_uploaded(
-        "w1-1.warc.gz")
-    assert manifest.close_file("w1-2.warc.gz", 200, "cd")
-    assert not manifest.mark_uploaded("w1-3.warc.gz")  # not closed yet
-    assert other.mark_lost("w1") == ["w1-2.warc.gz", "w1-3.warc.gz"]
+    assert manifest.filemarks.close_file("w1-1.warc.gz", 100, "ab") \
+        and manifest.filemarks.mark_uploaded("w1-1.warc.gz")
+    assert manifest.filemarks.close_file("w1-2.warc.gz", 200, "cd")
+    assert not manifest.filemarks.mark_uploaded("w1-3.warc.gz")  # not closed yet
+    assert other.filemarks.mark_lost("w1") == ["w1-2.warc.gz", "w1-3.warc.gz"]
     assert [(f.name, f.state) for f in other.files("w1")] == [
         ("w1-1.warc.gz", "uploaded"), ("w1-2.warc.gz", "lost"), ("w1-3.warc.gz", "lost")]
     assert states(other) == {"http://h.test/0": "done", "http://h.test/1": "pending",
                              "http://h.test/2": "pending"}
     assert other.hosts()[0].lease_owner is None
     # w1 comes back: its lost files are not its to write or upload any more
-    assert not manifest.close_file("w1-3.warc.gz", 300, "ef")
-    assert not manifest.mark_uploaded("w1-2.warc.gz") and not manifest.open_file(
-        "w1-2.warc.gz", "w1")
+    assert not manifest.filemarks.close_file("w1-3.warc.gz", 300, "ef")
+    assert not manifest.filemarks.mark_uploaded("w1-2.warc.gz") \
+        and not manifest.filemarks.open_file("w1-2.warc.gz", "w1")
 
 
 def test_a_worker_joins_the_unfinished_run_and_the_next_run_starts_anew(
         manifest: Manifest, other: Manifest) -> None:
-    first = manifest.join_or_start_run("t", "d", [new("http://h.test/")])
-    assert first.started and other.join_or_start_run("t", "d") == (first.run_id, False)
+    first = manifest.sharedrun.join_or_start_run("t", "d", [new("http://h.test/")])
+    assert first.started and other.sharedrun.join_or_start_run("t", "d") == (first.run_id, False)
     manifest.finish_run(first.run_id, "t", "interrupted", 130)
-    assert other.join_or_start_run("t", "d") == (first.run_id, False)
+    assert other.sharedrun.join_or_start_run("t", "d") == (first.run_id, False)
     assert manifest.last_run() is not None and manifest.last_run().state == "running"
     manifest.finish_run(first.run_id, "t", "complete", 0)
-    second = other.join_or_start_run("t", "d", [new("http://h.test/")])
+    second = other.sharedrun.join_or_start_run("t", "d", [new("http://h.test/")])
     assert second.started and second.run_id == first.run_id + 1
 
 
@@ -454,11 +457,11 @@ def test_search_needs_the_sqlite_manifest(manifest: Manifest) -> None:
                             text=PageText("Title", "some words"))
     manifest.finish_run(run, "t", "complete", 0)
     if manifest.sql.dialect == "sqlite":
-        assert [h.title for h in manifest.search("words")] == ["Title"]
+        assert [h.title for h in manifest.texts.search("words")] == ["Title"]
     else:
         with pytest.raises(ManifestError, match="search needs the SQLite manifest"):
-            manifest.search("words")
-    assert manifest.page_text(1) == PageText("Title", "some words")
+            manifest.texts.search("words")
+    assert manifest.texts.page_text(1) == PageText("Title", "some words")
 
 
 # -- several worker processes ---------------------------------------------------------------
@@ -486,12 +489,12 @@ def worker(target: str, owner: str, log_path: str, stall_on: int) -> None:
     lease and every commit, one line at a time (a killed worker's log ends where it died)."""
     m = open_manifest(target)
     log = open(log_path, "a", buffering=1)  # noqa: SIM115 - lives as long as the process
-    joined = m.join_or_start_run("t", "d", [new(f"http://{s}/p0", site=s) for s in SITES])
-    m.register_worker(owner, joined.run_id)
-    m.recover(owner)
+    joined = m.sharedrun.join_or_start_run("t", "d", [new(f"http://{s}/p0", site=s) for s in SITES])
+    m.sharedrun.register_worker(owner, joined.run_id)
+    m.sharedrun.recover(owner)
     leases = 0
     while True:
-        got = m.lease_hosts(owner, 2, TTL)
+        got = m.sharedrun.lease_hosts(owner, 2, TTL)
         if not got:
             if m.count_pending() == 0:
                 break
@@ -501,7 +504,7 @@ def worker(target: str, owner: str, log_path: str, stall_on: int) -> None:
             leases += 1
             print(json.dumps(["L", lease.site, lease.slot, lease.epoch, lease.acquired,
                               lease.until]), file=log)
-            for n, it in enumerate(m.lease_urls(lease, 4)):
+            for n, it in enumerate(m.sharedrun.lease_urls(lease, 4)):
                 if leases == stall_on and n == 1:
                     time.sleep(TTL + 0.3)  # the lease expires: another worker takes over
                 time.sleep(0.002)  # the fetch
@@ -509,7 +512,7 @@ def worker(target: str, owner: str, log_path: str, stall_on: int) -> None:
                                       lease=lease)
                 print(json.dumps(["C", it.url, ok]), file=log)
             end = one(m, f"SELECT {m.sql.now_ms}")
-            released = m.release_host(lease, 0.003)
+            released = m.sharedrun.release_host(lease, 0.003)
             print(json.dumps(["R", lease.site, lease.slot, lease.epoch,
                               end if released else lease.until]), file=log)
     m.close()
@@ -616,7 +619,7 @@ def test_a_transaction_the_database_rolls_back_to_break_a_deadlock_runs_again(
 
     import psycopg
 
-    from mirror.archive import manifest_fleet
+    from mirror.manifest import sharedrun as manifest_fleet
 
     m = open_manifest(pg_dsn)
     blocker = psycopg.connect(pg_dsn, autocommit=True)
@@ -652,7 +655,7 @@ def test_a_transaction_the_database_rolls_back_to_break_a_deadlock_runs_again(
 
 
 def test_both_databases_hold_the_same_tables_and_columns(pg_dsn: str, tmp_path: Path) -> None:
-    """The PostgreSQL schema is the SQLite one rendered (manifest_schema.postgres): the same
+    """The PostgreSQL schema is the SQLite one rendered (manifest.schema.postgres): the same
     tables and columns in the same order (and SQLite's implicit rowid made explicit where
     the manifest reads it); only FTS5's index is SQLite's alone."""
     lite, pg = open_manifest(tmp_path / "m.sqlite3"), open_manifest(pg_dsn)
@@ -686,7 +689,7 @@ def test_a_database_url_needs_the_fleet_extra(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_a_database_is_named_without_its_password() -> None:
-    from mirror.archive.sqldb import is_database_url, shown
+    from mirror.manifest.db import is_database_url, shown
 
     assert shown("postgresql://u:secret@db.example:5433/crawl?sslmode=require") \
         == "postgresql://u@db.example:5433/crawl"

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from mirror.archive.manifest import Manifest
-from mirror.archive.manifest_queries import ManifestError, ManifestReader
-from mirror.archive.manifest_schema import (
+from mirror.manifest.reader import ManifestError, ManifestReader
+from mirror.manifest.schema import (
     MIGRATIONS,
     READ_AS_CURRENT,
     SCHEMA,
@@ -24,6 +23,7 @@ from mirror.archive.manifest_schema import (
     URL_ITEM_COLUMNS,
     postgres,
 )
+from mirror.manifest.writer import Manifest
 from mirror.model import UrlItem
 
 #: schema 1 as mirror last wrote it (commit 8625694): no record_type/original_id columns,
@@ -132,7 +132,8 @@ def reads(m: ManifestReader) -> list[object]:
             m.item_for(1, A), m.committed_ends(), [dict(r) for r in m.captures()],
             m.db.execute("SELECT c.id, o.record_id FROM captures c LEFT JOIN captures o "
                          "ON o.id = c.original_id WHERE c.original_id IS NOT NULL").fetchall(),
-            m.search("anything"), m.page_history(A), m.page_text(1), m.unindexed_pages()]
+            m.texts.search("anything"), m.texts.page_history(A), m.texts.page_text(1),
+            m.texts.unindexed_pages()]
 
 
 def test_every_older_version_has_a_migration_and_a_way_to_be_read() -> None:
@@ -255,10 +256,10 @@ def test_the_writer_upgrades_a_version_3_manifest_for_shared_crawls(tmp_path: Pa
         assert m.db.execute("SELECT value FROM meta WHERE key='schema_version'"
                             ).fetchone() == (str(SCHEMA_VERSION),)
         assert columns(m.db, "urls")[-2:] == ["lease_owner", "lease_epoch"]
-        assert m.join_or_start_run("t", "cfg") == (1, False)
+        assert m.sharedrun.join_or_start_run("t", "cfg") == (1, False)
         assert [(h.site, h.slot) for h in m.hosts()] == [("h.test", 0)]
-        [lease] = m.lease_hosts("w1", 5, 30)
-        assert [i.url for i in m.lease_urls(lease, 5)] == [B]
+        [lease] = m.sharedrun.lease_hosts("w1", 5, 30)
+        assert [i.url for i in m.sharedrun.lease_urls(lease, 5)] == [B]
     finally:
         m.close()
 

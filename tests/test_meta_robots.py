@@ -14,7 +14,7 @@ import pytest
 from conftest import TestSite
 from uiproc import UiProcess, mirror_cmd, site_file
 
-from mirror.archive.manifest_queries import ManifestReader
+from mirror.manifest.reader import ManifestReader
 from mirror.model import RobotsCounts
 from mirror.report import META_ROBOTS_OFF, nofollow_warning
 from mirror.web.extract import extract_html
@@ -134,8 +134,8 @@ async def test_a_nofollow_page_keeps_its_requisites_not_its_links(
     assert said["warning"] is None  # the start page follows: one page of four says nofollow
     manifest = ManifestReader(c.archive / "manifest.sqlite3")
     try:
-        flags = manifest.page_robots(1)
-        noindex = manifest.noindex(1)
+        flags = manifest.robots.page_robots(1)
+        noindex = manifest.robots.noindex(1)
     finally:
         manifest.close()
     assert (site.base + "a", where == "header", True) in flags

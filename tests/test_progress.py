@@ -17,11 +17,11 @@ from aiohttp import web
 from conftest import write_config
 from rich.console import Console
 
-from mirror.archive.manifest_queries import ManifestReader
 from mirror.config import load_config
 from mirror.crawl.crawler import Crawler
 from mirror.crawl.progressfile import LiveProgress, read_progress
 from mirror.layout import ArchiveLayout
+from mirror.manifest.reader import ManifestReader
 from mirror.model import Progress
 from mirror.progress import progress_renderable, render_progress, summary_table
 from mirror.runreport import gather

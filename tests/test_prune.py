@@ -403,7 +403,7 @@ async def test_an_unfinished_run_is_kept_and_resumes_after_the_prune(make_site, 
 
 
 def _problems(archive: Path) -> list[Any]:
-    from mirror.archive.manifest_queries import ManifestReader
+    from mirror.manifest.reader import ManifestReader
     from mirror.verify import check_archive
 
     manifest = ManifestReader(archive / "manifest.sqlite3")
@@ -415,19 +415,19 @@ def _problems(archive: Path) -> list[Any]:
 
 async def test_the_manifest_is_compacted_when_a_prune_frees_much_of_it(make_site, tmp_path):
     """A run reuses the pages a prune frees, so only a large prune rewrites the file."""
-    from mirror.archive.manifest import Manifest
+    from mirror.manifest.writer import Manifest
 
     _, folder = await three_runs(make_site, tmp_path)
     path = folder / "archive" / "manifest.sqlite3"
     manifest = Manifest(path)
     try:
-        assert manifest.compact() is False  # hardly a free page
+        assert manifest.prune.compact() is False  # hardly a free page
         manifest.db.executemany("INSERT INTO errors VALUES (9, 9, ?)",
                                 [("x" * 4000,) for _ in range(100)])
         manifest.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         size = path.stat().st_size
         manifest.db.execute("DELETE FROM errors WHERE run_id=9")
-        assert manifest.compact() is True
+        assert manifest.prune.compact() is True
         assert manifest.db.execute("PRAGMA freelist_count").fetchone()[0] == 0
     finally:
         manifest.close()

@@ -27,29 +27,34 @@ PURE = ("web.urls", "web.extract", "web.css", "web.codings", "web.rewrite", "web
 LAYERS = {
     "web": {"web", "model"},
     "archive": {"archive", "web", "model", "layout", "crashpoints"},
+    # a run's state in SQL: the connection layer for both engines, the schema, the reading
+    # and writing handles; above the on-disk formats (the worker folder's mark, the ranking)
+    "manifest": {"manifest", "archive", "web", "model", "layout", "crashpoints"},
     # object storage: the S3 client, an archive read from a store, push and restore
-    "store": {"store", "archive", "layout"},
+    "store": {"store", "manifest", "archive", "layout"},
     # between runs: prune and retention, recovery after a crash, text index rebuilds
-    "upkeep": {"upkeep", "archive", "web", "model", "layout", "crashpoints"},
-    "crawl": {"crawl", "archive", "store", "upkeep", "web", "model", "layout", "crashpoints",
-              "config", "launch"},
-    "replay": {"replay", "archive", "store", "web", "model", "layout", "webapp"},
-    "verify": {"verify", "archive", "store", "web", "model", "layout"},
+    "upkeep": {"upkeep", "manifest", "archive", "web", "model", "layout", "crashpoints"},
+    "crawl": {"crawl", "manifest", "archive", "store", "upkeep", "web", "model", "layout",
+              "crashpoints", "config", "launch"},
+    "replay": {"replay", "manifest", "archive", "store", "web", "model", "layout", "webapp"},
+    "verify": {"verify", "manifest", "archive", "store", "web", "model", "layout"},
     "demo": {"demo", "web", "webapp", "config"},
     # OS timers, the wait for a run still going, hooks: for the cli and the app
-    "schedule": {"schedule", "archive", "model", "layout", "config", "launch"},
+    "schedule": {"schedule", "manifest", "archive", "model", "layout", "config", "launch"},
     # the fleet (many sites on PostgreSQL + Procrastinate): registrations, the worker and
     # its jobs, which run `mirror run` as a child process; it restores and pushes archives
     # (store.sync) and reads a run's progress.json (crawl.progressfile)
-    "fleet": {"fleet", "archive", "store", "crawl", "model", "layout", "config", "schedule",
+    "fleet": {"fleet", "manifest", "archive", "store", "crawl", "model", "layout", "config",
+              "schedule",
               "launch"},
     # the library app sits above everything but cli
-    "app": {"app", "archive", "web", "model", "layout", "config", "crawl", "replay", "verify",
-            "webapp", "report", "runhealth", "runreport", "explain", "progress", "crashpoints",
-            "schedule", "fleet", "launch"},
+    "app": {"app", "manifest", "archive", "web", "model", "layout", "config", "crawl", "replay",
+            "verify", "webapp", "report", "runhealth", "runreport", "explain", "progress",
+            "crashpoints", "schedule", "fleet", "launch"},
 }
 for _allowed in LAYERS.values():  # the exception tree (mirror.errors, over model): everyone's
     _allowed.add("errors")
+
 
 
 def modules() -> Iterator[str]:
@@ -104,7 +109,7 @@ def transitive(module: str) -> set[str]:
 
 @pytest.mark.parametrize("module", PURE)
 def test_pure_modules_load_no_io_libraries(module: str) -> None:
-    assert not transitive(module) & {"aiohttp", "sqlite3", "psycopg", "archive.manifest",
+    assert not transitive(module) & {"aiohttp", "sqlite3", "psycopg", "manifest.writer",
                                      "crawl.fetch"}
 
 
@@ -115,22 +120,45 @@ def test_only_fetch_imports_aiohttp_on_the_crawl_side() -> None:
 
 
 def test_only_the_manifest_runs_sql() -> None:
-    """The manifest's modules talk to the database; archive.manifest and
-    archive.manifest_fleet through archive.sqldb, which speaks SQLite and PostgreSQL."""
+    """The manifest's modules talk to the database; manifest.writer and
+    manifest.sharedrun through manifest.db, which speaks SQLite and PostgreSQL."""
     assert {m for m in modules() if "sqlite3" in imports(m)} == {
-        "archive.sqldb", "archive.manifest_schema", "archive.manifest_queries",
-        "archive.manifest_text",
+        "manifest.db", "manifest.schema", "manifest.reader", "manifest.texts",
         # a consistent copy of the manifest for an object store: SQLite's backup API, no SQL
         "store.snapshot"}
 
 
+#: modules outside manifest/ that send SQL: the fleet's own database (its registrations,
+#: runs and workers beside Procrastinate's job tables), not a manifest. Half of it runs on
+#: Procrastinate's async connector (tick, records), which manifest.db does not wrap; its
+#: connection is manifest.db's (fleet.db.connect)
+FLEET_SQL = {"fleet.db", "fleet.registry", "fleet.status", "fleet.commands", "fleet.tick",
+             "fleet.records"}
+
+
+def _sql_calls(module: str) -> list[str]:
+    """`x.execute(`, `x.executemany(`, `x.executescript(` calls in a module, by line."""
+    tree = ast.parse(source(module).read_text(encoding="utf-8"))
+    return [f"{module}:{node.lineno}" for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("execute", "executemany", "executescript")]
+
+
+def test_no_sql_outside_the_manifest() -> None:
+    """SQL is sent by the manifest's package alone: the rest of mirror asks its parts (a
+    new engine is a db adapter and the contract suite, tests/test_manifest_contract.py)."""
+    outside = [m for m in modules() if not m.startswith("manifest.") and m not in FLEET_SQL]
+    assert [call for m in outside for call in _sql_calls(m)] == []
+    assert _sql_calls("manifest.reader") and all(_sql_calls(m) for m in FLEET_SQL)  # control
+
+
 def test_only_the_manifests_connection_imports_psycopg() -> None:
-    """PostgreSQL: archive.sqldb alone on the archive, crawl, replay and verify side (the
+    """PostgreSQL: manifest.db alone on the archive, crawl, replay and verify side (the
     fleet's own modules talk to Procrastinate's tables), and only inside the function
     that opens a PostgreSQL manifest: the desktop install has no psycopg."""
     assert {m for m in modules() if "psycopg" in imports(m)
-            and not m.startswith("fleet.")} == {"archive.sqldb"}
-    top = ast.parse(source("archive.sqldb").read_text(encoding="utf-8")).body
+            and not m.startswith("fleet.")} == {"manifest.db"}
+    top = ast.parse(source("manifest.db").read_text(encoding="utf-8")).body
     assert not any(isinstance(n, ast.Import | ast.ImportFrom) and "psycopg" in ast.dump(n)
                    for n in top)
 
@@ -181,7 +209,7 @@ def test_no_import_cycles() -> None:
 def test_the_import_scan_sees_through_the_package() -> None:
     """Control for the rules above: the crawler does reach SQL and the network, and a
     package's imports are seen whichever way they are spelled."""
-    assert {"sqlite3", "aiohttp", "archive.manifest"} <= transitive("crawl.crawler")
+    assert {"sqlite3", "aiohttp", "manifest.writer"} <= transitive("crawl.crawler")
     assert "archive.index" in imports("cli")  # `from mirror.archive import index`
     assert "web.http" in imports("crawl.discover")  # `from mirror.web.http import ...`
 
@@ -226,7 +254,7 @@ def test_the_fleet_loads_postgresql_only_when_used() -> None:
     users = {m for m in modules() if "procrastinate" in imports(m)}
     assert users and {m.split(".")[0] for m in users} == {"fleet"}, users
     # psycopg: the fleet, and the PostgreSQL manifest's connection (the test above)
-    assert {m for m in modules() if "psycopg" in imports(m)} - {"archive.sqldb"} <= {
+    assert {m for m in modules() if "psycopg" in imports(m)} - {"manifest.db"} <= {
         m for m in modules() if m.startswith("fleet.")}
     for module in (m for m in modules() if m.startswith("fleet")):
         assert not _top_level(module) & {"psycopg", "procrastinate", "psycopg.rows"}, module

@@ -11,7 +11,7 @@ from typing import IO
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from mirror.archive.manifest import ManifestError
+from mirror.manifest.writer import ManifestError
 from mirror.model import ExitCode
 
 

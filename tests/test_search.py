@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import RunClock, crawl_twice
 
-from mirror.archive.manifest_queries import ManifestReader
-from mirror.archive.manifest_text import SearchError, marked
 from mirror.cli import main
+from mirror.manifest.reader import ManifestReader
+from mirror.manifest.texts import SearchError, marked
 
 #: a generated site: each page's words are known, so every answer below is exact
 PAGES = {
@@ -51,7 +51,7 @@ def reader(archive: Path) -> ManifestReader:
 def search(archive: Path, query: str, **kw) -> list:  # noqa: ANN003
     m = reader(archive)
     try:
-        return m.search(query, **kw)
+        return m.texts.search(query, **kw)
     finally:
         m.close()
 
@@ -141,11 +141,11 @@ async def test_runs_revisits_and_the_newest_capture(make_site, crawl) -> None:
     assert texts == 5 + 1 and shared == 1 + 6 - 1  # /copy in run 1; all but compost in run 2
     m = reader(archive)
     try:
-        history = m.page_history(site.base + "compost")
+        history = m.texts.page_history(site.base + "compost")
         assert [(c.run_id, c.changed) for c in history] == [(1, True), (2, True)]
-        assert [(c.run_id, c.changed) for c in m.page_history(site.base + "beans")] == [
+        assert [(c.run_id, c.changed) for c in m.texts.page_history(site.base + "beans")] == [
             (1, True), (2, False)]
-        text = m.page_text(history[1].capture_id)
+        text = m.texts.page_text(history[1].capture_id)
         assert text is not None and text.title == "Compost heap"
         assert text.body == "Home Beans\nTurn the heap weekly now. Marigolds keep the slugs away."
     finally:
@@ -191,7 +191,7 @@ async def test_index_search_rebuilds_from_the_warc_files(make_site, crawl, capsy
         db.commit()
     assert search(archive, "tomatoes") == []
     m = reader(archive)
-    assert m.unindexed_pages() == 5  # the responses: /copy and run 2 are revisits
+    assert m.texts.unindexed_pages() == 5  # the responses: /copy and run 2 are revisits
     m.close()
     assert main(["search", config, "tomatoes"]) == 0
     assert "`mirror index --search" in capsys.readouterr().err
@@ -234,7 +234,7 @@ async def test_diff_page_prints_the_changed_words(make_site, crawl, capsys) -> N
 def test_only_the_query_s_own_errors_are_search_errors() -> None:
     """A busy, failing or damaged database is not blamed on the query: FTS5's refusals are
     plain SQLITE_ERRORs, the others are not."""
-    from mirror.archive.manifest_text import _is_query_error
+    from mirror.manifest.texts import _is_query_error
 
     def error(message: str, code: int) -> sqlite3.OperationalError:
         exc = sqlite3.OperationalError(message)
@@ -284,7 +284,7 @@ async def test_the_index_of_the_newest_texts_follows_runs_and_prunes(make_site,
     after run 2 the old /compost text has left that index; after run 1 is pruned, and
     after `mirror index --search`, which reads only run 2's texts again (every text is
     then a page's newest), `texts` serves as that index and it stays empty."""
-    from mirror.archive.manifest import Manifest
+    from mirror.manifest.writer import Manifest
 
     site, done = await two_runs(make_site, crawl, "Turn the heap weekly now.")
     archive = done.archive
@@ -293,7 +293,7 @@ async def test_the_index_of_the_newest_texts_follows_runs_and_prunes(make_site,
     assert latest_index_state(archive, "heap")[2] == 1
     m = Manifest(archive / "manifest.sqlite3")
     try:
-        m.drop_runs([1], [], "{}")
+        m.prune.drop_runs([1], [], "{}")
     finally:
         m.close()
     listed, latest, weekly = latest_index_state(archive, "weekly")

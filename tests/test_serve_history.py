@@ -15,7 +15,7 @@ from bs4 import BeautifulSoup
 from conftest import TestSite, crawl_twice
 from warcio.timeutils import timestamp_to_iso_date
 
-from mirror.archive.manifest_queries import ManifestReader
+from mirror.manifest.reader import ManifestReader
 from mirror.replay.captures import CaptureIndex
 from mirror.replay.pages import FRAME_CSP, parse_target, shown_time
 from mirror.replay.serve import REPLAY_CSP, Site, make_app, start_replay_server
@@ -56,7 +56,7 @@ class Archive:
     def capture_ids(self, path: str) -> list[int]:
         manifest = ManifestReader(self.folder / "manifest.sqlite3")
         try:
-            return [c.capture_id for c in manifest.page_history(self.site.base + path[1:])]
+            return [c.capture_id for c in manifest.texts.page_history(self.site.base + path[1:])]
         finally:
             manifest.close()
 

@@ -28,9 +28,9 @@ from warcio.checker import Checker
 
 from mirror import crashpoints
 from mirror.archive import workerfolder
-from mirror.archive.manifest import Manifest, NewUrl
 from mirror.archive.warcwriter import WarcWriter, default_info, sha1_digest
 from mirror.crawl.store import CaptureStore
+from mirror.manifest.writer import Manifest, NewUrl
 from mirror.model import NOTHING, Exchange
 from mirror.store.objstore import WARC_PREFIX, open_store
 
@@ -244,11 +244,11 @@ def test_a_commit_whose_lease_was_taken_over_is_cut_off_the_warc_file(
     mine, other = Manifest(pg_dsn), Manifest(pg_dsn)
     try:
         url = "http://h.test/a"
-        run = mine.join_or_start_run("t", "d", [NewUrl(url, "h.test", 0, 5, "page",
+        run = mine.sharedrun.join_or_start_run("t", "d", [NewUrl(url, "h.test", 0, 5, "page",
                                                         "start", "link")])
         assert run is not None
-        lease = mine.lease_hosts("a", 1, 0.2)[0]
-        [item] = mine.lease_urls(lease, 1)
+        lease = mine.sharedrun.lease_hosts("a", 1, 0.2)[0]
+        [item] = mine.sharedrun.lease_urls(lease, 1)
         store = CaptureStore(
             mine, tmp_path / "warc", lambda *_: False, group_size=1,
             writer=WarcWriter(tmp_path / "warc", "t-a", 10**9, default_info("d", "t")),
@@ -258,7 +258,7 @@ def test_a_commit_whose_lease_was_taken_over_is_cut_off_the_warc_file(
                       (("Content-Type", "text/html"),), io.BytesIO(body), len(body),
                       payload_digest=sha1_digest(hashlib.sha1(body)))
         time.sleep(0.3)  # the lease expires; another worker takes the host over
-        [taken] = other.lease_hosts("b", 1, 30)
+        [taken] = other.sharedrun.lease_hosts("b", 1, 30)
         assert taken.epoch == lease.epoch + 1
         store.store(run.run_id, item, ex, None, None, NOTHING)
         store.close()
@@ -267,7 +267,7 @@ def test_a_commit_whose_lease_was_taken_over_is_cut_off_the_warc_file(
             kinds = [r.rec_type for r in ArchiveIterator(f)]
         assert kinds == ["warcinfo"]  # the record is cut off again
         assert mine.sql.execute("SELECT COUNT(*) FROM captures").fetchone()[0] == 0
-        assert [i.url for i in other.lease_urls(taken, 5)] == [url]  # w2 fetches it
+        assert [i.url for i in other.sharedrun.lease_urls(taken, 5)] == [url]  # w2 fetches it
     finally:
         mine.close()
         other.close()
@@ -287,29 +287,29 @@ def test_a_page_budget_is_the_runs_and_a_takeover_gives_its_pages_back(pg_dsn: s
              url("c.test", "p0", "page")]
     one, two = Manifest(pg_dsn), Manifest(pg_dsn)
     try:
-        run = one.join_or_start_run("t", "d", seeds)
+        run = one.sharedrun.join_or_start_run("t", "d", seeds)
         assert run is not None
         budget = (run.run_id, 3)
-        [a] = one.lease_hosts("w1", 1, 0.3)
+        [a] = one.sharedrun.lease_hosts("w1", 1, 0.3)
         assert a.site == "a.test"
-        assert [i.url for i in one.lease_urls(a, 16, budget)] == [
+        assert [i.url for i in one.sharedrun.lease_urls(a, 16, budget)] == [
             f"http://a.test/p{i}" for i in range(3)]
-        assert one.pages_left(*budget) == 0
-        [b] = two.lease_hosts("w2", 1, 30, pages=False)  # c.test has only a page pending
+        assert one.sharedrun.pages_left(*budget) == 0
+        [b] = two.sharedrun.lease_hosts("w2", 1, 30, pages=False)  # c.test has only a page pending
         assert b.site == "b.test"
-        assert [i.url for i in two.lease_urls(b, 16, budget)] == ["http://b.test/logo.png"]
-        assert two.lease_hosts("w2", 1, 30, pages=False) == []
+        assert [i.url for i in two.sharedrun.lease_urls(b, 16, budget)] == ["http://b.test/logo.png"]
+        assert two.sharedrun.lease_hosts("w2", 1, 30, pages=False) == []
         # the pages left pending do not hold the run open once its budget is spent
         assert two.unfinished(run.run_id) == 10 and two.unfinished(run.run_id, False) == 5
         time.sleep(0.35)  # w1's lease expires: w2 takes a.test over, and its pages
-        [taken] = two.lease_hosts("w2", 1, 30, pages=False)
-        assert taken.site == "a.test" and two.pages_left(*budget) == 3
-        assert [i.url for i in two.lease_urls(taken, 2, budget)] == [
+        [taken] = two.sharedrun.lease_hosts("w2", 1, 30, pages=False)
+        assert taken.site == "a.test" and two.sharedrun.pages_left(*budget) == 3
+        assert [i.url for i in two.sharedrun.lease_urls(taken, 2, budget)] == [
             "http://a.test/p0", "http://a.test/p1"]
-        assert [i.url for i in two.lease_urls(taken, 16, budget)] == ["http://a.test/p2"]
-        assert [i.url for i in two.lease_urls(taken, 16, budget)] == [
+        assert [i.url for i in two.sharedrun.lease_urls(taken, 16, budget)] == ["http://a.test/p2"]
+        assert [i.url for i in two.sharedrun.lease_urls(taken, 16, budget)] == [
             "http://a.test/style.css"]
-        assert [i.url for i in two.lease_urls(taken, 16, None)] == ["http://a.test/p3"]
+        assert [i.url for i in two.sharedrun.lease_urls(taken, 16, None)] == ["http://a.test/p3"]
     finally:
         one.close()
         two.close()

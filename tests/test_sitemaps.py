@@ -167,7 +167,7 @@ def test_robots_sitemaps(status: int, body: bytes, expected: list[str]) -> None:
 
 
 def test_parser_is_pure() -> None:
-    assert not transitive("crawl.sitemaps") & {"aiohttp", "sqlite3", "archive.manifest",
+    assert not transitive("crawl.sitemaps") & {"aiohttp", "sqlite3", "manifest.writer",
                                                "crawl.fetch"}
 
 

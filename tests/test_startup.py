@@ -22,7 +22,7 @@ HEAVY = frozenset({
     "asyncio", "ssl", "hashlib", "aiohttp", "yarl", "multidict", "idna", "rich", "lxml",
     "jinja2", "warcio",
     "mirror.crawl.crawler", "mirror.progress", "mirror.archive.index",
-    "mirror.archive.warcwriter", "mirror.archive.manifest",
+    "mirror.archive.warcwriter", "mirror.manifest.writer",
 })
 
 

@@ -12,9 +12,9 @@ import pytest
 from test_resume import FullDisk
 from warcio.archiveiterator import ArchiveIterator
 
-from mirror.archive.manifest import Manifest, NewUrl, UrlItem
 from mirror.archive.warcwriter import Exchange, WarcWriter, default_info, sha1_digest
 from mirror.crawl.store import CaptureStore, StorageError
+from mirror.manifest.writer import Manifest, NewUrl, UrlItem
 from mirror.model import NOTHING
 
 BODY = b"<p>the same body</p>"

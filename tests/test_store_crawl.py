@@ -21,9 +21,9 @@ from conftest import Crawl, RunClock, crawl_to_end, write_config
 from s3server import free_port
 
 from mirror.archive.lock import ArchiveLock
-from mirror.archive.manifest_queries import ManifestReader
 from mirror.cli import main
 from mirror.config import ConfigError, load_config
+from mirror.manifest.reader import ManifestReader
 from mirror.model import ExitCode
 from mirror.outputdir import is_archive, output_dir_problem
 from mirror.replay.captures import CaptureIndex

@@ -19,7 +19,7 @@ from conftest import read_records
 from warcio.checker import Checker
 
 from mirror.archive import index
-from mirror.archive.manifest import Manifest
+from mirror.manifest.writer import Manifest
 from mirror.verify import (
     Problem,
     Verdict,

@@ -23,10 +23,10 @@ import pytest
 from conftest import write_config
 
 from mirror.archive.index import capture_line, write_index
-from mirror.archive.manifest import Manifest
-from mirror.archive.sqldb import ManifestError
 from mirror.archive.warcwriter import IDENTICAL, CaptureLocation, WarcWriter, sha1_digest
 from mirror.cli import build_parser, main
+from mirror.manifest.db import ManifestError
+from mirror.manifest.writer import Manifest
 from mirror.model import CaptureRow, Exchange, ExitCode, HostLease, NewUrl, Revisit, UrlItem
 from mirror.store.objstore import INDEX_KEY, WARC_PREFIX, ObjectStore, file_digest
 from mirror.verify import format_problems
@@ -73,29 +73,29 @@ class SharedRun:
         self.workers: list[Worker] = []
         seeds = [NewUrl(f"http://{host}{path}", host, 0, 5, "page", "start", "link")
                  for host, paths in HOSTS.items() for path in paths]
-        joined = self.m.join_or_start_run("2026-01-02T03:04:05Z", "cfg", seeds)
+        joined = self.m.sharedrun.join_or_start_run("2026-01-02T03:04:05Z", "cfg", seeds)
         assert joined is not None
         self.run = joined.run_id
 
     def worker(self, owner: str) -> Worker:
-        self.m.register_worker(owner, self.run)
-        self.m.recover(owner)
+        self.m.sharedrun.register_worker(owner, self.run)
+        self.m.sharedrun.recover(owner)
         warc = self.folder / owner / "warc"
         self.workers.append(Worker(owner, WarcWriter(warc, f"test-{owner}", 10**9,
                                                      {"software": "test"})))
         return self.workers[-1]
 
     def lease(self, w: Worker) -> HostLease:
-        leases = self.m.lease_hosts(w.owner, 1, 60)
+        leases = self.m.sharedrun.lease_hosts(w.owner, 1, 60)
         assert len(leases) == 1
         return leases[0]
 
     def crawl_host(self, w: Worker) -> None:
         """Lease a host, fetch each of its URLs into the worker's file, release it."""
         lease = self.lease(w)
-        for item in self.m.lease_urls(lease, 10):
+        for item in self.m.sharedrun.lease_urls(lease, 10):
             assert self.capture(w, item, lease)
-        assert self.m.release_host(lease, 0) is not None
+        assert self.m.sharedrun.release_host(lease, 0) is not None
 
     def capture(self, w: Worker, item: UrlItem, lease: HostLease | None) -> bool:
         """Append the URL's records to the worker's file, then commit (fenced by `lease`)."""
@@ -107,7 +107,7 @@ class SharedRun:
         loc = w.writer.write_capture(exchange(item.url, body), revisit)
         name = loc.response.filename
         if name not in w.files:
-            assert self.m.open_file(name, w.owner)
+            assert self.m.filemarks.open_file(name, w.owner)
             w.files.append(name)
         cap = row(loc, body, None if original is None else original.id)
         return self.m.commit_capture(self.run, item, cap, [], lease=lease)
@@ -117,11 +117,12 @@ class SharedRun:
         w.writer.close()
         for name in w.files:
             path = w.writer.warc_dir / name
-            assert self.m.close_file(name, path.stat().st_size, file_digest(path, "sha256"))
+            assert self.m.filemarks.close_file(name, path.stat().st_size,
+                                               file_digest(path, "sha256"))
             if put:
                 self.store.upload(path, WARC_PREFIX + name)
             if mark:
-                assert self.m.mark_uploaded(name)
+                assert self.m.filemarks.mark_uploaded(name)
 
     def complete(self) -> None:
         """The run ends; its index, made from the manifest's captures, goes up last."""
@@ -237,7 +238,7 @@ def test_an_object_of_a_lost_file_is_stray(shared: tuple[SharedRun, Path]) -> No
     w3 = run.worker("w3")
     run.crawl_host(w3)
     run.close_files(w3, mark=False)  # uploaded; then declared lost before it was marked
-    assert run.m.mark_lost("w3") == w3.files
+    assert run.m.filemarks.mark_lost("w3") == w3.files
     w4 = run.worker("w4")
     run.crawl_host(w4)  # c.test/ fetched again, as a lost file's URLs are
     run.close_files(w4)

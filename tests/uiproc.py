@@ -16,8 +16,8 @@ from typing import Any
 import aiohttp
 from conftest import TestSite
 
-from mirror.archive.manifest_queries import ManifestError, ManifestReader
 from mirror.layout import ArchiveLayout
+from mirror.manifest.reader import ManifestError, ManifestReader
 from mirror.webapp import session_value
 
 ADDRESS = re.compile(r"open (http://\S+/)\?token=(\S+)")

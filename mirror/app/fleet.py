@@ -45,16 +45,18 @@ def local(moment: dt.datetime | None) -> str:
 
 def fleet_context(dsn: str, stall_after: float = 30.0) -> dict[str, Any]:
     """What fleet.html shows; `error` says why the fleet could not be read."""
-    from mirror.fleet.db import FleetError, shown
+    from mirror.fleet.db import FleetError
     from mirror.fleet.status import read
+    from mirror.manifest.db import shown
 
     helpers = {"since": since, "until": until, "local": local, "bytes": human_bytes,
                "duration": duration, "refresh": REFRESH}
     try:
         fleet = read(dsn, stall_after)
     except FleetError as exc:
-        return {"fleet": None, "error": str(exc), "database": shown(dsn), **helpers}
+        return {"fleet": None, "error": str(exc), "database": shown(dsn, scheme=False),
+                **helpers}
     except Exception as exc:  # noqa: BLE001 - psycopg's errors: the page says what happened
         return {"fleet": None, "error": f"{type(exc).__name__}: {exc}",
-                "database": shown(dsn), **helpers}
+                "database": shown(dsn, scheme=False), **helpers}
     return {"fleet": fleet, "error": "", "database": fleet.database, **helpers}

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from mirror.app.status import Reports
-from mirror.archive.manifest_queries import ManifestError, ManifestReader
 from mirror.config import SiteConfig
 from mirror.layout import ArchiveLayout
+from mirror.manifest.reader import ManifestError, ManifestReader
 from mirror.model import UNFINISHED, RunState
 from mirror.replay.serve import run_timestamp
 from mirror.report import build_report

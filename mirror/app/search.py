@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mirror.app.library import SiteEntry
-from mirror.archive.manifest_queries import ManifestError, ManifestReader
-from mirror.archive.manifest_text import Hit, SearchError
-from mirror.archive.searchpages import MAX_PAGES, best_pages
 from mirror.archive.searchrank import ranked
 from mirror.layout import ArchiveLayout
+from mirror.manifest.reader import ManifestError, ManifestReader
+from mirror.manifest.searchpages import MAX_PAGES, best_pages
+from mirror.manifest.texts import Hit, SearchError
 from mirror.replay.serve import run_timestamp
 
 __all__ = ["MAX_PAGES", "PER_PAGE", "Found", "Results", "SearchError", "clamp_page",
@@ -111,7 +111,7 @@ def search_library(entries: list[SiteEntry], query: str, page: int = 1,
 def site_pages(manifest: ManifestReader, entry: SiteEntry, query: str,
                wanted: int) -> SiteFound:
     """A site's best `wanted` pages for `query`, each once, and how many match."""
-    pages = best_pages(manifest, query, wanted)
+    pages = best_pages(manifest.texts, query, wanted)
     return SiteFound([Found(entry.id, entry.title, p.hit, p.variants) for p in pages.found],
                      pages.total)
 
@@ -131,7 +131,7 @@ def _search_site(entry: SiteEntry, query: str,
         return None, SiteNote(entry.id, entry.title, str(entry.file), error=str(exc))
     try:
         answer = site_pages(manifest, entry, query, limit)
-        unindexed = manifest.unindexed_pages()
+        unindexed = manifest.texts.unindexed_pages()
     finally:
         manifest.close()
     note = SiteNote(entry.id, entry.title, str(entry.file), unindexed=unindexed) \

@@ -221,7 +221,7 @@ class LibraryApp:
                          exports=self.exports.forms(entry.id), message=message)
 
     def _runs(self, entry: SiteEntry) -> list[Any]:
-        from mirror.archive.manifest_queries import ManifestError, ManifestReader
+        from mirror.manifest.reader import ManifestError, ManifestReader
 
         if entry.config is None:
             return []

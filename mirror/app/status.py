@@ -11,9 +11,9 @@ from pathlib import Path
 
 from mirror.archive.fsutil import disk_usage
 from mirror.archive.lock import ArchiveLock
-from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
 from mirror.crawl.progressfile import LiveProgress, read_progress
 from mirror.layout import ArchiveLayout
+from mirror.manifest.reader import ManifestError, ManifestReader, Run
 from mirror.model import SNAPSHOT_CODES, UNFINISHED, RunState
 from mirror.runhealth import Health, health, numbers_of
 from mirror.schedule.spec import Schedule, next_run, period

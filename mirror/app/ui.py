@@ -64,9 +64,9 @@ async def serve_library(folder: Path, *, host: str, port: int | None, open_brows
     try:
         say(f"mirror ui: the library {folder}")
         if db is not None:
-            from mirror.fleet.db import shown
+            from mirror.manifest.db import shown
 
-            say(f"  and the fleet at {shown(db)} (the Fleet page)")
+            say(f"  and the fleet at {shown(db, scheme=False)} (the Fleet page)")
         if lan is not None:
             say(lan(base, keys.token))
         else:

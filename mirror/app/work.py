@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from mirror.archive.lock import ArchiveLock, ArchiveLocked
-from mirror.archive.manifest_queries import ManifestReader
 from mirror.config import SiteConfig
 from mirror.layout import ArchiveLayout
+from mirror.manifest.reader import ManifestReader
 from mirror.replay.exporters import Exporter, Settings
 
 Progress = Callable[[int, int], None]

@@ -10,7 +10,7 @@ formula in the browser, and `score` below is the reference both are tested again
         score += idf(t) * f(t) * (K1 + 1) / (f(t) + K1 * (1 - B + B * D / avgdl))
 
 N is the number of texts searched (for the newest captures: the newest text of each page,
-archive/latestindex.py), n(t) how many of them hold t, D a text's tokens (title
+manifest/latestindex.py), n(t) how many of them hold t, D a text's tokens (title
 and text together) and avgdl their mean over the N texts. Tokens are `tokens()`: runs of
 letters and digits, lower case, accents removed (FTS5's unicode61 remove_diacritics 2).
 

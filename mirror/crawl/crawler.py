@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from mirror.archive import warcwriter
-from mirror.archive.manifest import NewUrl, UrlItem
 from mirror.archive.warcwriter import Exchange
 from mirror.config import SiteConfig
 from mirror.crawl.cookies import CookieFileError
@@ -35,6 +34,7 @@ from mirror.crawl.startup import RunSession
 from mirror.crawl.store import CaptureStore
 from mirror.crawl.urlwork import UrlWork
 from mirror.layout import ArchiveLayout
+from mirror.manifest.writer import NewUrl, UrlItem
 from mirror.model import ExitCode, Progress, RunState, UrlState
 from mirror.web.urls import site_key
 

@@ -7,8 +7,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from mirror.archive.manifest import Manifest, UrlItem
 from mirror.crawl.scope import PAGE
+from mirror.manifest.writer import Manifest, UrlItem
 
 #: most URLs of one host held in memory; the rest stay pending on disk
 HOST_BUFFER = 256

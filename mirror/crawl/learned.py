@@ -7,10 +7,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from mirror.archive.manifest import Manifest
-from mirror.archive.manifest_patterns import read_patterns
 from mirror.crawl.scope import PAGE
 from mirror.crawl.simhash import NearIndex, from_signed, simhash, to_signed
+from mirror.manifest.writer import Manifest
 from mirror.model import Discovered, NewUrl, UrlItem
 from mirror.web.patterns import Figures, url_pattern, verdict, why
 
@@ -41,11 +40,11 @@ class Learner:
         if run_id == self.run_id:
             return
         self.run_id = run_id
-        patterns = read_patterns(self.manifest.sql, run_id)
+        patterns = self.manifest.patterns.read(run_id)
         self.figures = {p: f for p, (f, _) in patterns.items()}
         self.stopped = {p: rule for p, (_, rule) in patterns.items() if rule}
         self.index = NearIndex()
-        for url_id, signed in self.manifest.fingerprints():
+        for url_id, signed in self.manifest.patterns.fingerprints():
             self.index.add(from_signed(signed), url_id)
 
     def observe(self, run_id: int, item: UrlItem, found: Discovered) -> None:
@@ -58,7 +57,7 @@ class Learner:
         h = simhash(found.text.body or "")
         duplicate = self.index.match(h, item.id) is not None
         if self.index.add(h, item.id):
-            self.manifest.save_fingerprint(item.id, to_signed(h))
+            self.manifest.patterns.save_fingerprint(item.id, to_signed(h))
         pattern = url_pattern(item.url)
         links = sum(1 for x in found.links if x.mode == PAGE and not x.skip_reason)
         figures = self.figures.get(pattern, Figures()).seen(
@@ -72,7 +71,7 @@ class Learner:
                 log.warning("learned trap pattern %s (%s: %s), e.g. %s; its other URLs are "
                             "skipped (pin it with [scope] fetch_patterns)", pattern, rule,
                             why(rule, figures), ", ".join(figures.samples[:2]))
-        self.manifest.save_pattern(run_id, pattern, figures, rule)
+        self.manifest.patterns.save(run_id, pattern, figures, rule)
 
     def rule_for(self, url: str) -> str | None:
         """The rule of a stopped pattern a URL belongs to, or None."""

@@ -10,12 +10,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mirror import crashpoints
-from mirror.archive.manifest import Manifest, UrlItem
 from mirror.config import SiteConfig
 from mirror.crawl.frontier import Frontier
 from mirror.crawl.runmode import Begun, Halt, RunParts, StopRequested, write_index
 from mirror.crawl.startup import Startup, now_iso
 from mirror.layout import ArchiveLayout
+from mirror.manifest.writer import Manifest, UrlItem
 from mirror.model import HostLease
 
 if TYPE_CHECKING:

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from mirror.archive.manifest import Manifest, UrlItem
 from mirror.archive.warcwriter import Exchange
 from mirror.config import SiteConfig
 from mirror.crawl.fetch import FetchError
@@ -26,6 +25,7 @@ from mirror.crawl.politeness import (
     retry_delay,
 )
 from mirror.crawl.sharedfrontier import SharedFrontier
+from mirror.manifest.writer import Manifest, UrlItem
 from mirror.model import HostLease, Progress
 from mirror.web.http import header_map
 

@@ -8,7 +8,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Protocol
 
-from mirror.archive.manifest import Manifest, UrlItem
 from mirror.archive.warcread import RawRecord, read_raw
 from mirror.archive.warcwriter import Exchange
 from mirror.crawl.fetch import FetchError
@@ -21,6 +20,7 @@ from mirror.crawl.robots import (
     robots_url,
     rules_from_response,
 )
+from mirror.manifest.writer import Manifest, UrlItem
 from mirror.model import NOTHING, Discovered, HostLease, Via
 from mirror.web.http import REDIRECT_STATUSES, header_map
 from mirror.web.urls import InvalidURL, join, normalize, site_key

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from mirror.archive.manifest_queries import ManifestReader
 from mirror.archive.warcread import RawRecord, read_raw
 from mirror.config import SiteConfig
 from mirror.crawl.fetch import Limits, fetch, open_session
@@ -12,6 +11,7 @@ from mirror.crawl.robots import RobotsRules, robots_url
 from mirror.crawl.robotsgate import RobotsGate
 from mirror.crawl.scope import Scope
 from mirror.layout import ArchiveLayout
+from mirror.manifest.reader import ManifestReader
 from mirror.web.urls import InvalidURL, normalize
 
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Protocol
 
 from mirror.archive import index, warcwriter
-from mirror.archive.manifest import Manifest, UrlItem
 from mirror.archive.warcwriter import WarcWriter
 from mirror.config import SiteConfig
 from mirror.crawl.frontier import Frontier
@@ -24,6 +23,7 @@ from mirror.crawl.startup import Discover, NewStore, Stored
 from mirror.crawl.store import CaptureStore
 from mirror.errors import Interrupted
 from mirror.layout import ArchiveLayout
+from mirror.manifest.writer import Manifest, UrlItem
 from mirror.model import HostLease
 
 if TYPE_CHECKING:

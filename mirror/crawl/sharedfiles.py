@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mirror import crashpoints
-from mirror.archive.manifest import Manifest
 from mirror.archive.warcwriter import FILE_RE, OPEN_SUFFIX
 from mirror.crawl.startup import roll_back_short
+from mirror.manifest.writer import Manifest
 from mirror.store.objstore import (
     INDEX_KEY,
     WARC_PREFIX,
@@ -50,7 +50,7 @@ def repair_files(manifest: Manifest, warc_dir: Path, run_id: int) -> list[str]:
     the closed files still to record or upload, in name order."""
     for path in recovery.open_files(warc_dir):
         name = path.name[: -len(OPEN_SUFFIX)]
-        if _deleted_if_lost(manifest.file_state(name), path):
+        if _deleted_if_lost(manifest.filemarks.file_state(name), path):
             continue
         end = _committed_end(manifest, run_id, path, name)
         if end < file_size(path):
@@ -66,7 +66,7 @@ def repair_files(manifest: Manifest, warc_dir: Path, run_id: int) -> list[str]:
     for name in sorted(os.listdir(warc_dir)) if warc_dir.is_dir() else ():
         if not FILE_RE.match(name) or name.endswith(OPEN_SUFFIX):
             continue
-        state = manifest.file_state(name)
+        state = manifest.filemarks.file_state(name)
         if _deleted_if_lost(state, warc_dir / name):
             continue
         _committed_end(manifest, run_id, warc_dir / name, name)
@@ -87,9 +87,9 @@ def _deleted_if_lost(state: str | None, path: Path) -> bool:
 def _committed_end(manifest: Manifest, run_id: int, path: Path, name: str) -> int:
     """Where the file's committed records end, after forgetting the captures past its
     actual end (a file cut short by a power loss: startup.roll_back_short)."""
-    end = manifest.committed_end(name)
+    end = manifest.filemarks.committed_end(name)
     if roll_back_short(manifest, run_id, name, file_size(path), end):
-        end = manifest.committed_end(name)
+        end = manifest.filemarks.committed_end(name)
     return end
 
 
@@ -181,10 +181,10 @@ class SharedFiles:
             if self._manifest is None:
                 self._manifest = Manifest(self.dsn)
             m = self._manifest
-            state = m.file_state(name)
-            if state == "open" and not m.close_file(name, path.stat().st_size,
+            state = m.filemarks.file_state(name)
+            if state == "open" and not m.filemarks.close_file(name, path.stat().st_size,
                                                     file_digest(path, "sha256")):
-                state = m.file_state(name)
+                state = m.filemarks.file_state(name)
             if state == "lost":
                 self._delete(name, path)
                 return
@@ -195,10 +195,10 @@ class SharedFiles:
             crashpoints.reached("upload:before", "file")
             self._store.upload(path, WARC_PREFIX + name)
             crashpoints.reached("upload:before-mark", "file")
-            if m.mark_uploaded(name):
+            if m.filemarks.mark_uploaded(name):
                 self.result.uploaded.append(name)
                 log.info("uploaded %s to %s", name, self.store_url)
-            elif m.file_state(name) == "lost":  # declared lost while it was uploaded
+            elif m.filemarks.file_state(name) == "lost":  # declared lost while it was uploaded
                 self._delete(name, path)
         except (StoreError, OSError) as exc:
             why = getattr(exc, "reason", None) or str(exc)

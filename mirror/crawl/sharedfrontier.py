@@ -1,6 +1,6 @@
 """The frontier of a shared run (several workers): hosts are leased, not URLs.
 
-A worker leases host slots from the manifest (FleetVerbs.lease_hosts: SKIP LOCKED on
+A worker leases host slots from the manifest (SharedRun.lease_hosts: SKIP LOCKED on
 PostgreSQL, database time), then URLs of each host under its lease, fetches them one at a
 time per slot with the host's delay between request starts, and releases the slot with
 `next_fetch_at = now + delay` (database time), so that the next request to the host, by
@@ -16,7 +16,7 @@ The run is over when no URL of it is pending or leased, by anyone (a killed work
 expires and its URLs are taken over).
 
 [scope] max_pages is the run's budget, not each worker's: a page is taken when any worker
-leases it (FleetVerbs.lease_urls counts the run's pages done, failed or leased, under a
+leases it (SharedRun.lease_urls counts the run's pages done, failed or leased, under a
 lock), and given back when its lease is. Once the budget is spent, only requisites are
 leased, and the run is over when nothing but pending pages is left (they wait for the next
 run: state limit, exit 4).
@@ -34,8 +34,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mirror.archive.manifest import Manifest, UrlItem
 from mirror.crawl.frontier import Waits
+from mirror.manifest.writer import Manifest, UrlItem
 from mirror.model import HostLease
 
 log = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ class SharedFrontier(Waits):
             if self.on_dry():
                 continue
             if polled and not self._held and self.in_flight == 0 \
-                    and self.manifest.unfinished(self.run_id, pages=not self._spent) == 0:
+                    and self.manifest.sharedrun.unfinished(self.run_id, pages=not self._spent) == 0:
                 self._finished = True
                 self._notify()
                 break
@@ -172,7 +172,7 @@ class SharedFrontier(Waits):
         """No request to `site` for `seconds`, by any worker (429/503, Retry-After): the
         host is blocked in the manifest and this worker gives its slots up."""
         self._hold(site, seconds)
-        self.manifest.block_host(site, seconds)
+        self.manifest.sharedrun.block_host(site, seconds)
         for held in self._held.values():
             if held.lease.site == site:
                 self._give_back(held)
@@ -240,7 +240,7 @@ class SharedFrontier(Waits):
                 held.dry = True
                 return
             held.taken = 0
-        items = self.manifest.lease_urls(
+        items = self.manifest.sharedrun.lease_urls(
             held.lease, URL_BATCH, (self.run_id, self.max_pages) if self.max_pages else None)
         held.queue.extend(items)
         if not items:
@@ -254,7 +254,7 @@ class SharedFrontier(Waits):
         now = self.clock()
         if held.until - now >= self.fetch_timeout + MARGIN:
             return True
-        renewed = self.manifest.renew_host(held.lease, self.ttl)
+        renewed = self.manifest.sharedrun.renew_host(held.lease, self.ttl)
         if renewed is None:
             log.warning("lost site=%s slot=%d epoch=%d owner=%s: another worker has the "
                         "host now", held.lease.site, held.lease.slot, held.lease.epoch,
@@ -286,7 +286,7 @@ class SharedFrontier(Waits):
             site = held.lease.site
             delay = max(self._delays.get(site, self.delay),
                         self._next_start.get(site, 0.0) - self.clock())
-            at = self.manifest.release_host(held.lease, max(delay, 0.0))
+            at = self.manifest.sharedrun.release_host(held.lease, max(delay, 0.0))
             # a look for hosts again once this one is due (another worker may take it)
             self._last_poll = min(self._last_poll, self.clock() - POLL_EVERY + delay)
             if at is None:
@@ -303,12 +303,12 @@ class SharedFrontier(Waits):
         if now - self._last_poll >= POLL_EVERY:
             self._last_poll = now
             if self.max_pages:
-                self._spent = self.manifest.pages_left(self.run_id, self.max_pages) == 0
+                self._spent = self.manifest.sharedrun.pages_left(self.run_id, self.max_pages) == 0
             return True
         return False
 
     def _fair_share(self) -> int:
-        return self.manifest.fair_share(self.run_id, self.ttl, pages=not self._spent)
+        return self.manifest.sharedrun.fair_share(self.run_id, self.ttl, pages=not self._spent)
 
     def _lease_more(self) -> bool:
         """Lease more host slots while this worker holds fewer than max_hosts."""
@@ -318,7 +318,8 @@ class SharedFrontier(Waits):
         if want <= 0:
             return False
         before = self.clock()
-        leases = self.manifest.lease_hosts(self.owner, want, self.ttl, pages=not self._spent)
+        leases = self.manifest.sharedrun.lease_hosts(self.owner, want, self.ttl,
+                                                     pages=not self._spent)
         for lease in leases:
             held = _Held(lease, before + (lease.until - lease.acquired) / 1000)
             self._held[lease.host_id] = held

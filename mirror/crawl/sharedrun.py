@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 
 from mirror import crashpoints
 from mirror.archive import workerfolder
-from mirror.archive.manifest import Manifest, UrlItem
 from mirror.config import SiteConfig
 from mirror.crawl.runmode import Begun, RunParts, write_index
 from mirror.crawl.sharedfiles import FilesResult, SharedFiles, repair_files
 from mirror.crawl.sharedfrontier import SharedFrontier, default_ttl
 from mirror.crawl.startup import now_iso, seeds
+from mirror.manifest.writer import Manifest, UrlItem
 from mirror.model import HostLease, Via
 from mirror.upkeep import recovery
 
@@ -81,18 +81,18 @@ class SharedRun:
         told to join only and no run is unfinished (its files settled first)."""
         self._parts = parts
         m, cfg = parts.manifest, parts.cfg
-        m.set_host_slots(1 if cfg.crawl.delay > 0 else cfg.crawl.per_host)
+        m.sharedrun.set_host_slots(1 if cfg.crawl.delay > 0 else cfg.crawl.per_host)
         for gone in self.forget:
-            lost = m.mark_lost(gone)
+            lost = m.filemarks.mark_lost(gone)
             log.warning("forgot worker %s: %d of its WARC files lost, their captures will "
                         "be fetched again", gone, len(lost))
-        joined = m.join_or_start_run(now_iso(), cfg.digest(), seeds(cfg),
+        joined = m.sharedrun.join_or_start_run(now_iso(), cfg.digest(), seeds(cfg),
                                      may_start=not self.join_only)
         last = m.last_run()
         self._run_id = run_id = joined.run_id if joined else (last.id if last else 0)
-        m.register_worker(self.owner, run_id)
+        m.sharedrun.register_worker(self.owner, run_id)
         workerfolder.mark(cfg.site.output_dir, self.owner)
-        back = m.recover(self.owner, cfg.crawl.delay)
+        back = m.sharedrun.recover(self.owner, cfg.crawl.delay)
         recovery.remove_temporaries(cfg.site.output_dir)
         files = self._files = SharedFiles(self.dsn, self.owner, parts.layout.warc,
                                           cfg.archive.store or None)
@@ -109,7 +109,7 @@ class SharedRun:
         store = parts.new_store(
             writer=parts.writer(f"{cfg.site.name}-{self.owner}", run_id),
             history=m.has_captures_before(run_id), group_size=1, lease_of=self.lease_of,
-            opened_file=functools.partial(m.open_file, owner=self.owner),
+            opened_file=functools.partial(m.filemarks.open_file, owner=self.owner),
             closed_file=files.closed)
         self.frontier = SharedFrontier(
             m, run_id, self.owner,
@@ -137,7 +137,7 @@ class SharedRun:
 
     def heartbeat(self) -> str | None:
         assert self._parts is not None
-        if self._parts.manifest.heartbeat(self.owner):
+        if self._parts.manifest.sharedrun.heartbeat(self.owner):
             return None
         return (f"worker {self.owner} was forgotten by another worker (--forget-worker): "
                 "its files are lost")
@@ -155,12 +155,12 @@ class SharedRun:
         run goes on with the others."""
         assert self._parts is not None and self.frontier is not None
         m, halt = self._parts.manifest, self._parts.halt
-        if halt.fatal or halt.interrupted or m.unfinished(
+        if halt.fatal or halt.interrupted or m.sharedrun.unfinished(
                 self._run_id, pages=not self.frontier.limit_reached):
             return None
         m.finish_run(self._run_id, now_iso(), state, code)
         self.completed = True
-        self.unsettled = m.unsettled_files(self.owner, self.frontier.ttl)
+        self.unsettled = m.filemarks.unsettled_files(self.owner, self.frontier.ttl)
         for worker, names in self.unsettled.items():
             log.warning("worker %s is silent and has %d WARC files with captures of "
                         "this run not uploaded (%s): start it again with --join, or if it "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import TypeVar
 
-from mirror.archive.manifest import Manifest
+from mirror.manifest.writer import Manifest
 from mirror.model import Discovered, UrlItem
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ class SitemapBudget:
         self.limit = limit  # 0: no limit
 
     def spent(self, run_id: int) -> bool:
-        return self.limit > 0 and self.manifest.sitemap_urls_taken(run_id) >= self.limit
+        return self.limit > 0 and self.manifest.sitemaps.urls_taken(run_id) >= self.limit
 
     def take(self, run_id: int, item: UrlItem, found: Discovered) -> Discovered:
         """What sitemap `item` lists, cut to what is left of the budget; the read is
@@ -42,9 +42,9 @@ class SitemapBudget:
             return found
         left = None
         if self.limit > 0:
-            left = max(0, self.limit - self.manifest.sitemap_urls_taken(run_id, but=item.id))
+            left = max(0, self.limit - self.manifest.sitemaps.urls_taken(run_id, but=item.id))
         kept, beyond = within(found.links, left)
-        self.manifest.record_sitemap_read(run_id, item.id, len(found.links), beyond)
+        self.manifest.sitemaps.record_read(run_id, item.id, len(found.links), beyond)
         if beyond:
             log.warning("sitemap %s lists %d URLs: the last %d are past the run's "
                         "[scope] max_sitemap_urls (%d) and not crawled",

@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from mirror import crashpoints
-from mirror.archive.manifest import Manifest, ManifestError, NewUrl, UrlItem
 from mirror.archive.warcwriter import NOT_MODIFIED, OPEN_SUFFIX, Exchange
 from mirror.config import SiteConfig
 from mirror.crawl import history
@@ -19,6 +18,7 @@ from mirror.crawl.parsehelper import Page
 from mirror.crawl.politeness import http_error
 from mirror.crawl.scope import PAGE
 from mirror.crawl.store import CaptureStore
+from mirror.manifest.writer import Manifest, ManifestError, NewUrl, UrlItem
 from mirror.model import UNFINISHED, Discovered, LinkKind, RunState, Via
 from mirror.upkeep import recovery
 from mirror.upkeep.recovery import file_size

@@ -11,15 +11,6 @@ from pathlib import Path
 
 from mirror import crashpoints
 from mirror.archive import warcread
-from mirror.archive.manifest import (
-    CaptureRow,
-    Manifest,
-    ManifestWriteError,
-    NewUrl,
-    Original,
-    Previous,
-    UrlItem,
-)
 from mirror.archive.warcwriter import (
     NOT_MODIFIED,
     OPEN_SUFFIX,
@@ -32,6 +23,15 @@ from mirror.crawl import history
 from mirror.crawl.discover import MAX_PARSE_BYTES
 from mirror.crawl.parsehelper import Page
 from mirror.errors import MirrorError
+from mirror.manifest.writer import (
+    CaptureRow,
+    Manifest,
+    ManifestWriteError,
+    NewUrl,
+    Original,
+    Previous,
+    UrlItem,
+)
 from mirror.model import Discovered, HostLease
 from mirror.web.http import header_map, mime_of
 from mirror.web.robotsmeta import HEADER, header_values
@@ -218,7 +218,7 @@ class CaptureStore:
             if self.committed is not None:
                 self.committed(p.item, p.ex, p.error, p.links.links)
         try:
-            self.manifest.index_texts_due()
+            self.manifest.texts.index_due()
         except ManifestWriteError as exc:  # the captures are committed: index them later
             log.warning("search index not updated (%s); it is at the end of the run", exc)
         return True
@@ -259,7 +259,7 @@ class CaptureStore:
                                          note=links.note, text=links.text, robots=links.robots)
             if self.learn is not None:
                 self.learn(run_id, item, links)
-        self.manifest.index_texts_due()
+        self.manifest.texts.index_due()
         crashpoints.reached("commit:after")
 
     def _own(self, filename: str) -> bool:

@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from mirror.archive.manifest import Manifest, Previous, UrlItem
 from mirror.archive.warcwriter import Exchange
 from mirror.config import SiteConfig
 from mirror.crawl import history, requisites
@@ -29,6 +28,7 @@ from mirror.crawl.scope import PAGE, Scope
 from mirror.crawl.sharedfrontier import SharedFrontier
 from mirror.crawl.sitemapbudget import SitemapBudget
 from mirror.crawl.store import CaptureStore, StorageError, warc_path
+from mirror.manifest.writer import Manifest, Previous, UrlItem
 from mirror.model import NOTHING, SITEMAP_BUDGET, Discovered, ExitCode, HostLease
 from mirror.web.urls import site_key
 

@@ -1,5 +1,7 @@
 """The fleet database: its address (--db, else $MIRROR_DB), the extra it needs, and the
-schema: Procrastinate's own, applied once, and mirror's three small tables beside it."""
+schema: Procrastinate's own, applied once, and mirror's three small tables beside it. The
+connection itself (timeout, autocommit, the address without its password) is the
+manifest's connection layer's (manifest/db.py)."""
 
 from __future__ import annotations
 
@@ -8,15 +10,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from mirror.errors import UsageError
+from mirror.manifest.db import INSTALL, Unreachable, connect_postgres, shown
 
 if TYPE_CHECKING:
     import psycopg
 
 #: the environment variable that names the fleet database when --db is not given
 ENV = "MIRROR_DB"
-INSTALL = "pip install 'mirror[fleet]'"
-#: seconds to wait for the database to answer a connection
-CONNECT_TIMEOUT = 10
 #: pg_advisory_xact_lock key held while the schema is checked and applied, so that workers
 #: starting together do not both create it (hashtext('mirror-fleet-schema'))
 _SCHEMA_LOCK = "mirror-fleet-schema"
@@ -92,19 +92,6 @@ def require_extra() -> None:
                          f"installed): {INSTALL}") from None
 
 
-def shown(dsn: str) -> str:
-    """The database for messages, without its password: 'postgres@db.example:5432/mirror'."""
-    try:
-        from psycopg.conninfo import conninfo_to_dict
-
-        parts = conninfo_to_dict(dsn)
-    except Exception:  # noqa: BLE001 - only for a message: a DSN psycopg cannot read
-        return "(an unreadable connection string)"
-    user = f"{parts['user']}@" if parts.get("user") else ""
-    port = f":{parts['port']}" if parts.get("port") else ""
-    return f"{user}{parts.get('host') or 'localhost'}{port}/{parts.get('dbname') or ''}"
-
-
 #: databases whose schema this process has checked already (the app reads every 5 s)
 _ENSURED: set[str] = set()
 
@@ -113,15 +100,11 @@ def connect(dsn: str) -> psycopg.Connection[Any]:
     """A connection (psycopg, dict rows, autocommit) to the fleet database, its schema in
     place (checked once per process)."""
     require_extra()
-    import psycopg
-    from psycopg.rows import dict_row
-
     try:
-        conn = psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT, row_factory=dict_row,
-                               autocommit=True)  # transaction() blocks are transactions
-    except psycopg.Error as exc:
-        raise FleetError(f"cannot reach the fleet database {shown(dsn)}: "
-                         f"{_reason(exc)}") from None
+        conn: psycopg.Connection[Any] = connect_postgres(dsn, dict_rows=True)  # autocommit
+    except Unreachable as exc:
+        raise FleetError(f"cannot reach the fleet database {shown(dsn, scheme=False)}: "
+                         f"{exc}") from None
     if dsn not in _ENSURED:
         try:
             ensure_schema(conn)
@@ -130,10 +113,6 @@ def connect(dsn: str) -> psycopg.Connection[Any]:
             raise
         _ENSURED.add(dsn)
     return conn
-
-
-def _reason(exc: Exception) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 _MISSING = "SELECT to_regclass('procrastinate_jobs') IS NULL"

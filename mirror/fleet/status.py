@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mirror.fleet import registry
-from mirror.fleet.db import connect, shown
+from mirror.fleet.db import connect
 from mirror.fleet.queue import RUN_TASK
 from mirror.fleet.registry import Registration, RunRecord
+from mirror.manifest.db import shown
 
 #: failed runs the page lists (the newest)
 FAILED_SHOWN = 20
@@ -110,7 +111,7 @@ def read(dsn: str, stall_after: float = 30.0) -> Fleet:
     known = {w.id for w in workers}
     by_site = {(j.site, j.status): j for j in jobs}
     return Fleet(
-        shown(dsn), now, stall_after, workers, counts,
+        shown(dsn, scheme=False), now, stall_after, workers, counts,
         waiting=[j for j in jobs if j.status == "todo"],
         running=[j for j in jobs if j.status == "doing"],
         failed=sorted((j for j in jobs if j.status == "failed"), key=lambda j: -j.id),

@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from mirror import __version__
 from mirror.fleet import records
-from mirror.fleet.db import connect, shown
+from mirror.fleet.db import connect
 from mirror.fleet.job import Place, run_site
 from mirror.fleet.queue import Timing, new_app
 from mirror.fleet.registry import this_host
 from mirror.fleet.tick import tick
+from mirror.manifest.db import shown
 
 if TYPE_CHECKING:
     import procrastinate
@@ -92,7 +93,8 @@ async def _announce(app: procrastinate.App, worker: Worker, name: str,
                                   pid=os.getpid(), data_dir=str(options.data),
                                   concurrency=options.concurrency, version=__version__)
     say(f"mirror worker {name}: worker {worker.worker_id} of the fleet at "
-        f"{shown(options.dsn)}, {options.concurrency} run(s) at once in {options.data}")
+        f"{shown(options.dsn, scheme=False)}, {options.concurrency} run(s) at once in "
+        f"{options.data}")
 
 
 def _handed_over(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

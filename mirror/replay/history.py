@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 
 from warcio.timeutils import timestamp_to_iso_date
 
-from mirror.archive.manifest_text import PageCapture
+from mirror.manifest.texts import PageCapture
 from mirror.model import PageText
 from mirror.replay.captures import Capture
 from mirror.replay.export import shown_url

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from mirror.archive.manifest_queries import ManifestReader
+from mirror.manifest.reader import ManifestReader
 from mirror.replay.captures import Capture, CaptureIndex
 from mirror.replay.export import shown_url
 from mirror.replay.history import HistoryRow, Side, capture_at_run, index_rows, manifest_rows
@@ -54,7 +54,7 @@ async def page_history(source: ArchiveSource, url: str) -> PageHistory:
     """From the manifest (runs, capture ids to compare), else from the index alone."""
     archive = await source.get()
     key = archive.key(url)
-    history = await source.manifest(lambda m: m.page_history(key))
+    history = await source.manifest(lambda m: m.texts.page_history(key))
     if history:
         return PageHistory(key, manifest_rows(history))
     caps = archive.captures_of(url)
@@ -88,7 +88,7 @@ async def _ids_at_runs(source: ArchiveSource, url: str, from_run: str, to_run: s
     if isinstance(runs, Problem):
         return runs
     key = (await source.get()).key(url)
-    history = await source.manifest(lambda m: m.page_history(key))
+    history = await source.manifest(lambda m: m.texts.page_history(key))
     if history is None:
         return Problem(404, NO_MANIFEST)
     old, new = (capture_at_run(history, r) for r in runs)
@@ -107,9 +107,9 @@ def _ints(first: str, second: str) -> tuple[int, int] | Problem:
 
 
 def _side(m: ManifestReader, capture_id: int) -> Side | None:
-    where = m.capture_url(capture_id)
+    where = m.texts.capture_url(capture_id)
     if where is None:
         return None
     url, date = where
-    runs = [c.run_id for c in m.page_history(url) if c.capture_id == capture_id]
-    return Side(capture_id, url, date, runs[0] if runs else None, m.page_text(capture_id))
+    runs = [c.run_id for c in m.texts.page_history(url) if c.capture_id == capture_id]
+    return Side(capture_id, url, date, runs[0] if runs else None, m.texts.page_text(capture_id))

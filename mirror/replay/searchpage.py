@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from mirror.archive.manifest_queries import ManifestReader
-from mirror.archive.manifest_text import SearchError
-from mirror.archive.searchpages import MAX_PAGES, PageHit, best_pages
+from mirror.manifest.reader import ManifestReader
+from mirror.manifest.searchpages import MAX_PAGES, PageHit, best_pages
+from mirror.manifest.texts import SearchError
 from mirror.replay.export import shown_url
 from mirror.replay.pages import (
     attr,
@@ -63,20 +63,20 @@ class SearchResults:
 
 def run_search(manifest: ManifestReader, form: SearchForm) -> SearchResults:
     """The form's page of results. Each page once, its query-string variants folded under
-    its best-ranked one (as the app shows a site: archive/searchpages.py), in the newest
+    its best-ranked one (as the app shows a site: manifest/searchpages.py), in the newest
     captures or in one run's. "Every version" folds nothing: it asks for each text a URL
     ever had, and a page's variants are versions of it too; one result per (URL, text)."""
-    runs, unindexed = [r.id for r in manifest.runs()], manifest.unindexed_pages()
+    runs, unindexed = [r.id for r in manifest.runs()], manifest.texts.unindexed_pages()
     if not form.query:
         return SearchResults(runs, None, False, unindexed)
     try:
         if form.all_runs:
-            hits = manifest.search(form.query, all_runs=True, limit=RESULTS_PER_PAGE + 1,
+            hits = manifest.texts.search(form.query, all_runs=True, limit=RESULTS_PER_PAGE + 1,
                                    offset=form.offset)
             found = [PageHit(h) for h in hits]
-            total = manifest.matching_versions(form.query)
+            total = manifest.texts.matching_versions(form.query)
         else:
-            pages = best_pages(manifest, form.query, form.offset + RESULTS_PER_PAGE + 1,
+            pages = best_pages(manifest.texts, form.query, form.offset + RESULTS_PER_PAGE + 1,
                                form.run)
             found, total = pages.found[form.offset:], pages.total
     except SearchError as exc:

@@ -16,9 +16,9 @@ from urllib.parse import urlencode
 from aiohttp import web
 from warcio.timeutils import datetime_to_http_date, iso_date_to_datetime
 
-from mirror.archive.manifest_queries import ManifestError, ManifestReader, Run
 from mirror.archive.warcread import ReadError
 from mirror.layout import ArchiveLayout
+from mirror.manifest.reader import ManifestError, ManifestReader, Run
 from mirror.replay.captures import Capture, CaptureIndex, Record
 from mirror.replay.export import REWRITTEN_TYPES, page_rows
 from mirror.replay.origins import CONTENT, Origins, listen_for_content

@@ -59,7 +59,7 @@ class Views:
     # -- the frame page and its banner ---------------------------------------------------
     async def info(self, archive: CaptureIndex, cap: Capture) -> CaptureInfo:
         status = archive.status_and_mime(cap)[0]
-        history = await self.source.manifest(lambda m: m.page_history(cap.url))
+        history = await self.source.manifest(lambda m: m.texts.page_history(cap.url))
         runs = [c.run_id for c in history or () if run_timestamp(c.warc_date) == cap.timestamp]
         title = await self.source.title(archive, cap)
         return capture_info(archive.captures_of(cap.url), cap, status,

@@ -6,8 +6,8 @@ import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 
-from mirror.archive.manifest_queries import ManifestError, ManifestReader
 from mirror.layout import ArchiveLayout
+from mirror.manifest.reader import ManifestError, ManifestReader
 from mirror.model import Run
 from mirror.schedule.spec import Schedule, next_run
 from mirror.schedule.timers import Installed, Site

@@ -36,9 +36,9 @@ from mirror.archive import index
 from mirror.archive.damage import Damage, report
 from mirror.archive.fsutil import atomic_write_text, fsync_dir
 from mirror.archive.lock import ArchiveLock
-from mirror.archive.manifest import Manifest
 from mirror.archive.warcwriter import FILE_RE, OPEN_SUFFIX
 from mirror.layout import ArchiveLayout
+from mirror.manifest.writer import Manifest
 from mirror.store.objstore import (
     INDEX_KEY,
     MANIFEST_KEY,

@@ -50,11 +50,12 @@ from mirror import crashpoints
 from mirror.archive import index
 from mirror.archive.fsutil import fsync_dir
 from mirror.archive.lock import ArchiveLock
-from mirror.archive.manifest import Manifest
-from mirror.archive.manifest_queries import ManifestReader, PruneTargets
 from mirror.archive.warcwriter import next_serial
 from mirror.archive.workerfolder import no_manifest
 from mirror.layout import ArchiveLayout
+from mirror.manifest.pruning import PruneTargets
+from mirror.manifest.reader import ManifestReader
+from mirror.manifest.writer import Manifest
 from mirror.model import Run
 from mirror.upkeep.prunefile import head_length, temp_name, write_pruned
 from mirror.upkeep.pruneplan import (
@@ -188,7 +189,7 @@ def prune_site(cfg: SiteWithRetention, dry_run: bool = False, *,
         if dry_run:
             reader = ManifestReader(folder.manifest)
             try:
-                if reader.prune_journal() is not None:
+                if reader.prune.journal() is not None:
                     raise PruneError("an interrupted prune is not finished yet: `mirror "
                                      "prune` (without --dry-run) finishes it first")
                 return _plan(reader, folder, policy, tz, dry_run=True, recovered=None)
@@ -201,7 +202,7 @@ def prune_site(cfg: SiteWithRetention, dry_run: bool = False, *,
             plan = _plan(manifest, folder, policy, tz, dry_run=False, recovered=recovered)
             sizes = _execute(plan, manifest, folder)
             if plan.dropped:
-                manifest.compact()
+                manifest.prune.compact()
         finally:
             manifest.close()
         beside = before - _beside(folder) if plan.dropped else 0
@@ -224,7 +225,7 @@ def _plan(reader: ManifestReader, folder: ArchiveLayout, policy: Retention,
     keep = runs_to_keep(runs, policy.keep_last, policy.keep_daily, policy.keep_weekly,
                         policy.keep_monthly, tz=tz)
     dropped = tuple(r for r in runs if r.id not in keep)
-    targets = reader.prune_targets([r.id for r in dropped]) if dropped \
+    targets = reader.prune.targets([r.id for r in dropped]) if dropped \
         else PruneTargets(0, 0, {}, 0)
     if targets.revisits_without_original:
         raise PruneError(f"{targets.revisits_without_original} revisits of kept runs do not "
@@ -251,7 +252,7 @@ def _execute(plan: PruneResult, manifest: Manifest, folder: ArchiveLayout) -> di
     if not plan.dropped:
         return {}
     journal = Journal(WRITING, tuple((c.old, c.new) for c in plan.changes), plan.dropped_runs)
-    manifest.set_prune_journal(journal.dumps())
+    manifest.prune.set_journal(journal.dumps())
     crashpoints.reached("prune:journaled")
     moves: list[Move] = []
     sizes: dict[str, int] = {}
@@ -262,7 +263,7 @@ def _execute(plan: PruneResult, manifest: Manifest, folder: ArchiveLayout) -> di
             crashpoints.reached("prune:written", "file")
     fsync_dir(folder.warc)
     switched = Journal(SWITCHED, journal.files, journal.runs)
-    manifest.drop_runs(journal.runs, [_row(m) for m in moves], switched.dumps())
+    manifest.prune.drop_runs(journal.runs, [_row(m) for m in moves], switched.dumps())
     crashpoints.reached("prune:switched")
     _finish(manifest, folder, switched)
     return sizes
@@ -296,7 +297,7 @@ def _finish(manifest: Manifest, folder: ArchiveLayout, journal: Journal) -> None
     fsync_dir(warc)
     for run in journal.runs:
         folder.report(run).unlink(missing_ok=True)
-    manifest.set_prune_journal(None)
+    manifest.prune.set_journal(None)
 
 
 def _undo(manifest: Manifest, folder: ArchiveLayout, journal: Journal) -> None:
@@ -304,12 +305,12 @@ def _undo(manifest: Manifest, folder: ArchiveLayout, journal: Journal) -> None:
     for _, new in journal.files:
         if new is not None:
             (folder.warc / temp_name(new)).unlink(missing_ok=True)
-    manifest.set_prune_journal(None)
+    manifest.prune.set_journal(None)
 
 
 def _resume(manifest: Manifest, folder: ArchiveLayout) -> str | None:
     """Finish or undo a prune a crash interrupted; what was done, or None."""
-    text = manifest.prune_journal()
+    text = manifest.prune.journal()
     if text is None:
         return None
     journal = Journal.loads(text)
@@ -332,7 +333,7 @@ def finish_interrupted_prune(output_dir: Path) -> str | None:
         return None
     reader = ManifestReader(folder.manifest)
     try:
-        pending = reader.prune_journal()
+        pending = reader.prune.journal()
     finally:
         reader.close()
     if pending is None:

@@ -6,8 +6,8 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from mirror.archive.manifest import Manifest
 from mirror.archive.warcread import ReadError, read_raw
+from mirror.manifest.writer import Manifest
 from mirror.model import PageText
 from mirror.web.codings import DecodeError, decode_body
 from mirror.web.extract import extract_html, page_text
@@ -38,8 +38,8 @@ def read_page_text(path: Path, offset: int, url: str) -> PageText | None:
 def rebuild_texts(manifest: Manifest, warc_dir: Path) -> Rebuilt:
     """Forget every page text, then read each page's again from its record (a revisit gets
     its original's); one transaction per BATCH captures. Run under the archive lock."""
-    manifest.clear_texts()
-    sources = manifest.text_sources()
+    manifest.texts.clear()
+    sources = manifest.texts.sources()
     unreadable = 0
     for start in range(0, len(sources), BATCH):
         texts: list[tuple[int, PageText | None]] = []
@@ -52,6 +52,6 @@ def rebuild_texts(manifest: Manifest, warc_dir: Path) -> Rebuilt:
             except (ReadError, DecodeError) as exc:
                 log.warning("no text for %s: %s", url, exc)
                 unreadable += 1
-        manifest.set_texts(texts)
-        manifest.index_texts()
-    return Rebuilt(manifest.indexed_pages(), unreadable)
+        manifest.texts.set(texts)
+        manifest.texts.index()
+    return Rebuilt(manifest.texts.indexed_pages(), unreadable)

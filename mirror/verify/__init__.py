@@ -9,11 +9,12 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Literal, Protocol
 
 from mirror.archive import index
 from mirror.archive.damage import Damage, printable
 from mirror.archive.warcwriter import OPEN_SUFFIX
+from mirror.manifest.audit import Audit
 from mirror.model import CAPTURE_TYPES, RunState, UrlState
 from mirror.store.files import ArchiveFiles, LocalFiles, archive_files
 from mirror.store.objstore import StoreError
@@ -129,20 +130,11 @@ class _Row(Protocol):
     def __getitem__(self, key: str) -> Any: ...
 
 
-class _Cursor(Protocol):
-    def fetchone(self) -> Any: ...
-    def close(self) -> None: ...
-
-
-class _Database(Protocol):
-    def execute(self, sql: str, /) -> _Cursor: ...
-
-
 class ManifestLike(Protocol):
     """What verify reads of a manifest; the writer and a read-only reader both fit."""
 
     @property
-    def db(self) -> _Database: ...
+    def audit(self) -> Audit: ...
     def captures(self) -> Iterable[_Row]: ...
 
 
@@ -213,21 +205,19 @@ class _OriginalIds:
     """The record id of each revisit row's original, read in id order beside the captures."""
 
     def __init__(self, manifest: ManifestLike) -> None:
-        self.cursor = manifest.db.execute(
-            "SELECT c.id, o.record_id FROM captures c LEFT JOIN captures o ON o.id = "
-            "c.original_id WHERE c.original_id IS NOT NULL ORDER BY c.id")
-        self.row: tuple[int, str | None] | None = self.cursor.fetchone()
+        self.rows = manifest.audit.revisit_originals()
+        self.row: tuple[int, str | None] | None = next(self.rows, None)
 
     def record_id(self, capture_id: int) -> str | None:
         """Capture `capture_id`'s original's record id; None if original_id names no capture.
 
         Asked in rising capture_id order, as manifest.captures() gives them."""
         while self.row is not None and self.row[0] < capture_id:
-            self.row = self.cursor.fetchone()
+            self.row = next(self.rows, None)
         return self.row[1] if self.row is not None and self.row[0] == capture_id else None
 
     def close(self) -> None:
-        self.cursor.close()
+        self.rows.close()
 
 
 def _check_manifest(manifest: ManifestLike, seeker: _Seeker) -> Iterator[Problem]:
@@ -254,7 +244,8 @@ def _check_manifest(manifest: ManifestLike, seeker: _Seeker) -> Iterator[Problem
 
 
 #: the values a manifest's state columns may hold (model.RunState, model.UrlState)
-STATES = {"runs": tuple(RunState), "urls": tuple(UrlState)}
+STATES: dict[Literal["runs", "urls"], tuple[str, ...]] = {
+    "runs": tuple(RunState), "urls": tuple(UrlState)}
 
 
 def _check_states(manifest: ManifestLike) -> Iterator[Problem]:
@@ -262,14 +253,13 @@ def _check_states(manifest: ManifestLike) -> Iterator[Problem]:
     resumed nor reported)."""
     for table, states in STATES.items():
         known = ", ".join(f"'{s}'" for s in states)
-        cursor = manifest.db.execute(f"SELECT id, state FROM {table} WHERE state NOT IN "  # noqa: S608 - constants
-                                     f"({known}) ORDER BY id")
+        rows = manifest.audit.unknown_states(table, states)
         try:
-            while (row := cursor.fetchone()) is not None:
-                yield Problem(f"manifest: {table[:-1]} {row[0]}", "manifest-value",
-                              f"state {row[1]!r} is not one of {known}")
+            for row_id, state in rows:
+                yield Problem(f"manifest: {table[:-1]} {row_id}", "manifest-value",
+                              f"state {state!r} is not one of {known}")
         finally:
-            cursor.close()
+            rows.close()
 
 
 def _index_lines(archive: ArchiveFiles, names: Iterable[str]) -> Iterator[str | Problem]:

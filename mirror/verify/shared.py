@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import groupby
 from typing import IO, Any, cast
 
-from mirror.archive.manifest_queries import ManifestReader, open_reader
-from mirror.archive.manifest_schema import FRONTIER_URLS
-from mirror.archive.sqldb import ManifestError, is_database_url
+from mirror.manifest.db import ManifestError, is_database_url
+from mirror.manifest.reader import ManifestReader, open_reader
 from mirror.model import ExitCode, FileRow, Run, RunState
 from mirror.store.files import StoreFiles
 from mirror.store.objstore import WARC_PREFIX, ObjectStore, StoreError, open_store
@@ -29,9 +28,6 @@ from mirror.verify.problem import Problem
 
 __all__ = ["SharedVerdict", "capture_file_problems", "complete_run_problems",
            "object_problems", "twice_problems", "verify_db", "verify_shared"]
-
-#: rows of the revisit query fetched at a time from its server-side cursor
-BATCH = 2000
 
 #: (file name, captures in it, files.worker, files.state): a file that is not 'uploaded'
 #: (worker and state None: the file has no files row)
@@ -122,33 +118,6 @@ def complete_run_problems(run: Run | None,
                       f"{state}{by} in run {run.id}, which is complete")
 
 
-# -- what is read for them --------------------------------------------------------------------
-def _capture_files(reader: ManifestReader) -> list[CaptureFile]:
-    return [(str(name), int(n), worker, state) for name, n, worker, state in reader.sql.execute(
-        "SELECT c.filename, COUNT(*), f.worker, f.state FROM captures c "
-        "LEFT JOIN files f ON f.name = c.filename "
-        "WHERE f.state IS NULL OR f.state != 'uploaded' "
-        "GROUP BY c.filename, f.worker, f.state ORDER BY c.filename")]
-
-
-def _twice(reader: ManifestReader) -> list[Twice]:
-    return [(int(r), str(u), int(c), str(n), w) for r, u, c, n, w in reader.sql.execute(
-        "SELECT c.run_id, c.url, c.id, c.filename, f.worker FROM captures c "
-        "JOIN (SELECT run_id, url_id FROM captures GROUP BY run_id, url_id "
-        "      HAVING COUNT(*) > 1) d ON d.run_id = c.run_id AND d.url_id = c.url_id "
-        "LEFT JOIN files f ON f.name = c.filename ORDER BY c.run_id, c.url, c.id")]
-
-
-def _unfinished(reader: ManifestReader, run: Run | None) -> list[Unfinished]:
-    """The URLs of the run still to fetch, as the workers count them (robots.txt, fetched
-    out of band by the robots gate, is not one of them)."""
-    if run is None or run.state != RunState.COMPLETE:
-        return []
-    return [(str(u), str(s), o) for u, s, o in reader.sql.execute(
-        "SELECT url, state, lease_owner FROM urls WHERE run_id=? "
-        f"AND state IN ('pending', 'leased') AND {FRONTIER_URLS} ORDER BY url", (run.id,))]
-
-
 # -- the store and the manifest, as check_archive reads them ---------------------------------
 class _HashedFiles(StoreFiles):
     """The store's files, each WARC object hashed (SHA-256) the first time check_archive
@@ -209,49 +178,6 @@ class _Hashing(io.RawIOBase):
         super().close()
 
 
-class _BoundedManifest:
-    """The PostgreSQL reader as check_archive reads a manifest, in bounded memory: its one
-    free query (the revisits' originals) through a server-side cursor, fetched BATCH rows at
-    a time (psycopg's plain cursor holds every row of a result at once; captures() already
-    reads a page at a time)."""
-
-    def __init__(self, reader: ManifestReader) -> None:
-        self.reader = reader
-        self.db = _ServerSide(reader.sql.raw)
-
-    def captures(self) -> Iterator[Any]:
-        return self.reader.captures()
-
-
-class _ServerSide:
-    def __init__(self, conn: Any) -> None:
-        self.conn, self.n = conn, 0
-
-    def execute(self, sql: str, /) -> _Batched:
-        self.n += 1  # WITH HOLD: the connection is in autocommit, a cursor outlives it
-        cur = self.conn.cursor(name=f"mirror_verify_{self.n}", withhold=True)
-        cur.execute(sql)
-        return _Batched(cur)
-
-
-class _Batched:
-    """fetchone() from a server-side cursor without a round trip per row."""
-
-    def __init__(self, cur: Any) -> None:
-        self.cur, self.rows, self.at = cur, cast(Sequence[Any], ()), 0
-
-    def fetchone(self) -> Any:
-        if self.at >= len(self.rows):
-            self.rows, self.at = self.cur.fetchmany(BATCH), 0
-            if not self.rows:
-                return None
-        self.at += 1
-        return self.rows[self.at - 1]
-
-    def close(self) -> None:
-        self.cur.close()
-
-
 # -- the whole ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SharedVerdict:
@@ -277,21 +203,22 @@ def verify_shared(reader: ManifestReader, store: ObjectStore) -> SharedVerdict:
     reader a PostgreSQL one), then the shared run's own promises."""
     files = _HashedFiles(store)
     try:
-        checked = check_archive(files, _BoundedManifest(reader))
+        checked = check_archive(files, reader)
         listed = store.list(WARC_PREFIX)
         run = reader.last_run()
         problems = [
             *checked.problems,
-            *capture_file_problems(_capture_files(reader)),
+            *capture_file_problems(reader.audit.unsettled_capture_files()),
             *object_problems(listed, reader.files(), files.digest),
-            *twice_problems(_twice(reader)),
-            *complete_run_problems(run, _unfinished(reader, run)),
+            *twice_problems(reader.audit.captured_twice()),
+            *complete_run_problems(run, [] if run is None or run.state != RunState.COMPLETE
+                                   else reader.audit.unfinished_urls(run.id)),
         ]
     finally:
         files.close()
     workers = sum(1 for w in reader.workers() if run is not None and w.run_id == run.id)
     return SharedVerdict(Verdict(tuple(problems), checked.files, checked.records),
-                         reader.sql.name, store.url, run, workers)
+                         reader.name, store.url, run, workers)
 
 
 def verify_db(dsn: str, store_url: str) -> SharedVerdict:

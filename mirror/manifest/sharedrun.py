@@ -1,20 +1,20 @@
-"""The manifest's verbs for a crawl shared by several workers: hosts leased with a fencing
+"""The manifest's verbs for a run shared by several workers: hosts leased with a fencing
 epoch, workers' heartbeats, the WARC files they write (DISTRIBUTED.md §5.2, §5.4).
 
 The same SQL runs on SQLite (one writer at a time: BEGIN IMMEDIATE serialises the workers)
 and PostgreSQL (rows claimed with FOR UPDATE SKIP LOCKED). Every time is the database's
 clock, in milliseconds since the epoch, so that no worker's clock decides a lease. The
-state machines are in manifest_schema's docstring. Manifest has these verbs (FleetVerbs is
-one of its bases); a worker's loop:
+state machines are in manifest.schema's docstring. Manifest has these verbs as its part
+`sharedrun` (its WARC files' marks are the part `filemarks`); a worker's loop:
 
-    joined = m.join_or_start_run(started_at, digest, seeds)
-    m.register_worker(owner, joined.run_id); m.recover(owner)
-    for lease in m.lease_hosts(owner, max_hosts, ttl):
-        for item in m.lease_urls(lease, k):
+    joined = m.sharedrun.join_or_start_run(started_at, digest, seeds)
+    m.sharedrun.register_worker(owner, joined.run_id); m.sharedrun.recover(owner)
+    for lease in m.sharedrun.lease_hosts(owner, max_hosts, ttl):
+        for item in m.sharedrun.lease_urls(lease, k):
             ... fetch, append to the worker's own WARC file, flush ...
             if not m.commit_capture(run_id, item, row, found, lease=lease):
                 ... cut the WARC file back to before the record ...
-        m.release_host(lease, delay)
+        m.sharedrun.release_host(lease, delay)
 """
 
 from __future__ import annotations
@@ -23,12 +23,10 @@ import functools
 import random
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
-from mirror.archive.manifest_queries import END
-from mirror.archive.manifest_schema import FRONTIER_URLS, URL_ITEM_COLUMNS
-from mirror.archive.sqldb import ManifestConflict, SqlDb
+from mirror.manifest.db import ManifestConflict, SqlDb, Tx
+from mirror.manifest.schema import FRONTIER_URLS, URL_ITEM_COLUMNS
 from mirror.model import UNFINISHED, HostLease, Joined, NewUrl, UrlItem
 
 #: times a transaction that the database rolled back to break a deadlock is run again
@@ -48,7 +46,11 @@ _TO_FETCH_NO_PAGES = ("(state = 'leased' OR state = 'pending' AND mode = 'requis
 
 P = ParamSpec("P")
 T = TypeVar("T")
-M = TypeVar("M", bound="FleetVerbs")
+M = TypeVar("M", bound="_InGroup")
+
+
+class _InGroup(Protocol):
+    tx: Tx  # the writer's transactions (a part shares its writer's)
 
 
 def retried(method: Callable[Concatenate[M, P], T]) -> Callable[Concatenate[M, P], T]:
@@ -63,7 +65,7 @@ def retried(method: Callable[Concatenate[M, P], T]) -> Callable[Concatenate[M, P
                 return method(self, *args, **kwargs)
             except ManifestConflict:
                 attempt += 1
-                if self._grouped or attempt >= RETRIES:
+                if self.tx.grouped or attempt >= RETRIES:
                     raise
                 time.sleep(random.uniform(0, BACKOFF * 2 ** attempt))
     return run
@@ -76,26 +78,19 @@ def fence(lease: HostLease | None) -> tuple[str, tuple[object, ...]]:
     return " AND lease_owner=? AND lease_epoch=?", (lease.owner, lease.epoch)
 
 
-class FleetVerbs:
-    """Host leases, workers and files; a base of Manifest (which has what is declared
-    here)."""
+class SharedRun:
+    """The writer's part for a run shared by several workers: joining the run, the
+    workers' heartbeats, host leases (fenced by an epoch) and the run's fair share."""
 
-    sql: SqlDb
-    _grouped: bool
-    #: rows made for each new site in hosts (set_host_slots: what the site config grants)
-    host_slots = 1
-
-    #: ManifestReader's (declared only: a method here would come first in Manifest's MRO)
-    count_done_pages: Callable[[int], int]
-
-    def _tx(self) -> AbstractContextManager[None]:
-        raise NotImplementedError
-
-    def _new_run(self, started_at: str, config_digest: str, seeds: Sequence[NewUrl]) -> int:
-        raise NotImplementedError
-
-    def _forget_captures(self, run_id: int, where: str, params: Sequence[object]) -> list[str]:
-        raise NotImplementedError
+    def __init__(self, sql: SqlDb, tx: Tx, new_run: Callable[[str, str, Sequence[NewUrl]], int],
+                 count_done_pages: Callable[[int], int]) -> None:
+        self.sql = sql
+        self.tx = tx
+        self._tx = tx  # one transaction per verb, or the writer's open group
+        self._new_run = new_run  # the writer's: a run row and its start URLs
+        self._count_done_pages = count_done_pages  # the reader's
+        #: rows made for each new site in hosts (set_host_slots: what the site config grants)
+        self.host_slots = 1
 
     # -- runs and workers ------------------------------------------------------------------
     @retried
@@ -221,7 +216,7 @@ class FleetVerbs:
     def pages_left(self, run_id: int, max_pages: int) -> int:
         """Pages the run may still take under a budget of `max_pages` (at least 0): those
         done, failed or leased, by any worker, are taken."""
-        return max(0, max_pages - self.count_done_pages(run_id))
+        return max(0, max_pages - self._count_done_pages(run_id))
 
     def renew_host(self, lease: HostLease, ttl: float) -> HostLease | None:
         """The lease for `ttl` seconds more from now; None when it is lost (taken over by
@@ -316,83 +311,3 @@ class FleetVerbs:
         return int(self.sql.execute(
             f"SELECT COUNT(*) FROM urls WHERE run_id=? AND "
             f"{_TO_FETCH if pages else _TO_FETCH_NO_PAGES}", (run_id,)).fetchone()[0])
-
-    # -- WARC files ------------------------------------------------------------------------
-    def file_state(self, name: str) -> str | None:
-        """open | closed | uploaded | lost, or None when the manifest has no such file."""
-        row = self.sql.execute("SELECT state FROM files WHERE name=?", (name,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def unsettled_files(self, but: str, silent_for: float) -> dict[str, list[str]]:
-        """WARC files with committed captures that are not uploaded, of other workers
-        silent for `silent_for` seconds (dead: one alive uploads its own): worker -> file
-        names."""
-        out: dict[str, list[str]] = {}
-        for worker, name in self.sql.execute(
-                "SELECT worker, name FROM files f WHERE state IN ('open', 'closed') "
-                "AND worker != ? AND EXISTS (SELECT 1 FROM captures c "
-                "WHERE c.filename = f.name) AND NOT EXISTS (SELECT 1 FROM workers w WHERE "
-                f"w.id = f.worker AND w.alive > {self.sql.now_ms} - ?) ORDER BY worker, name",
-                (but, int(silent_for * 1000))).fetchall():
-            out.setdefault(str(worker), []).append(str(name))
-        return out
-
-    def committed_end(self, name: str) -> int:
-        """The offset just past the last record of WARC file `name` the manifest knows
-        (0: none): where a worker restarting cuts its file back to."""
-        row = self.sql.execute(f"SELECT MAX({END}) FROM captures WHERE filename=?",
-                               (name,)).fetchone()
-        return int(row[0] or 0)
-
-    def open_file(self, name: str, owner: str) -> bool:
-        """A worker starts writing WARC file `name` (or goes on with it after a restart);
-        False when the file was declared lost: the worker must not write to it."""
-        with self._tx():
-            self.sql.execute(
-                f"INSERT INTO files (name, worker, state, opened) VALUES (?, ?, 'open', "
-                f"{self.sql.now_ms}) ON CONFLICT(name) DO NOTHING", (name, owner))
-            row = self.sql.execute("SELECT state FROM files WHERE name=?", (name,)).fetchone()
-        return bool(row[0] == "open")
-
-    def close_file(self, name: str, size: int, sha256: str) -> bool:
-        """The file is complete (open -> closed); False when it was declared lost."""
-        return self._file_step(name, "open", "closed",
-                               f", size=?, sha256=?, closed={self.sql.now_ms}", (size, sha256))
-
-    def mark_uploaded(self, name: str) -> bool:
-        """The closed file is in object storage (closed -> uploaded); False when it was
-        declared lost (the worker deletes it instead) or is not closed."""
-        return self._file_step(name, "closed", "uploaded", "", ())
-
-    def _file_step(self, name: str, old: str, new: str, more: str,
-                   params: tuple[object, ...]) -> bool:
-        with self._tx():
-            row = self.sql.execute(
-                f"UPDATE files SET state=?{more} WHERE name=? AND state=? RETURNING name",
-                (new, *params, name, old)).fetchone()
-        return row is not None
-
-    @retried
-    def mark_lost(self, worker: str) -> list[str]:
-        """A worker gone with its disk (silent longer than lost_after, or forgotten by
-        hand): its files not uploaded are lost, their captures forgotten and those URLs
-        back to pending (fetched once more); its leases end. Returns the lost files."""
-        with self._tx():
-            row = self.sql.execute("SELECT run_id FROM workers WHERE id=?",
-                                   (worker,)).fetchone()
-            if row is None:
-                row = self.sql.execute("SELECT MAX(id) FROM runs").fetchone()
-            names = sorted(n for (n,) in self.sql.execute(
-                "UPDATE files SET state='lost' WHERE worker=? AND state IN ('open', 'closed') "
-                "RETURNING name", (worker,)).fetchall())
-            for name in names:
-                self._forget_captures(int(row[0] or 0), "filename=?", (name,))
-            if names:  # its URLs are to be fetched again: the run is not complete
-                self.sql.execute("UPDATE runs SET state='running', finished_at=NULL "
-                                 "WHERE id=? AND state != 'running'", (int(row[0] or 0),))
-            self.sql.execute("UPDATE urls SET state='pending', lease_owner=NULL, "
-                             "lease_epoch=NULL WHERE state='leased' AND lease_owner=?",
-                             (worker,))
-            self.sql.execute("UPDATE hosts SET lease_owner=NULL, lease_until=0 "
-                             "WHERE lease_owner=?", (worker,))
-        return names

@@ -5,30 +5,32 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from pathlib import Path
 
 from mirror import crashpoints
-from mirror.archive import latestindex
-from mirror.archive.manifest_fleet import FleetVerbs, fence, retried
-from mirror.archive.manifest_patterns import PatternWrites
-from mirror.archive.manifest_queries import END, ManifestReader
-from mirror.archive.manifest_schema import (
+from mirror.manifest.db import (
+    ManifestConflict,
+    ManifestWriteError,
+    PostgresDb,
+    SqlDb,
+    Tx,
+)
+from mirror.manifest.filemarks import FileMarks
+from mirror.manifest.patterns import Patterns
+from mirror.manifest.pruning import Prune
+from mirror.manifest.reader import END, ManifestReader
+from mirror.manifest.schema import (
     FRONTIER_URLS,
-    HELD_BY_OTHERS,
     URL_ITEM_COLUMNS,
     ManifestError,
     create_or_upgrade,
     create_or_upgrade_postgres,
 )
-from mirror.archive.manifest_sitemaps import SitemapReads
-from mirror.archive.sqldb import (
-    ManifestConflict,
-    ManifestWriteError,
-    PostgresDb,
-    SqlDb,
-)
+from mirror.manifest.sharedrun import SharedRun, fence, retried
+from mirror.manifest.sitemaps import Sitemaps
+from mirror.manifest.texts import Texts
 from mirror.model import (
     CaptureRow,
     HostLease,
@@ -46,9 +48,6 @@ __all__ = ["CaptureRow", "Manifest", "ManifestConflict", "ManifestError", "Manif
 
 #: URLs remembered as already in this run (see Manifest._add_urls): about 10 MB at most
 KNOWN_URLS = 50_000
-#: page texts added to the full-text index at a time: FTS5 costs about 2.5 times as much
-#: per page when each page is its own transaction (a new segment, merged again and again)
-TEXT_BATCH = 256
 
 _UPSERT_URL = """INSERT INTO urls (url, site, run_id, state, mode, depth, redirects_left,
                                    referrer, via, reason)
@@ -73,11 +72,14 @@ def open_manifest(target: Path | str, *, durable: bool = False) -> Manifest:
     return Manifest(target, durable=durable)
 
 
-class Manifest(FleetVerbs, SitemapReads, PatternWrites, ManifestReader):
+class Manifest(ManifestReader):
     """Crawl state, opened read-write: an older schema is upgraded on opening. In a SQLite
-    file (WAL; one writer at a time) or a PostgreSQL database (several workers: the
-    verbs of FleetVerbs lease hosts to them). Every method is one short transaction; the
-    queries are ManifestReader's. The state machines are in manifest_schema's docstring."""
+    file (WAL; one writer at a time) or a PostgreSQL database (several workers: its
+    parts sharedrun and filemarks lease hosts to them and follow their WARC files). Every
+    method is one short transaction (or a part of a group()'s), and so is every method of
+    its parts, which share its transactions (`tx`): texts, patterns, sitemaps, prune,
+    sharedrun, filemarks. The queries are ManifestReader's. The state machines are in
+    manifest.schema's docstring."""
 
     def __init__(self, path: Path | str, *, durable: bool = False) -> None:
         self.durable = durable  # SQLite: synchronous=FULL (PostgreSQL: the server decides)
@@ -88,9 +90,14 @@ class Manifest(FleetVerbs, SitemapReads, PatternWrites, ManifestReader):
         self._known_run = 0
         self._sites: set[str] = set()  # sites whose host rows exist (committed)
         self._staged_sites: set[str] = set()  # ... made by the open transaction
-        self._unindexed = 0  # texts committed since the last index_texts (about)
-        self._grouped = False  # a group() transaction is open: writes join it
         super().__init__(path)
+        self.tx = Tx(self.sql, self._settle)  # what every write and every part's joins
+        self.patterns: Patterns = Patterns(self.sql)
+        self.sitemaps = Sitemaps(self.sql, self.tx)
+        self.texts: Texts = Texts(self.sql, self.tx)
+        self.prune: Prune = Prune(self.sql, self.tx, self.texts)
+        self.sharedrun = SharedRun(self.sql, self.tx, self._new_run, self.count_done_pages)
+        self.filemarks = FileMarks(self.sql, self.tx, self._forget_captures)
 
     def _connect(self) -> SqlDb:
         if isinstance(self.path, str):
@@ -108,21 +115,21 @@ class Manifest(FleetVerbs, SitemapReads, PatternWrites, ManifestReader):
         return self._open(self.path, partial(create_or_upgrade, durable=self.durable))
 
     def _tx(self) -> AbstractContextManager[None]:
-        return nullcontext() if self._grouped else self.sql.transaction(self._settle)
+        return self.tx()
 
     @contextmanager
     def group(self) -> Iterator[None]:
         """One transaction for several writes (a group commit of captures): every
         commit_capture inside it joins it, and all of them are committed at its end, or
         none (ManifestWriteError). The search index is not updated inside a group: call
-        index_texts_due after it."""
-        assert not self._grouped, "groups do not nest"
+        texts.index_due after it."""
+        assert not self.tx.grouped, "groups do not nest"
         with self.sql.transaction(self._settle):
-            self._grouped = True
+            self.tx.grouped = True
             try:
                 yield
             finally:
-                self._grouped = False
+                self.tx.grouped = False
 
     # -- runs ------------------------------------------------------------------------------
     @retried
@@ -146,7 +153,7 @@ class Manifest(FleetVerbs, SitemapReads, PatternWrites, ManifestReader):
         a killed process had not indexed yet go into the search index first. Every lease
         ends: this is the single machine's restart (a worker sharing a crawl calls
         recover(owner), which ends only its own and the expired ones)."""
-        self.index_texts()
+        self.texts.index()
         with self._tx():
             self.sql.execute(
                 "UPDATE runs SET state='running', finished_at=NULL WHERE id=?", (run_id,)
@@ -168,7 +175,7 @@ class Manifest(FleetVerbs, SitemapReads, PatternWrites, ManifestReader):
             self.sql.execute("UPDATE sessions SET alive=? WHERE id=?", (now, session_id))
 
     def finish_run(self, run_id: int, finished_at: str, state: str, exit_code: int) -> None:
-        self.index_texts()  # a finished run is searchable whole
+        self.texts.index()  # a finished run is searchable whole
         with self._tx():
             self.sql.execute(
                 "UPDATE runs SET finished_at=?, state=?, exit_code=? WHERE id=?",
@@ -260,7 +267,7 @@ class Manifest(FleetVerbs, SitemapReads, PatternWrites, ManifestReader):
         """The host rows (slots 0 .. host_slots - 1) of a site with a pending URL."""
         self.sql.executemany("INSERT INTO hosts (site, slot) VALUES (?, ?) "
                              "ON CONFLICT DO NOTHING",
-                             [(site, slot) for slot in range(self.host_slots)])
+                             [(site, slot) for slot in range(self.sharedrun.host_slots)])
         self._staged_sites.add(site)
 
     def _settle(self, committed: bool) -> None:
@@ -324,9 +331,9 @@ class Manifest(FleetVerbs, SitemapReads, PatternWrites, ManifestReader):
             f"SELECT DISTINCT text_id FROM captures WHERE {where} AND text_id IS NOT NULL",
             params)]
         self.sql.executemany("DELETE FROM captures WHERE id=?", [(r[0],) for r in rows])
-        self._drop_texts(texts)
-        self._relatest({r[1] for r in rows})
-        self._sync_latest(build=False)
+        self.texts.drop(texts)
+        self.texts.relatest({r[1] for r in rows})
+        self.texts.sync_latest(build=False)
         self.sql.executemany(
             f"UPDATE urls SET {_TO_PENDING}, status=NULL WHERE id=? AND run_id=?",
             [(r[1], run_id) for r in rows],
@@ -360,7 +367,7 @@ class Manifest(FleetVerbs, SitemapReads, PatternWrites, ManifestReader):
             if not self._end_lease(item.id, lease, "state=?, status=?, tries=tries+1, reason=?",
                                    (state, cap.status, failed_reason)):
                 return False
-            text_id = self._text_id(cap.original_id, text)
+            text_id = self.texts.text_id(cap.original_id, text)
             cur = self.sql.execute(  # its id is needed only for latest_texts
                 _INSERT_CAPTURE if text_id is None else f"{_INSERT_CAPTURE} RETURNING id",
                 (item.id, run_id, item.url, cap.warc_date, cap.record_id, cap.filename,
@@ -369,7 +376,7 @@ class Manifest(FleetVerbs, SitemapReads, PatternWrites, ManifestReader):
                  cap.location, cap.truncated, cap.record_type, cap.original_id, text_id),
             )
             if text_id is not None:
-                self._latest_text(item.id, cur.fetchone()[0], text_id)
+                self.texts.latest(item.id, cur.fetchone()[0], text_id)
             if failed_reason:
                 self._log_error(run_id, item.id, failed_reason)
             if note:
@@ -380,8 +387,8 @@ class Manifest(FleetVerbs, SitemapReads, PatternWrites, ManifestReader):
                 self._page_robots(run_id, item.id, robots)
             self._add_urls(run_id, item.id, found)
             crashpoints.reached("commit:inside")
-        if not self._grouped:
-            self.index_texts_due()
+        if not self.tx.grouped:
+            self.texts.index_due()
         return True
 
     def _page_robots(self, run_id: int, url_id: int, robots: str) -> None:
@@ -402,149 +409,6 @@ class Manifest(FleetVerbs, SitemapReads, PatternWrites, ManifestReader):
             + (f" AND state='leased'{check} RETURNING id" if lease else ""),
             (*params, url_id, *extra))
         return lease is None or cur.fetchone() is not None
-
-    def index_texts_due(self) -> None:
-        """index_texts, once TEXT_BATCH texts wait for it."""
-        if self._unindexed >= TEXT_BATCH:
-            self.index_texts(whole=False)
-
-
-    def _text_id(self, original_id: int | None, text: PageText | None) -> int | None:
-        """The texts row of a capture: its original's for a revisit whose original has one
-        (the same payload has the same text), else a new row for its text, if any."""
-        if original_id is not None:
-            row = self.sql.execute("SELECT text_id FROM captures WHERE id=?",
-                                  (original_id,)).fetchone()
-            if row is not None and row[0] is not None:
-                return int(row[0])
-        if text is None:
-            return None
-        text_id: int = self.sql.execute(
-            "INSERT INTO page_texts (title, body) VALUES (?, ?) RETURNING id",
-            (text.title or "", text.body or "")).fetchone()[0]
-        self._unindexed += 1
-        return text_id
-
-    def _drop_texts(self, text_ids: Sequence[tuple[int]]) -> None:
-        """Forget texts no capture has any more (out of the index too, if it has them)."""
-        done = self._texts_indexed()
-        for (text_id,) in text_ids:
-            if self.sql.execute("SELECT 1 FROM captures WHERE text_id=?",
-                               (text_id,)).fetchone():
-                continue
-            if text_id <= done:
-                self.sql.execute("INSERT INTO texts (texts, rowid, title, body) "
-                                "SELECT 'delete', id, title, body FROM page_texts WHERE id=?",
-                                (text_id,))
-                latestindex.drop(self.sql, text_id)
-            self.sql.execute("DELETE FROM page_texts WHERE id=?", (text_id,))
-
-    def index_texts(self, *, whole: bool = True) -> int:
-        """Add the page texts the full-text index lacks, in one transaction; how many. (A
-        PostgreSQL manifest has no full-text index: manifest_text.) Not `whole` (a batch
-        in a run): the index of the newest texts is kept in step, but not made."""
-        if self.sql.dialect != "sqlite":
-            return 0
-        with self._tx():
-            done = self._texts_indexed()
-            top = self.sql.execute("SELECT MAX(id) FROM page_texts").fetchone()[0] or 0
-            if top > done:
-                cur = self.sql.execute(
-                    "INSERT INTO texts (rowid, title, body) SELECT id, title, body "
-                    "FROM page_texts WHERE id > ? ORDER BY id", (done,))
-                self.sql.execute(_SET_META, ("texts_indexed", str(top)))
-                crashpoints.reached("texts:inside")
-            latestindex.sync(self.sql, done, max(top, done), build=whole)
-        self._unindexed = 0
-        return max(cur.rowcount, 0) if top > done else 0
-
-    def _latest_text(self, url_id: int, capture_id: int | None, text_id: int) -> None:
-        latestindex.set_newest(self.sql, url_id, capture_id, text_id)
-
-    def _relatest(self, url_ids: Iterable[int]) -> None:
-        latestindex.renew(self.sql, url_ids)
-
-    def _sync_latest(self, *, build: bool) -> None:
-        """The index of the newest texts in step after captures went (latestindex.py)."""
-        if self.sql.dialect == "sqlite":
-            latestindex.sync(self.sql, *[self._texts_indexed()] * 2, build=build)
-
-    # -- the text index ------------------------------------------------------------------
-    def clear_texts(self) -> None:
-        """Forget every page text (before `mirror index --search` reads them again)."""
-        with self._tx():
-            self.sql.execute("UPDATE captures SET text_id=NULL WHERE text_id IS NOT NULL")
-            self.sql.execute("DELETE FROM latest_texts")
-            if self.sql.dialect == "sqlite":
-                self.sql.execute("INSERT INTO texts (texts) VALUES ('delete-all')")
-                latestindex.clear(self.sql)
-            self.sql.execute("DELETE FROM page_texts")
-            self.sql.execute("DELETE FROM meta WHERE key='texts_indexed'")
-
-    def set_texts(self, texts: Sequence[tuple[int, PageText | None]]) -> None:
-        """Give captures their text, in one transaction: (capture id, text) in capture
-        order, so that a revisit finds its original's text (None: a revisit's own is
-        its original's, if that has one)."""
-        with self._tx():
-            for capture_id, text in texts:
-                row = self.sql.execute("SELECT original_id, url_id FROM captures WHERE id=?",
-                                      (capture_id,)).fetchone()
-                if row is None:
-                    continue
-                text_id = self._text_id(row[0], text)
-                if text_id is not None:
-                    self.sql.execute("UPDATE captures SET text_id=? WHERE id=?",
-                                    (text_id, capture_id))
-                    self._latest_text(row[1], capture_id, text_id)
-
-    # -- prune (mirror.archive.prune) ------------------------------------------------------
-    def set_prune_journal(self, journal: str | None) -> None:
-        """Record a prune's journal (JSON) before it changes anything; None: it ended."""
-        with self._tx():
-            if journal is None:
-                self.sql.execute("DELETE FROM meta WHERE key='prune'")
-            else:
-                self.sql.execute(_SET_META, ("prune", journal))
-
-    def drop_runs(self, runs: Sequence[int], moves: Iterable[Sequence[object]],
-                  journal: str) -> None:
-        """A prune's switch, in one transaction: the captures of `runs` go (with their
-        texts, and the runs' rows, sessions, notes and errors), but those a capture of
-        another run refers to; the captures of rewritten files move (`moves`: capture id,
-        filename, offset, length, req_offset, req_length); the journal says it is done."""
-        marks = ",".join("?" * len(runs))
-        gone = f"run_id IN ({marks}) AND id NOT IN ({HELD_BY_OTHERS.format(marks)})"
-        with self._tx():
-            texts = self.sql.execute(f"SELECT DISTINCT text_id FROM captures WHERE {gone} "
-                                    "AND text_id IS NOT NULL", (*runs, *runs)).fetchall()
-            self.sql.execute(f"DELETE FROM captures WHERE {gone}", (*runs, *runs))
-            self._relatest([u for (u,) in self.sql.execute(
-                "SELECT url_id FROM latest_texts WHERE capture_id NOT IN "
-                "(SELECT id FROM captures)").fetchall()])
-            self._drop_texts(texts)
-            self._sync_latest(build=True)
-            self.sql.executemany(
-                'UPDATE captures SET filename=?, "offset"=?, length=?, req_offset=?, '
-                "req_length=? WHERE id=?", [(*m[1:], m[0]) for m in moves])
-            self.sql.execute(f"DELETE FROM runs WHERE id IN ({marks})", runs)
-            for table in ("sessions", "notes", "page_robots", "errors", "sitemap_reads"):
-                self.sql.execute(f"DELETE FROM {table} WHERE run_id IN ({marks})", runs)
-            self.sql.execute(_SET_META, ("prune", journal))
-            crashpoints.reached("prune:switch-inside")
-
-    def compact(self, share: float = 0.25) -> bool:
-        """VACUUM when at least `share` of the file is free pages (what a large prune
-        leaves; a run reuses them, so after a nightly prune of one run it is not worth
-        rewriting the file), then empty the WAL. Atomic, like any transaction. (SQLite's:
-        PostgreSQL's autovacuum does its own; False.)"""
-        if self.sql.dialect != "sqlite":
-            return False
-        free = self.sql.execute("PRAGMA freelist_count").fetchone()[0]
-        if free <= share * self.sql.execute("PRAGMA page_count").fetchone()[0]:
-            return False
-        self.sql.execute("VACUUM")
-        self.sql.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        return True
 
     # -- politeness ------------------------------------------------------------------------
     @retried
@@ -615,4 +479,3 @@ class Manifest(FleetVerbs, SitemapReads, PatternWrites, ManifestReader):
 
 #: a URL's lease ends: back to pending
 _TO_PENDING = "state='pending', lease_owner=NULL, lease_epoch=NULL"
-_SET_META = "INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value"

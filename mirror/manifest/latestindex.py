@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from mirror.archive.sqldb import SqlDb
+from mirror.manifest.db import SqlDb
 
 TABLE = "latest_index"
 MARK = "latest_indexed"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mirror.archive.manifest_text import Hit, TextQueries
 from mirror.archive.searchrank import fold, fold_key, ranked
+from mirror.manifest.texts import Hit, TextReads
 
 #: pages of results one can step through: an archive is asked for its best 20 * MAX_PAGES
 #: pages at most, so a query costs the same however far one pages
@@ -30,17 +30,17 @@ class Pages:
     total: int
 
 
-def best_pages(manifest: TextQueries, query: str, wanted: int,
+def best_pages(texts: TextReads, query: str, wanted: int,
                run_id: int | None = None) -> Pages:
     """The best `wanted` pages for `query` (the newest text of each URL; with `run_id`,
     that run's captures), each once, and how many match. Every matching URL is read
     (unranked, cheap), so the ranked search asks for just enough rows to make `wanted`
     pages whatever their variants. Raises SearchError for a malformed query."""
     by_page: dict[str, list[str]] = {}
-    for url in manifest.matching_urls(query, run_id=run_id):
+    for url in texts.matching_urls(query, run_id=run_id):
         by_page.setdefault(fold_key(url), []).append(url)
     extra = sum(len(urls) - 1 for urls in by_page.values())
-    hits = ranked(best_hits(manifest, query, wanted + extra, run_id), lambda h: h.score,
+    hits = ranked(best_hits(texts, query, wanted + extra, run_id), lambda h: h.score,
                   lambda h: h.url)
     found = [PageHit(group.best, tuple(sorted(set(by_page.get(fold_key(group.best.url), ()))
                                               - {group.best.url})))
@@ -48,7 +48,7 @@ def best_pages(manifest: TextQueries, query: str, wanted: int,
     return Pages(found, len(by_page))
 
 
-def best_hits(manifest: TextQueries, query: str, needed: int,
+def best_hits(texts: TextReads, query: str, needed: int,
               run_id: int | None = None) -> list[Hit]:
     """The best `needed` hits and every hit that ties with the last of them: FTS5 cuts
     ties anywhere, and searchrank orders them by URL, so a cut must take all of them for
@@ -57,7 +57,7 @@ def best_hits(manifest: TextQueries, query: str, needed: int,
         return []
     limit = needed + 1
     while True:
-        hits = manifest.search(query, run_id=run_id, limit=limit)
+        hits = texts.search(query, run_id=run_id, limit=limit)
         if len(hits) < limit or hits[-1].score != hits[needed - 1].score:
             return hits
         limit *= 2

@@ -3,26 +3,27 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from mirror.archive.manifest_robots import RobotsQueries
-from mirror.archive.manifest_schema import (
+from mirror.archive.workerfolder import no_manifest
+from mirror.manifest.audit import Audit
+from mirror.manifest.db import PostgresDb, Row, SqlDb, SqliteDb, is_database_url
+from mirror.manifest.patterns import PatternReads
+from mirror.manifest.pruning import PruneReads
+from mirror.manifest.robots import Robots
+from mirror.manifest.schema import (
     FRONTIER_URLS,
-    HELD_BY_OTHERS,
     URL_ITEM_COLUMNS,
     ManifestError,
     check_postgres,
     read_as_current,
 )
-from mirror.archive.manifest_text import TextQueries
-from mirror.archive.sqldb import PostgresDb, Row, SqlDb, SqliteDb, is_database_url
-from mirror.archive.workerfolder import no_manifest
+from mirror.manifest.texts import TextReads
 from mirror.model import SITEMAP_BUDGET, FileRow, HostRow, Original, Previous, Run, UrlItem, Worker
 
-__all__ = ["ManifestError", "ManifestReader", "Original", "Previous", "PruneTargets", "Run",
+__all__ = ["ManifestError", "ManifestReader", "Original", "Previous", "Run",
            "open_reader"]
 
 #: the columns of an Original, from the capture `o` that holds the payload
@@ -37,31 +38,21 @@ _RUN = "id, started_at, finished_at, state, config_digest, exit_code"
 _PAGE = 5000
 
 
-@dataclass(frozen=True)
-class PruneTargets:
-    """What dropping some runs takes from the manifest (ManifestReader.prune_targets)."""
-
-    captures: int  # captures that go
-    held: int  # captures of those runs that stay: a kept revisit's payload is in them
-    #: each file holding a record that goes -> (id, offset, length, req_offset,
-    #: req_length) of each capture in it that stays (none: the file goes)
-    files: dict[str, list[tuple[int, int, int, int, int]]]
-    revisits_without_original: int  # kept revisits whose original is unknown: unsafe
-
-
 def open_reader(target: Path | str) -> ManifestReader:
     """The manifest `target` names, read-only: a file path (SQLite), or postgresql://...
     (PostgreSQL; needs `mirror[fleet]`)."""
     return ManifestReader(target)
 
 
-class ManifestReader(TextQueries, RobotsQueries):
+class ManifestReader:
     """The manifest, read-only: for `mirror status`, `runs`, `diff`, `explain`, `verify`,
     the replay server and run reports, also beside a running crawl (WAL lets it read). It
-    never writes to the file, not even to upgrade it. The writer, Manifest, extends it.
+    never writes to the file, not even to upgrade it, and has no writing method. The
+    writer, Manifest, extends it. Runs, URLs and captures are queried here; the rest is in
+    its parts: texts (full-text search), robots, patterns, prune, audit (verify's).
 
     An older schema version is read as if it were upgraded: the connection gets temporary
-    views with the values the migration would write (manifest_schema.READ_AS_CURRENT), and
+    views with the values the migration would write (manifest.schema.READ_AS_CURRENT), and
     empty temporary tables for tables the file lacks; the file is left as it is. A read must
     not change what it reads (verify checks an archive, and may be pointed at a backup or
     read-only media), and there is no upgrade
@@ -74,8 +65,19 @@ class ManifestReader(TextQueries, RobotsQueries):
         self.path: Path | str = path if is_database_url(path) else Path(path)
         self.sql: SqlDb = self._connect()
         #: the driver's own connection (sqlite3's, or psycopg's): every query of the
-        #: manifest goes through `sql`, which speaks both dialects
+        #: manifest goes through `sql`, which speaks both dialects; outside the manifest's
+        #: package neither is used (tests/test_quality.py), only the parts below
         self.db: Any = self.sql.raw
+        self.patterns = PatternReads(self.sql)
+        self.audit = Audit(self.sql)
+        self.robots = Robots(self.sql)
+        self.texts = TextReads(self.sql)
+        self.prune = PruneReads(self.sql)
+
+    @property
+    def name(self) -> str:
+        """The manifest for messages: its file, or its database without the password."""
+        return self.sql.name
 
     def _connect(self) -> SqlDb:
         if isinstance(self.path, str):
@@ -262,37 +264,6 @@ class ManifestReader(TextQueries, RobotsQueries):
             return None
         return Previous(row[0], row[1], row[2], row[3], Original(*row[4:]))
 
-    # -- prune (mirror.archive.prune) ------------------------------------------------------
-    def prune_journal(self) -> str | None:
-        """The journal of a prune that has not ended (JSON), or None."""
-        row = self.sql.execute("SELECT value FROM meta WHERE key='prune'").fetchone()
-        return None if row is None else str(row[0])
-
-    def prune_targets(self, runs: Sequence[int]) -> PruneTargets:
-        """What dropping `runs` takes away: their captures, but those a capture of another
-        run refers to (its original_id: the response that holds a revisit's payload)."""
-        marks = ",".join("?" * len(runs))
-        held = HELD_BY_OTHERS.format(marks)
-        gone = f"run_id IN ({marks}) AND id NOT IN ({held})"
-        count = self.sql.execute(f"SELECT COUNT(*) FROM captures WHERE {gone}",
-                                 (*runs, *runs)).fetchone()[0]
-        kept = self.sql.execute(f"SELECT COUNT(*) FROM captures WHERE run_id IN ({marks}) "
-                                f"AND id IN ({held})", (*runs, *runs)).fetchone()[0]
-        files: dict[str, list[tuple[int, int, int, int, int]]] = {
-            name: [] for (name,) in self.sql.execute(
-                f"SELECT DISTINCT filename FROM captures WHERE {gone}", (*runs, *runs))}
-        if files:
-            names = ",".join("?" * len(files))
-            for name, cid, offset, length, req_offset, req_length in self.sql.execute(
-                    'SELECT filename, id, "offset", length, req_offset, req_length FROM captures '
-                    f"WHERE filename IN ({names}) AND (run_id NOT IN ({marks}) OR id IN "
-                    f"({held})) ORDER BY id", (*files, *runs, *runs)):
-                files[name].append((cid, offset, length, req_offset, req_length))
-        orphans = self.sql.execute(
-            f"SELECT COUNT(*) FROM captures WHERE run_id NOT IN ({marks}) "
-            "AND record_type != 'response' AND original_id IS NULL", runs).fetchone()[0]
-        return PruneTargets(int(count), int(kept), files, int(orphans))
-
     # -- a run's numbers, for reports and status ---------------------------------------------
     def count_captures(self, run_id: int) -> int:
         return int(self.sql.execute("SELECT COUNT(*) FROM captures WHERE run_id=?",
@@ -465,7 +436,7 @@ class ManifestReader(TextQueries, RobotsQueries):
         return {"status": status, "mime": mimes, "payload_bytes": int(row[0]),
                 "warc_bytes": int(row[1])}
 
-    # -- a crawl shared by several workers (the state machines: manifest_schema) ----------
+    # -- a crawl shared by several workers (the state machines: manifest.schema) ----------
     def workers(self) -> list[Worker]:
         """Every worker that registered, with how long ago (database time) it was alive."""
         now = self.sql.now_ms

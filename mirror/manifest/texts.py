@@ -17,16 +17,21 @@ index built later.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from mirror.archive import latestindex
-from mirror.archive.manifest_schema import ManifestError
+from mirror import crashpoints
 from mirror.archive.searchrank import BODY_WEIGHT, TITLE_WEIGHT
-from mirror.archive.sqldb import SqlDb
 from mirror.errors import UsageError
+from mirror.manifest import latestindex
+from mirror.manifest.db import SqlDb, Tx
+from mirror.manifest.schema import SET_META, ManifestError
 from mirror.model import PageText
+
+#: page texts added to the full-text index at a time: FTS5 costs about 2.5 times as much
+#: per page when each page is its own transaction (a new segment, merged again and again)
+TEXT_BATCH = 256
 
 #: around a highlighted term in what FTS5 returns: control characters no page text holds
 #: (extract.visible_text drops them), turned into marks by `marked`
@@ -147,10 +152,11 @@ def _query_errors(query: str) -> Iterator[None]:
         raise _search_error(query, exc) from exc
 
 
-class TextQueries:
-    """The text index's queries; ManifestReader has them (its `db` is the manifest)."""
+class TextReads:
+    """The text index's queries: the part `texts` of ManifestReader."""
 
-    sql: SqlDb
+    def __init__(self, sql: SqlDb) -> None:
+        self.sql = sql
 
     def search(self, query: str, *, run_id: int | None = None, all_runs: bool = False,
                limit: int = 20, offset: int = 0) -> list[Hit]:
@@ -291,9 +297,9 @@ class TextQueries:
             "'application/xhtml+xml')").fetchone()[0]
         return int(without) + int(self.sql.execute(
             "SELECT COUNT(*) FROM page_texts WHERE id > ?",
-            (self._texts_indexed(),)).fetchone()[0])
+            (self.texts_indexed(),)).fetchone()[0])
 
-    def _texts_indexed(self) -> int:
+    def texts_indexed(self) -> int:
         """The last page_texts row the full-text index holds."""
         row = self.sql.execute("SELECT value FROM meta WHERE key='texts_indexed'").fetchone()
         return int(row[0]) if row else 0
@@ -303,10 +309,113 @@ class TextQueries:
         return int(self.sql.execute(
             "SELECT COUNT(*) FROM captures WHERE text_id IS NOT NULL").fetchone()[0])
 
-    def text_sources(self) -> list[tuple[int, str, str, int, str, int]]:
+    def sources(self) -> list[tuple[int, str, str, int, str, int]]:
         """What `mirror index --search` reads, in capture order: (capture id, url,
         record_type, status, filename, offset) of every 2xx HTML capture."""
         return [tuple(r) for r in self.sql.execute(
             "SELECT id, url, record_type, status, filename, offset FROM captures "
             "WHERE status BETWEEN 200 AND 299 AND mime IN ('text/html', "
             "'application/xhtml+xml') ORDER BY id")]
+
+
+class Texts(TextReads):
+    """The writer's part: page texts stored with their captures and added to the full-text
+    index in batches (TEXT_BATCH), the index of each URL's newest text kept in step
+    (latestindex.py). Writes join the writer's transaction (`tx`)."""
+
+    def __init__(self, sql: SqlDb, tx: Tx) -> None:
+        super().__init__(sql)
+        self._tx = tx
+        self._unindexed = 0  # texts committed since the last index() (about)
+
+    def index_due(self) -> None:
+        """index(), once TEXT_BATCH texts wait for it."""
+        if self._unindexed >= TEXT_BATCH:
+            self.index(whole=False)
+
+    def text_id(self, original_id: int | None, text: PageText | None) -> int | None:
+        """The texts row of a capture: its original's for a revisit whose original has one
+        (the same payload has the same text), else a new row for its text, if any."""
+        if original_id is not None:
+            row = self.sql.execute("SELECT text_id FROM captures WHERE id=?",
+                                  (original_id,)).fetchone()
+            if row is not None and row[0] is not None:
+                return int(row[0])
+        if text is None:
+            return None
+        text_id: int = self.sql.execute(
+            "INSERT INTO page_texts (title, body) VALUES (?, ?) RETURNING id",
+            (text.title or "", text.body or "")).fetchone()[0]
+        self._unindexed += 1
+        return text_id
+
+    def drop(self, text_ids: Sequence[tuple[int]]) -> None:
+        """Forget texts no capture has any more (out of the index too, if it has them)."""
+        done = self.texts_indexed()
+        for (text_id,) in text_ids:
+            if self.sql.execute("SELECT 1 FROM captures WHERE text_id=?",
+                               (text_id,)).fetchone():
+                continue
+            if text_id <= done:
+                self.sql.execute("INSERT INTO texts (texts, rowid, title, body) "
+                                "SELECT 'delete', id, title, body FROM page_texts WHERE id=?",
+                                (text_id,))
+                latestindex.drop(self.sql, text_id)
+            self.sql.execute("DELETE FROM page_texts WHERE id=?", (text_id,))
+
+    def index(self, *, whole: bool = True) -> int:
+        """Add the page texts the full-text index lacks, in one transaction; how many. (A
+        PostgreSQL manifest has no full-text index: manifest.texts.) Not `whole` (a batch
+        in a run): the index of the newest texts is kept in step, but not made."""
+        if self.sql.dialect != "sqlite":
+            return 0
+        with self._tx():
+            done = self.texts_indexed()
+            top = self.sql.execute("SELECT MAX(id) FROM page_texts").fetchone()[0] or 0
+            if top > done:
+                cur = self.sql.execute(
+                    "INSERT INTO texts (rowid, title, body) SELECT id, title, body "
+                    "FROM page_texts WHERE id > ? ORDER BY id", (done,))
+                self.sql.execute(SET_META, ("texts_indexed", str(top)))
+                crashpoints.reached("texts:inside")
+            latestindex.sync(self.sql, done, max(top, done), build=whole)
+        self._unindexed = 0
+        return max(cur.rowcount, 0) if top > done else 0
+
+    def latest(self, url_id: int, capture_id: int | None, text_id: int) -> None:
+        latestindex.set_newest(self.sql, url_id, capture_id, text_id)
+
+    def relatest(self, url_ids: Iterable[int]) -> None:
+        latestindex.renew(self.sql, url_ids)
+
+    def sync_latest(self, *, build: bool) -> None:
+        """The index of the newest texts in step after captures went (latestindex.py)."""
+        if self.sql.dialect == "sqlite":
+            latestindex.sync(self.sql, *[self.texts_indexed()] * 2, build=build)
+
+    def clear(self) -> None:
+        """Forget every page text (before `mirror index --search` reads them again)."""
+        with self._tx():
+            self.sql.execute("UPDATE captures SET text_id=NULL WHERE text_id IS NOT NULL")
+            self.sql.execute("DELETE FROM latest_texts")
+            if self.sql.dialect == "sqlite":
+                self.sql.execute("INSERT INTO texts (texts) VALUES ('delete-all')")
+                latestindex.clear(self.sql)
+            self.sql.execute("DELETE FROM page_texts")
+            self.sql.execute("DELETE FROM meta WHERE key='texts_indexed'")
+
+    def set(self, texts: Sequence[tuple[int, PageText | None]]) -> None:
+        """Give captures their text, in one transaction: (capture id, text) in capture
+        order, so that a revisit finds its original's text (None: a revisit's own is
+        its original's, if that has one)."""
+        with self._tx():
+            for capture_id, text in texts:
+                row = self.sql.execute("SELECT original_id, url_id FROM captures WHERE id=?",
+                                      (capture_id,)).fetchone()
+                if row is None:
+                    continue
+                text_id = self.text_id(row[0], text)
+                if text_id is not None:
+                    self.sql.execute("UPDATE captures SET text_id=? WHERE id=?",
+                                    (text_id, capture_id))
+                    self.latest(row[1], capture_id, text_id)

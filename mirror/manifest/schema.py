@@ -18,7 +18,7 @@ A run (runs.state); Manifest's methods make each step:
 complete, limit and abandoned are final: the next `mirror run` starts a new run. Nothing
 else is written: there is no failed run (a run's failures are URL states).
 
-    complete | limit | abandoned -> (deleted)   drop_runs: `mirror prune` (mirror.archive.prune)
+    complete | limit | abandoned -> (deleted)   drop_runs: `mirror prune` (mirror.upkeep.prune)
                                   drops the run with its captures, texts, sessions, notes,
                                   page_robots and errors; a capture of it that a kept
                                   capture refers to (original_id) stays, its run_id
@@ -105,8 +105,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from mirror.archive.manifest_patterns import PATTERN_SCHEMA
-from mirror.archive.sqldb import ManifestError, SqlDb
+from mirror.manifest.db import ManifestError, SqlDb
+from mirror.manifest.patterns import PATTERN_SCHEMA
 
 __all__ = ["INDEXES", "MIGRATIONS", "READ_AS_CURRENT", "SCHEMA", "SCHEMA_VERSION",
            "ManifestError", "create_or_upgrade", "create_or_upgrade_postgres", "postgres",
@@ -226,7 +226,7 @@ CREATE TABLE IF NOT EXISTS page_texts (
     body TEXT NOT NULL
 );
 -- Their full-text index (FTS5, over page_texts): derived, like index.cdxj. Rows up to
--- meta 'texts_indexed' are in it; the writer adds the rest in batches (Manifest.index_texts).
+-- meta 'texts_indexed' are in it; the writer adds the rest in batches (Manifest.texts.index).
 -- No prefix index (prefix = '3' made 3-letter prefix queries 3x quicker, but indexing a text
 -- 70% dearer and the index 24% larger; without it such a query's p95 at 100,000 pages is
 -- 57-70 ms: bench/fts_prefix.py, text_cost.py). Manifests made with one keep it: the
@@ -244,7 +244,7 @@ CREATE TABLE IF NOT EXISTS latest_texts (
 CREATE INDEX IF NOT EXISTS latest_texts_text ON latest_texts (text_id);
 -- The full-text index of the texts latest_texts names (FTS5, over page_texts): what a search
 -- of the newest captures ranks among, as an export's search does; derived like `texts`
--- (archive/latestindex.py). latest_index_rows lists the texts in it.
+-- (manifest/latestindex.py). latest_index_rows lists the texts in it.
 CREATE VIRTUAL TABLE IF NOT EXISTS latest_index USING fts5(
     title, body, content = 'page_texts', content_rowid = 'id',
     tokenize = 'unicode61 remove_diacritics 2'
@@ -293,7 +293,7 @@ CREATE TABLE IF NOT EXISTS files (
 );
 """
 
-SCHEMA += PATTERN_SCHEMA  # learned trap patterns (manifest_patterns.py)
+SCHEMA += PATTERN_SCHEMA  # learned trap patterns (manifest/patterns.py)
 
 #: upgrades from each older schema version to the next, run in order by the writer
 MIGRATIONS = {
@@ -357,6 +357,9 @@ FRONTIER_URLS = "via != 'robots'"
 #: as its original: what a prune of those runs keeps of them
 HELD_BY_OTHERS = ("SELECT original_id FROM captures WHERE original_id IS NOT NULL "
                   "AND run_id NOT IN ({})")
+
+#: a meta row written (or rewritten)
+SET_META = "INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value"
 
 
 def schema_version(db: Any, path: Path | str) -> int:

@@ -5,10 +5,10 @@ captures it has."""
 
 from __future__ import annotations
 
-from mirror.archive.sqldb import SqlDb
+from mirror.manifest.db import SqlDb
 from mirror.web.patterns import Figures, url_pattern, why
 
-#: added to manifest_schema.SCHEMA (tables made with CREATE TABLE IF NOT EXISTS: an older
+#: added to manifest.schema.SCHEMA (tables made with CREATE TABLE IF NOT EXISTS: an older
 #: manifest gets them on opening, a reader sees them empty)
 PATTERN_SCHEMA = """
 -- Learned trap patterns (web/patterns.py): what each run saw of each URL pattern's pages
@@ -47,26 +47,51 @@ def _figures(row: tuple[object, ...]) -> Figures:
                    tuple(str(samples).split("\n")) if samples else ())
 
 
-def read_patterns(sql: SqlDb, run_id: int) -> dict[str, tuple[Figures, str | None]]:
-    """Every pattern of a run: pattern -> (figures, rule or None), most pages first."""
-    rows = sql.execute(f"SELECT {_COLUMNS} FROM learned_patterns WHERE run_id=? "
-                       "ORDER BY pages DESC, pattern", (run_id,)).fetchall()
-    return {str(r[0]): (_figures(tuple(r[1:8])), r[8]) for r in rows}
+class PatternReads:
+    """A run's learned trap patterns and the pages' fingerprints, as read (the part of
+    ManifestReader; the writer's part, Patterns, adds the writes)."""
+
+    def __init__(self, sql: SqlDb) -> None:
+        self.sql = sql
+
+    def read(self, run_id: int) -> dict[str, tuple[Figures, str | None]]:
+        """Every pattern of a run: pattern -> (figures, rule or None), most pages first."""
+        rows = self.sql.execute(f"SELECT {_COLUMNS} FROM learned_patterns WHERE run_id=? "
+                                "ORDER BY pages DESC, pattern", (run_id,)).fetchall()
+        return {str(r[0]): (_figures(tuple(r[1:8])), r[8]) for r in rows}
+
+    def stopped(self, run_id: int) -> dict[str, tuple[Figures, str]]:
+        """The patterns a run stopped: pattern -> (figures, rule)."""
+        return {p: (f, rule) for p, (f, rule) in self.read(run_id).items() if rule}
+
+    def fingerprints(self) -> list[tuple[int, int]]:
+        """(url id, signed SimHash) of every URL with a page text."""
+        return [(int(u), int(h)) for u, h in self.sql.execute(
+            "SELECT url_id, simhash FROM fingerprints ORDER BY url_id").fetchall()]
+
+    def learned_report(self, run_id: int) -> list[dict[str, object]]:
+        """The patterns a run stopped, for its report: each with its rule, why, figures, the
+        URLs skipped under it and its first URLs."""
+        stopped = self.stopped(run_id)
+        if not stopped:
+            return []
+        skipped: dict[str, int] = {}
+        for (url,) in self.sql.execute("SELECT url FROM urls WHERE run_id=? AND "
+                                       "state='skipped' AND reason LIKE 'learned:%'",
+                                       (run_id,)):
+            pattern = url_pattern(str(url))
+            skipped[pattern] = skipped.get(pattern, 0) + 1
+        return [{"pattern": p, "rule": rule, "why": why(rule, f), "pages": f.pages,
+                 "noindex": f.noindex, "duplicates": f.duplicates, "links": f.links,
+                 "skipped": skipped.get(p, 0), "samples": list(f.samples)}
+                for p, (f, rule) in stopped.items()]
 
 
-def stopped_patterns(sql: SqlDb, run_id: int) -> dict[str, tuple[Figures, str]]:
-    """The patterns a run stopped: pattern -> (figures, rule)."""
-    return {p: (f, rule) for p, (f, rule) in read_patterns(sql, run_id).items() if rule}
+class Patterns(PatternReads):
+    """The writer's part: the writes join the open transaction (a capture's group), so call
+    them inside Manifest.group()."""
 
-
-class PatternWrites:
-    """Manifest's writes of learned patterns: they join the open transaction (a capture's
-    group), so call them inside Manifest.group()."""
-
-    sql: SqlDb
-
-    def save_pattern(self, run_id: int, pattern: str, figures: Figures,
-                     rule: str | None) -> None:
+    def save(self, run_id: int, pattern: str, figures: Figures, rule: str | None) -> None:
         f = figures
         self.sql.execute(
             f"INSERT INTO learned_patterns ({_COLUMNS}, run_id) VALUES (?,?,?,?,?,?,?,?,?,?) "
@@ -82,25 +107,3 @@ class PatternWrites:
         self.sql.execute("INSERT INTO fingerprints (url_id, simhash) VALUES (?, ?) "
                          "ON CONFLICT (url_id) DO NOTHING",
                          (url_id, signed))
-
-    def fingerprints(self) -> list[tuple[int, int]]:
-        """(url id, signed SimHash) of every URL with a page text."""
-        return [(int(u), int(h)) for u, h in self.sql.execute(
-            "SELECT url_id, simhash FROM fingerprints ORDER BY url_id").fetchall()]
-
-
-def learned_report(sql: SqlDb, run_id: int) -> list[dict[str, object]]:
-    """The patterns a run stopped, for its report: each with its rule, why, figures, the
-    URLs skipped under it and its first URLs."""
-    stopped = stopped_patterns(sql, run_id)
-    if not stopped:
-        return []
-    skipped: dict[str, int] = {}
-    for (url,) in sql.execute("SELECT url FROM urls WHERE run_id=? AND state='skipped' "
-                              "AND reason LIKE 'learned:%'", (run_id,)):
-        pattern = url_pattern(str(url))
-        skipped[pattern] = skipped.get(pattern, 0) + 1
-    return [{"pattern": p, "rule": rule, "why": why(rule, f), "pages": f.pages,
-             "noindex": f.noindex, "duplicates": f.duplicates, "links": f.links,
-             "skipped": skipped.get(p, 0), "samples": list(f.samples)}
-            for p, (f, rule) in stopped.items()]

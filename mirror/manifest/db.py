@@ -1,5 +1,7 @@
-"""The manifest's database connection: SQLite (a file, the embedded default) or PostgreSQL
-(psycopg 3, for a crawl shared by several machines), behind one small interface.
+"""The one connection layer to SQL: the manifest's SQLite (a file, the embedded default) or
+PostgreSQL (psycopg 3, for a run shared by several machines) behind one small interface,
+and the PostgreSQL connection itself (timeout, autocommit, the address shown without its
+password), which the fleet's database uses too (fleet/db.py).
 
 The manifest's SQL is written once, in the subset both understand (`?` placeholders,
 `INSERT ... ON CONFLICT`, `RETURNING`, partial indexes, `"offset"` quoted); PostgresDb
@@ -8,17 +10,18 @@ has is an attribute here: SKIP LOCKED, advisory locks, database time as an SQL e
 Driver errors are translated to ManifestWriteError by Transaction (below), the one
 boundary where a write meets the driver, using each dialect's `errors` and `retryable`.
 
-psycopg is imported only when a PostgreSQL manifest is opened: the desktop install has none.
+psycopg is imported only when a PostgreSQL database is opened: the desktop install has none.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from mirror.errors import UsageError
+from mirror.errors import MirrorError, UsageError
 
 #: what `pip` installs for a PostgreSQL manifest
 INSTALL = "pip install 'mirror[fleet]'"
@@ -68,12 +71,52 @@ def is_database_url(target: object) -> bool:
     return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
 
 
-def shown(dsn: str) -> str:
-    """A database URL for messages: without its password (and its query string)."""
-    parts = urlsplit(dsn)
-    user = f"{parts.username}@" if parts.username else ""
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{user}{parts.hostname or ''}{port}{parts.path}"
+def shown(dsn: str, *, scheme: bool = True) -> str:
+    """A database for messages, without its password (nor its query string): a manifest's
+    URL as 'postgresql://u@db.example:5433/crawl'; without `scheme` (the fleet's messages,
+    which also take libpq's 'host=... dbname=...' form) 'u@db.example:5433/crawl'."""
+    if scheme:
+        parts = urlsplit(dsn)
+        return f"{parts.scheme}://{_user(parts.username)}{parts.hostname or ''}" \
+            f"{_port(parts.port)}{parts.path}"
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        info = conninfo_to_dict(dsn)
+    except Exception:  # noqa: BLE001 - only for a message: a DSN psycopg cannot read
+        return "(an unreadable connection string)"
+    return f"{_user(info.get('user'))}{info.get('host') or 'localhost'}" \
+        f"{_port(info.get('port'))}/{info.get('dbname') or ''}"
+
+
+def _user(name: object) -> str:
+    return f"{name}@" if name else ""
+
+
+def _port(port: object) -> str:
+    return f":{port}" if port else ""
+
+
+class Unreachable(MirrorError):
+    """The PostgreSQL server did not take the connection; str is the driver's reason."""
+
+
+def connect_postgres(dsn: str, *, read_only: bool = False, dict_rows: bool = False,
+                     application_name: str | None = None) -> Any:
+    """A psycopg connection in autocommit mode (a transaction is an explicit BEGIN, or
+    psycopg's `transaction()` block), given CONNECT_TIMEOUT seconds to answer: for the
+    manifest and the fleet alike. Unreachable when the server does not answer or refuses;
+    ImportError when psycopg is not installed (each caller names what to install)."""
+    import psycopg
+    from psycopg.rows import dict_row, tuple_row
+
+    options = "-c default_transaction_read_only=on" if read_only else None
+    try:
+        return psycopg.connect(dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
+                               row_factory=dict_row if dict_rows else tuple_row,
+                               application_name=application_name, options=options)
+    except psycopg.Error as exc:
+        raise Unreachable(" ".join(str(exc).split()) or type(exc).__name__) from None
 
 
 class SqlDb:
@@ -171,13 +214,12 @@ class PostgresDb(SqlDb):
         self.name = shown(dsn)
         self.errors = (psycopg.Error,)
         self._sql: dict[str, str] = {}
-        options = "-c default_transaction_read_only=on" if read_only else None
         try:
-            self.raw = psycopg.connect(dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
-                                       application_name="mirror manifest", options=options)
-        except psycopg.Error as exc:
+            self.raw = connect_postgres(dsn, read_only=read_only,
+                                        application_name="mirror manifest")
+        except Unreachable as exc:
             raise ManifestError(f"{self.name}: cannot reach the manifest database: "
-                                f"{' '.join(str(exc).split())}") from None
+                                f"{exc}") from None
         self._idle = psycopg.pq.TransactionStatus.IDLE
 
     def _translated(self, sql: str) -> str:
@@ -221,6 +263,19 @@ class PostgresDb(SqlDb):
 
     def retryable(self, exc: BaseException) -> bool:
         return getattr(exc, "sqlstate", None) in RETRYABLE_STATES
+
+
+class Tx:
+    """The writer's transactions, which its parts share: calling it opens one for a write
+    (ManifestWriteError when it fails), or joins the open group's (`grouped`)."""
+
+    def __init__(self, sql: SqlDb, settle: Callable[[bool], None]) -> None:
+        self.sql = sql
+        self.settle = settle  # told whether each transaction committed
+        self.grouped = False  # a group() transaction is open: writes join it
+
+    def __call__(self) -> AbstractContextManager[None]:
+        return nullcontext() if self.grouped else self.sql.transaction(self.settle)
 
 
 class Transaction:

@@ -1,9 +1,9 @@
 """The robots directives of a run's pages in the manifest (table page_robots, written by
-Manifest.commit_capture(robots=...)): a base of ManifestReader."""
+Manifest.commit_capture(robots=...)): a part of ManifestReader (`reader.robots`)."""
 
 from __future__ import annotations
 
-from mirror.archive.sqldb import SqlDb
+from mirror.manifest.db import SqlDb
 from mirror.model import META_ROBOTS, RobotsCounts
 
 #: the pages a count is over: page URLs (not requisites, not robots.txt) with a 2xx answer
@@ -13,8 +13,11 @@ _PAGES = ("FROM captures c JOIN urls u ON u.id = c.url_id "
           "AND c.status BETWEEN 200 AND 299")
 
 
-class RobotsQueries:
-    sql: SqlDb
+class Robots:
+    """What the run's pages said of indexing and following (meta robots, X-Robots-Tag)."""
+
+    def __init__(self, sql: SqlDb) -> None:
+        self.sql = sql
 
     def page_robots(self, run_id: int) -> list[tuple[str, bool, bool]]:
         """(url, noindex, nofollow) of each page of the run that carries a directive."""
@@ -28,7 +31,7 @@ class RobotsQueries:
             "SELECT u.url FROM page_robots p JOIN urls u ON u.id = p.url_id "
             "WHERE p.run_id=? AND p.noindex=1", (run_id,))}
 
-    def robots_counts(self, run_id: int) -> RobotsCounts:
+    def counts(self, run_id: int) -> RobotsCounts:
         row = self.sql.execute(
             "SELECT COUNT(DISTINCT c.url_id), "
             "COUNT(DISTINCT CASE WHEN p.noindex=1 THEN c.url_id END), "
