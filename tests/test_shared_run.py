@@ -300,7 +300,8 @@ def test_a_page_budget_is_the_runs_and_a_takeover_gives_its_pages_back(pg_dsn: s
         assert [i.url for i in two.sharedrun.lease_urls(b, 16, budget)] == ["http://b.test/logo.png"]
         assert two.sharedrun.lease_hosts("w2", 1, 30, pages=False) == []
         # the pages left pending do not hold the run open once its budget is spent
-        assert two.unfinished(run.run_id) == 10 and two.unfinished(run.run_id, False) == 5
+        assert two.sharedrun.unfinished(run.run_id) == 10 \
+            and two.sharedrun.unfinished(run.run_id, False) == 5
         time.sleep(0.35)  # w1's lease expires: w2 takes a.test over, and its pages
         [taken] = two.sharedrun.lease_hosts("w2", 1, 30, pages=False)
         assert taken.site == "a.test" and two.sharedrun.pages_left(*budget) == 3
