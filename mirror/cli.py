@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 # Start-up cost: `check`, `status` and `runs` load only what is imported here. asyncio,
-# rich (mirror.progress), warcio (mirror.archive.index) and aiohttp (the crawler) are
+# rich (mirror.run.progress), warcio (mirror.archive.index) and aiohttp (the crawler) are
 # imported inside the commands that use them; tests/test_startup.py keeps it so.
 import argparse
-import functools
 import logging
 import os
 import sys
 import time
 import traceback
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager, nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from mirror import __version__, searchcmd
 from mirror.archive.lock import ArchiveLock, ArchiveLocked
@@ -25,23 +24,18 @@ from mirror.archive.workerfolder import no_manifest, shared_worker_note
 from mirror.config import ConfigError, SiteConfig, load_config
 from mirror.layout import ArchiveLayout
 from mirror.librarycmds import LibraryUsageError
-from mirror.model import SNAPSHOT_CODES, ExitCode, RunState
-from mirror.report import (
+from mirror.model import ExitCode, RunState
+from mirror.run.report import (
     RunStatus,
     counts_text,
-    nofollow_warning,
     render_changes,
     render_status,
-    render_summary,
-    summary_line,
 )
 from mirror.storecmds import StoreUsageError
-from mirror.terminal import PrintableFormatter, printable_lines
+from mirror.terminal import say
 
 if TYPE_CHECKING:
-    from mirror.crawl.crawler import Crawler, RunResult
     from mirror.crawl.sharedrun import SharedRun
-    from mirror.progress import ProgressDisplay
     from mirror.schedule.timers import Site
 
 log = logging.getLogger("mirror")
@@ -293,12 +287,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.INTERNAL
 
 
-def say(text: object, file: TextIO | None = None) -> None:
-    """print for what may carry archived or remote text (URLs, titles, reasons): control
-    characters escaped, line breaks kept (mirror.terminal)."""
-    print(printable_lines(text), file=file)
-
-
 #: whether this process is the `mirror` command (not a test calling main): see procgc
 _OWN_PROCESS = False
 
@@ -368,38 +356,13 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from mirror.run.life import RunOptions, run_site
+
     cfg = load_config(args.config)
     shared = _shared_run(cfg, args)
-    run = functools.partial(crawl, cfg, quiet=args.quiet, verbose=args.verbose,
-                            new_run=args.new_run, shared=shared)
-    if not args.scheduled:
-        return _then_hooks(cfg, run)
-    from mirror.schedule import lastrun
-    from mirror.schedule.listing import last_run
-    from mirror.schedule.wait import AlreadyWaiting, scheduled_turn
-
-    layout = ArchiveLayout(cfg.site.output_dir)
-
-    def turn() -> int:
-        with scheduled_turn(layout.root, _say_in_log(layout.log)) as lock:
-            code = run(lock=lock)
-        if code in SNAPSHOT_CODES and cfg.retention.enabled:  # prune takes the lock itself
-            _retention(cfg)
-        return code
-
-    before, start = last_run(layout.root), lastrun.begin(layout.root)
-    code: int = ExitCode.INTERNAL
-    skipped: str | None = None
-    try:
-        code = _then_hooks(cfg, turn)
-        return code
-    except AlreadyWaiting as exc:
-        _say_in_log(layout.log)(str(exc))
-        code, skipped = ExitCode.LOCKED, str(exc)
-        return code
-    finally:
-        after = None if skipped else last_run(layout.root)
-        lastrun.end(layout.root, start, code, lastrun.run_of(before, after, start), skipped)
+    return run_site(cfg, RunOptions(quiet=args.quiet, verbose=args.verbose,
+                                    new_run=args.new_run, scheduled=args.scheduled,
+                                    shared=shared, settle_gc=_OWN_PROCESS))
 
 
 def _shared_run(cfg: SiteConfig, args: argparse.Namespace) -> SharedRun | None:
@@ -432,73 +395,6 @@ def _shared_run(cfg: SiteConfig, args: argparse.Namespace) -> SharedRun | None:
                          f"{min_ttl(cfg.crawl.timeout):g} seconds ([crawl] timeout "
                          f"{cfg.crawl.timeout:g} + 3: a request must end under its lease)")
     return SharedRun(args.db, owner, args.join, args.lease_ttl, tuple(args.forget_worker))
-
-
-def _then_hooks(cfg: SiteConfig, run: Callable[[], int]) -> int:
-    """Run, then the [hooks] hook its exit code calls for; a hook never changes it. No
-    hook when no run took place (another process holds the archive)."""
-    from mirror.schedule.wait import AlreadyWaiting
-
-    try:
-        code = run()
-    except (ArchiveLocked, AlreadyWaiting):
-        raise
-    except Exception as exc:
-        _hooks(cfg, ExitCode.USAGE if isinstance(exc, UsageError | ManifestError)
-               else ExitCode.INTERNAL)
-        raise
-    _hooks(cfg, code)
-    return code
-
-
-def _hooks(cfg: SiteConfig, code: int) -> None:
-    if not (cfg.hooks.after.strip() or cfg.hooks.on_failure.strip()):
-        return
-    from mirror.schedule.hooks import Outcome, run_hooks
-    from mirror.schedule.listing import last_run
-
-    layout = ArchiveLayout(cfg.site.output_dir)
-    last = last_run(layout.root)  # the run this one worked on (or, failing early, the one before)
-    report = layout.report(last.id) if last else None
-    outcome = Outcome.of(cfg.site.name, cfg.path, layout.root, last.id if last else None, code,
-                         report if report and report.exists() else None)
-    with _logging(layout.log, verbose=False, display=None):
-        run_hooks(cfg.hooks, outcome, layout.log)
-
-
-def _retention(cfg: SiteConfig) -> None:
-    """[retention] after a scheduled run that made a snapshot: prune the runs no keep_*
-    rule keeps. Logged; never changes the run's exit code."""
-    layout = ArchiveLayout(cfg.site.output_dir)
-    with _logging(layout.log, verbose=False, display=None):
-        try:
-            from mirror.archive.prune import prune_site
-        except ImportError as exc:
-            log.warning("retention: cannot prune here (%s); every run is kept", exc)
-            return
-        try:
-            pruned = prune_site(cfg, dry_run=False)
-        except ArchiveLocked as exc:
-            log.warning("retention: not pruned now (%s); the next scheduled run prunes", exc)
-            return
-        except Exception as exc:  # noqa: BLE001 - the run is done; its exit code stays
-            log.error("retention: prune failed: %s: %s", type(exc).__name__, exc)
-            return
-        log.info("retention: dropped runs %s, freed %s bytes",
-                 ", ".join(map(str, pruned.dropped_runs)) or "none", f"{pruned.freed_bytes:,}")
-        if pruned.dropped:  # [archive] store: its copy follows the prune
-            from mirror.storecmds import push_after_prune
-
-            for line in push_after_prune(cfg):
-                log.info("retention: %s", line)
-
-
-def _say_in_log(log_file: Path) -> Callable[[str], None]:
-    """Say it on stderr and in the archive's mirror.log (before the run opens the log)."""
-    def say(text: str) -> None:
-        with _logging(log_file, verbose=False, display=None):
-            log.warning("%s", text)
-    return say
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -539,7 +435,7 @@ def _history(args: argparse.Namespace) -> Iterator[tuple[SiteConfig, list[Run], 
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from mirror.runreport import changes_between, health_of
+    from mirror.run.runreport import changes_between, health_of
 
     with _history(args) as (cfg, runs, manifest):
         if not runs:
@@ -557,7 +453,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from mirror.runreport import changes_between
+    from mirror.run.runreport import changes_between
 
     with _history(args) as (_, runs, manifest):
         ids = [r.id for r in runs]
@@ -810,11 +706,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from mirror.app.library import default_library
     from mirror.demo import SITE_FILE, DemoError, run_demo
+    from mirror.run.runner import crawl_async
 
     folder = (args.dir or default_library()).expanduser().resolve()
     try:
-        code = asyncio.run(run_demo(folder, lambda cfg: crawl_async(cfg, quiet=args.quiet,
-                                                                    verbose=False)))
+        code = asyncio.run(run_demo(folder, lambda cfg: crawl_async(
+            cfg, quiet=args.quiet, verbose=False, settle_gc=_OWN_PROCESS)))
     except DemoError as exc:
         raise UsageError(str(exc)) from exc
     print(f"archive: {folder / 'archive' / 'demo'}")
@@ -1104,181 +1001,3 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "restore": lambda args: _store_command("restore", args),
     "worker": cmd_worker,
 }
-
-
-# -- running a crawl -----------------------------------------------------------------------
-def crawl(cfg: SiteConfig, *, quiet: bool, verbose: bool, new_run: bool = False,
-          lock: ArchiveLock | None = None, shared: SharedRun | None = None) -> int:
-    import asyncio
-
-    return asyncio.run(crawl_async(cfg, quiet=quiet, verbose=verbose, new_run=new_run,
-                                   lock=lock, shared=shared))
-
-
-async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
-                      new_run: bool = False, lock: ArchiveLock | None = None,
-                      shared: SharedRun | None = None) -> int:
-    """Crawl under the archive's lock: `lock` when the caller holds it already (a scheduled
-    run that waited for it), else taken here (ArchiveLocked when another process has it)."""
-    from mirror.crawl.crawler import Crawler  # here: it loads aiohttp, which `check` needs not
-    from mirror.crawl.stopsignals import RunSignals
-    from mirror.outputdir import output_dir_problem
-    from mirror.runreport import write_missing_report, write_report
-
-    if problem := output_dir_problem(cfg.site.output_dir):  # it may have changed since load
-        raise ConfigError(cfg.path, "site.output_dir", f"[site] output_dir: {problem}")
-    if _OWN_PROCESS:
-        from mirror.crawl import procgc
-        procgc.settle()  # the imports a crawl runs on are done
-    terminal = sys.stdout.isatty()
-    display = None
-    if terminal and not quiet:
-        from mirror.progress import ProgressDisplay  # rich: only for a display
-
-        display = ProgressDisplay(cfg.site.name, str(cfg.path))
-    layout = ArchiveLayout(cfg.site.output_dir)
-    held = nullcontext() if lock is not None else ArchiveLock(layout.root)
-    # signals are answered from here on, in every phase: start-up, crawl, index, report
-    with held, _logging(layout.log, verbose=verbose, display=display), RunSignals() as sigs:
-        try:
-            crawler = Crawler(cfg, new_run=new_run, shared=shared)
-            sigs.attach(crawler)
-            try:
-                if shared is None:
-                    write_missing_report(cfg, crawler.manifest)
-                with display or _nothing():
-                    async with _ticker(crawler, layout.progress, display):
-                        result = await crawler.run()
-                if result.run_id == 0:  # --join, and no unfinished run
-                    return _joined_nothing(result)
-                data, report_path = write_report(cfg, crawler.manifest, result.run_id)
-                if result.uploads is not None:  # [archive] store: what the run uploaded
-                    from mirror.storecmds import add_to_report
-
-                    add_to_report(report_path, result.uploads)
-            finally:
-                crawler.close()
-        finally:  # ours, or left by a run killed -9: no run works once the lock is released
-            layout.progress.unlink(missing_ok=True)
-    if quiet:
-        say(summary_line(data))
-        if warning := nofollow_warning(data.meta_robots):  # a one-page archive, explained
-            say(f"  NOTE: {warning}")
-    elif terminal:
-        from mirror.progress import print_summary
-
-        print_summary(data, report_path)
-    else:
-        say(render_summary(data))
-        say(f"  report         {report_path}")
-    if result.uploads is not None:  # [archive] store: said after the summary
-        print("\n".join(result.uploads.lines()),
-              file=sys.stdout if result.uploads.complete else sys.stderr)
-    if result.files is not None and result.files.lines():  # a shared run's uploads
-        print("\n".join(result.files.lines()),
-              file=sys.stdout if result.files.complete else sys.stderr)
-    if shared is not None and not result.error:
-        print(f"worker {shared.owner}: " + _worker_end(crawler.completed, result.state))
-    if result.error:
-        say(f"mirror: {result.error}; `mirror run` again resumes the run", file=sys.stderr)
-    return result.exit_code
-
-
-def _worker_end(completed: bool, state: str) -> str:
-    """What a worker of a shared crawl says when it stops."""
-    if not completed:
-        return "done; the other workers finish the run"
-    if state == RunState.LIMIT:
-        return "the run stopped at [scope] max_pages (its other pages wait for the next run)"
-    return "the run is complete"
-
-
-def _joined_nothing(result: RunResult) -> int:
-    print("mirror: no unfinished run to join (--join); nothing fetched")
-    if result.files is not None and result.files.lines():
-        print("\n".join(result.files.lines()))
-    return ExitCode.OK
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
-
-
-#: seconds between two looks at the run's numbers (progress.json and the display)
-TICK = 0.5
-
-
-@asynccontextmanager
-async def _ticker(crawler: Crawler, path: Path,
-                  display: ProgressDisplay | None) -> AsyncIterator[None]:
-    """While the run works, every TICK seconds (the first at once): its numbers to
-    progress.json, which the app reads (cron and terminal runs alike), and to the display."""
-    import asyncio
-
-    task = asyncio.create_task(_tick(crawler, path, display), name="progress")
-    try:
-        yield
-    finally:
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise  # this task is being cancelled too, not only the ticker
-
-
-async def _tick(crawler: Crawler, path: Path, display: ProgressDisplay | None) -> None:
-    import asyncio
-
-    from mirror.crawl.growth import GrowthWindow
-    from mirror.crawl.progressfile import LiveProgress, RateWindow, write_progress
-
-    pid, started, window, warned = os.getpid(), time.time(), RateWindow(), False
-    growth = GrowthWindow()
-    while True:
-        p = crawler.progress()
-        if p is not None:
-            now = time.monotonic()
-            live = LiveProgress.of(p, pid=pid, started=started, updated=time.time(),
-                                   rate=window.add(now, p.done),
-                                   growth=growth.add(now, p.queued),
-                                   top=crawler.new_urls.dominant())
-            if display is not None:
-                display.update(live)
-            try:
-                write_progress(path, live)
-            except OSError as exc:  # the crawl goes on without it (a full disk stops it)
-                if not warned:
-                    log.warning("cannot write %s: %s", path, exc)
-                warned = True
-        await asyncio.sleep(TICK)
-
-
-@contextmanager
-def _logging(
-    log_file: Path, *, verbose: bool, display: ProgressDisplay | None
-) -> Iterator[None]:
-    """Everything at INFO to the archive's mirror.log; warnings (or all with -v) to stderr."""
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    root = logging.getLogger()
-    file_handler = logging.FileHandler(log_file, encoding="utf-8")
-    file_handler.setFormatter(PrintableFormatter("%(asctime)s %(levelname)s %(name)s: "
-                                                 "%(message)s"))
-    file_handler.setLevel(logging.INFO)
-    console = display.log_handler() if display else logging.StreamHandler(sys.stderr)
-    console.setFormatter(PrintableFormatter("%(message)s" if display
-                                            else "mirror: %(levelname)s: %(message)s"))
-    console.setLevel(logging.INFO if verbose else logging.WARNING)
-    old_level = root.level
-    root.setLevel(logging.INFO)
-    root.addHandler(file_handler)
-    root.addHandler(console)
-    try:
-        yield
-    finally:
-        root.removeHandler(file_handler)
-        root.removeHandler(console)
-        root.setLevel(old_level)
-        file_handler.close()

@@ -131,7 +131,7 @@ def status_row(entry: SiteEntry) -> tuple[str, ...]:
 
     from mirror.app.status import Reports, schedule_view, site_status
     from mirror.app.views import ago, clock, exit_text
-    from mirror.report import human_bytes
+    from mirror.run.report import human_bytes
 
     if entry.config is None:
         return (entry.id, "broken", str(entry.error), "", "", "")

@@ -17,7 +17,7 @@ SHARED_ROOTS = ("/", "/home", "/media", "/mnt", "/opt", "/root", "/srv", "/tmp",
                 "/var/lib", "/var/tmp", "/Users", "/Volumes")
 #: what mirror writes before a run's manifest exists: a folder holding only these is one
 #: whose first run stopped early (ArchiveLayout: lock, log, progress; schedule/lastrun.py's
-#: record and schedule/wait.py's folder, both written before the run takes its lock) or one
+#: record and run/wait.py's folder, both written before the run takes its lock) or one
 #: restored from an empty store (archive/storesync.py's MARKER, the note of the store the
 #: folder belongs to: `mirror restore`, and a fleet worker before each run, write it there)
 _EARLY_FILES = frozenset({".lock", "mirror.log", "progress.json", "scheduled.json",

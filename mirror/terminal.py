@@ -6,6 +6,7 @@ such text (URLs, titles, reasons, file names) goes through here."""
 from __future__ import annotations
 
 import logging
+from typing import TextIO
 
 #: C0 and C1 controls (ESC starts a terminal command) and the bidirectional overrides
 _UNSAFE = frozenset({*range(0x20), 0x7F, *range(0x80, 0xA0), *range(0x202A, 0x202F),
@@ -27,6 +28,12 @@ def printable(text: object, keep: frozenset[int] = frozenset()) -> str:
 def printable_lines(text: object) -> str:
     """printable, keeping line breaks and tabs: for a whole message or table."""
     return printable(text, _LAYOUT)
+
+
+def say(text: object, file: TextIO | None = None) -> None:
+    """print for what may carry archived or remote text (URLs, titles, reasons): control
+    characters escaped, line breaks kept."""
+    print(printable_lines(text), file=file)
 
 
 class PrintableFormatter(logging.Formatter):

@@ -22,7 +22,7 @@ from mirror.crawl.discover import MAX_NESTING, MAX_PARSE_BYTES, Discovery
 from mirror.crawl.parsehelper import Page
 from mirror.crawl.scope import Scope
 from mirror.model import PARSE_BUDGET, UrlItem
-from mirror.runreport import gather
+from mirror.run.runreport import gather
 from tests.conftest import write_config
 
 LENGTH = struct.Struct("!Q")

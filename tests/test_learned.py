@@ -317,7 +317,7 @@ async def test_explain_names_the_stopped_pattern(
     from mirror.cli import _learned
     from mirror.config import load_config
     from mirror.explain import explain
-    from mirror.report import learned_lines
+    from mirror.run.report import learned_lines
 
     site = await make_site()
     trap_site(site)

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "mirror"
 #: modules that decide without I/O: no aiohttp, no SQL, no network client, however deep
 PURE = ("web.urls", "web.extract", "web.css", "web.codings", "web.rewrite", "web.charset",
-        "web.html", "web.http", "report", "runhealth",
+        "web.html", "web.http", "run.report", "run.health", "run.changes",
         "explain", "model", "crawl.scope", "crawl.traprules", "crawl.software", "crawl.growth",
         "crawl.history", "crawl.discover",
         "crawl.politeness", "crawl.robots", "replay.textdiff", "replay.pages",
@@ -31,16 +31,21 @@ LAYERS = {
     "replay": {"replay", "archive", "web", "model", "layout", "webapp"},
     "verify": {"verify", "archive", "web", "model", "layout"},
     "demo": {"demo", "web", "webapp", "config"},
-    # OS timers, the wait for a run still going, hooks: for the cli and the app
-    "schedule": {"schedule", "archive", "model", "layout", "config", "launch"},
+    # OS timers and what they show (the wait for a run still going and the hooks are the
+    # run's: `config` imports `schedule.spec`, so nothing here imports `config`)
+    "schedule": {"schedule", "archive", "model", "layout", "launch"},
+    # the life of a run: its turn, the runner (it drives crawl's Crawler), retention and the
+    # store after it, hooks, its report and progress file (the report modules themselves
+    # import nothing of crawl: test_the_run_report_reads_no_crawl_module)
+    "run": {"run", "archive", "crawl", "model", "layout", "config", "schedule",
+            "outputdir", "storecmds", "terminal"},
     # the fleet (many sites on PostgreSQL + Procrastinate): registrations, the worker and
     # its jobs, which run `mirror run` as a child process; it restores and pushes archives
-    # (archive.storesync) and reads a run's progress.json (crawl.progressfile)
-    "fleet": {"fleet", "archive", "crawl", "model", "layout", "config", "schedule", "launch"},
+    # (archive.storesync) and reads a run's progress.json (run.progressfile)
+    "fleet": {"fleet", "archive", "run", "model", "layout", "config", "schedule", "launch"},
     # the library app sits above everything but cli
     "app": {"app", "archive", "web", "model", "layout", "config", "crawl", "replay", "verify",
-            "webapp", "report", "runhealth", "runreport", "explain", "progress", "crashpoints",
-            "schedule", "fleet", "launch"},
+            "webapp", "run", "explain", "crashpoints", "schedule", "fleet", "launch"},
 }
 
 
@@ -137,6 +142,15 @@ def test_layers_import_only_downwards() -> None:
                     layer and target not in LAYERS[layer]):
                 wrong.append(f"{module} -> {imported}")
     assert wrong == []
+
+
+def test_the_run_report_reads_no_crawl_module() -> None:
+    """The report, its numbers and what changed between runs are the read side of a run:
+    they import nothing from the write side (crawl/)."""
+    report = [m for m in modules() if m in ("run.report", "run.runreport", "run.changes",
+                                            "run.health")]
+    assert len(report) == 4
+    assert {f"{m} -> {i}" for m in report for i in imports(m) if i.startswith("crawl")} == set()
 
 
 def test_no_import_cycles() -> None:

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HEAVY = frozenset({
     "asyncio", "ssl", "hashlib", "aiohttp", "yarl", "multidict", "idna", "rich", "lxml",
     "jinja2", "warcio",
-    "mirror.crawl.crawler", "mirror.progress", "mirror.archive.index",
+    "mirror.crawl.crawler", "mirror.run.progress", "mirror.archive.index",
     "mirror.archive.warcwriter", "mirror.archive.manifest",
 })
 
@@ -56,7 +56,7 @@ def test_quick_commands_load_no_heavy_module(site: Path, command: str) -> None:
 
 def test_the_import_scan_sees_heavy_modules() -> None:
     """Control for the test above: what a crawl loads is seen, by either name."""
-    seen = loaded("-c", "import mirror.crawl.crawler, mirror.progress")
+    seen = loaded("-c", "import mirror.crawl.crawler, mirror.run.progress")
     assert {"asyncio", "aiohttp", "rich", "warcio", "mirror.crawl.crawler",
             "mirror.archive.warcwriter"} <= seen
 

@@ -17,7 +17,7 @@ from mirror.app.library import Library, SiteEntry
 from mirror.archive.fsutil import disk_usage
 from mirror.archive.lock import ArchiveLock, ArchiveLocked
 from mirror.layout import ArchiveLayout
-from mirror.report import human_bytes
+from mirror.run.report import human_bytes
 
 
 class RemovalError(Exception):

@@ -48,7 +48,6 @@ from mirror.crawl.parsepool import ParserPool, helper_count, parse_cut
 from mirror.crawl.politeness import (
     BACKOFF_BASE,
     SOFT_FAILURES,
-    UNREACHABLE,
     DeadHosts,
     HostBackoffs,
     host_delay,
@@ -68,6 +67,7 @@ from mirror.layout import ArchiveLayout
 from mirror.model import (
     NOTHING,
     SITEMAP_BUDGET,
+    UNREACHABLE,
     Discovered,
     ExitCode,
     HostLease,

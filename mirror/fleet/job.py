@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mirror.archive.lock import ArchiveLock, ArchiveLocked
-from mirror.crawl.progressfile import read_progress
 from mirror.fleet import child, records
 from mirror.fleet.queue import Timing, defer_run
 from mirror.layout import ArchiveLayout
 from mirror.model import SNAPSHOT_CODES, ExitCode
+from mirror.run.progressfile import read_progress
 
 if TYPE_CHECKING:
     import procrastinate

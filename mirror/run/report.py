@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from mirror.crawl.history import Changes
 from mirror.model import UNFINISHED, RobotsCounts, RunState, UrlState
-from mirror.runhealth import Health, RunNumbers, health
+from mirror.run.changes import Changes
+from mirror.run.health import Health, RunNumbers, health
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,11 @@ from mirror.archive.fsutil import atomic_write_text
 from mirror.archive.manifest_patterns import learned_report
 from mirror.archive.manifest_queries import ManifestReader
 from mirror.config import SiteConfig
-from mirror.crawl.history import Changes, compare
-from mirror.crawl.politeness import UNREACHABLE
 from mirror.layout import ArchiveLayout
-from mirror.model import PARSE_BUDGET, UNFINISHED, ExitCode, Run, RunState
-from mirror.report import RunData, build_report
-from mirror.runhealth import Health, health, numbers_of, start_problem
+from mirror.model import PARSE_BUDGET, UNFINISHED, UNREACHABLE, ExitCode, Run, RunState
+from mirror.run.changes import Changes, compare
+from mirror.run.health import Health, health, numbers_of, start_problem
+from mirror.run.report import RunData, build_report
 
 
 def report_path(cfg: SiteConfig, run_id: int) -> Path:
