@@ -53,8 +53,21 @@ def archive_commands(site: Path) -> dict[str, list[str]]:
                                                                   "--library", lib],
         "check-missing": ["check", str(site.parent / "nosuch.toml")],
         "no-command": [], "bad-command": ["nosuch"], "bad-option": ["status", "--nosuch"],
-        "worker-no-db": ["worker", "--data", lib],
+        "worker-no-db": ["worker", "--data", lib], "help-short": ["-h"],
+        "help-prefix": ["--he", "status"], "help-after": ["--traceback", "check", "-h"],
+        "traceback-check": ["--traceback", "check", s],
     }
+
+
+#: what changes from one run to the next: durations and ages
+MOVING = [(re.compile(r"\b\d+\.\ds\b"), "N.Ns"),
+          (re.compile(r"\b\d+ (s|min|h|d) ago\b"), "N ago")]
+
+
+def steady(text: str) -> str:
+    for pattern, replacement in MOVING:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, cmd in runs.items():
         code, out, err = mirror(cmd, env, args.work)
         text = f"$ mirror {' '.join(cmd)}\nexit {code}\n--- stdout\n{out}--- stderr\n{err}"
-        (args.out / f"{name}.txt").write_text(text.replace(str(args.work), "WORK"))
+        (args.out / f"{name}.txt").write_text(steady(text.replace(str(args.work), "WORK")))
     print(f"{len(runs)} outputs in {args.out}")
     return 0
 

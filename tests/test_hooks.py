@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mirror import cli as mirror_cli
+from mirror.cli import main as mirror_cli
 from mirror.config import HooksSection
 from mirror.run import hooks
 from mirror.run.hooks import Outcome, choose, environment, run_hooks

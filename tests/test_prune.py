@@ -29,7 +29,7 @@ from mirror.archive.lock import ArchiveLock
 from mirror.archive.prune import PruneError, prune_site
 from mirror.archive.pruneplan import FileChange, Member, PlanError, file_changes, layout
 from mirror.archive.retention import Retention, runs_to_keep
-from mirror.cli import main
+from mirror.cli.main import main
 from mirror.config import load_config
 from mirror.model import Run
 

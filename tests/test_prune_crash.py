@@ -39,7 +39,7 @@ from crashsim import (
 from mirror import crashpoints
 from mirror.archive.prune import finish_interrupted_prune, prune_site
 from mirror.archive.retention import Retention
-from mirror.cli import main
+from mirror.cli.main import main
 from mirror.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent

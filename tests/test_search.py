@@ -13,7 +13,7 @@ from conftest import RunClock, crawl_twice
 
 from mirror.archive.manifest_queries import ManifestReader
 from mirror.archive.manifest_text import SearchError, marked
-from mirror.cli import main
+from mirror.cli.main import main
 
 #: a generated site: each page's words are known, so every answer below is exact
 PAGES = {

@@ -25,7 +25,7 @@ from mirror.archive.lock import ArchiveLock
 from mirror.archive.manifest_queries import ManifestReader
 from mirror.archive.objstore import ObjectStore, open_store
 from mirror.archive.storesync import push, restore
-from mirror.cli import main
+from mirror.cli.main import main
 from mirror.config import ConfigError, load_config
 from mirror.model import ExitCode
 from mirror.outputdir import is_archive, output_dir_problem

@@ -15,7 +15,7 @@ import pytest
 
 from mirror.archive.files import StoreFiles
 from mirror.archive.objstore import StoreConflict, open_store
-from mirror.cli import main
+from mirror.cli.main import main
 from mirror.model import ExitCode
 from mirror.replay.captures import CaptureIndex
 from mirror.replay.serve import Site, make_app

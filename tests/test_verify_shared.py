@@ -27,7 +27,7 @@ from mirror.archive.manifest import Manifest
 from mirror.archive.objstore import INDEX_KEY, WARC_PREFIX, ObjectStore, file_digest
 from mirror.archive.sqldb import ManifestError
 from mirror.archive.warcwriter import IDENTICAL, CaptureLocation, WarcWriter, sha1_digest
-from mirror.cli import build_parser, main
+from mirror.cli.main import build_parser, main
 from mirror.model import CaptureRow, Exchange, ExitCode, HostLease, NewUrl, Revisit, UrlItem
 from mirror.verify import format_problems
 from mirror.verify.shared import verify_db
