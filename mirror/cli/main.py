@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from mirror import __version__
 from mirror.cli import command as commands
+from mirror.cli.command import Command
 from mirror.cli.registry import COMMANDS, command, module_commands
 
 #: what names `--help` before the command (argparse takes a long option's prefix)
@@ -27,16 +28,16 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"mirror {__version__}")
     p.add_argument("--traceback", action="store_true", help="show the full stack on errors")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # prog given: argparse would build a help formatter (and import shutil) to find it
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", prog="mirror")
     only = None if argv is None else named(argv)
-    declared = ({c.name: c for m in dict.fromkeys(COMMANDS.values()) for c in module_commands(m)}
-                if only is None else {only: command(only)})
-    for name in COMMANDS:
-        if name in declared:
-            one = declared[name]
-            one.declare(sub.add_parser(name, help=one.help, description=one.help))
-        else:  # named for argparse's choices; its help is shown by `mirror --help` only
-            sub.add_parser(name)
+    if only is not None:  # a command line naming a command: the others play no part
+        declared: tuple[Command, ...] = (command(only),)
+    else:  # the overall --help, and an unknown or missing command (its error lists all)
+        declared = tuple(c for m in dict.fromkeys(COMMANDS.values())
+                         for c in module_commands(m))
+    for one in sorted(declared, key=lambda c: list(COMMANDS).index(c.name)):
+        one.declare(sub.add_parser(one.name, help=one.help, description=one.help))
     return p
 
 

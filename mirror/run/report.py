@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from mirror.model import UNFINISHED, RobotsCounts, RunState, UrlState
 from mirror.run.changes import Changes
-from mirror.run.health import Health, RunNumbers, health
+
+if TYPE_CHECKING:
+    from mirror.run.health import Health
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,8 @@ class RunData:
 
     def health(self) -> Health:
         """Whether the run archived what it was asked to (runhealth)."""
+        from mirror.run.health import RunNumbers, health  # here: `mirror status` needs not
+
         return health(RunNumbers(self.state not in UNFINISHED, self.pages_stored,
                                  self.failed, self.start_urls))
 

@@ -20,7 +20,7 @@ from mirror.config import ConfigError, SiteConfig
 from mirror.layout import ArchiveLayout
 from mirror.model import ExitCode, RunState
 from mirror.run.report import nofollow_warning, render_summary, summary_line
-from mirror.terminal import PrintableFormatter, say
+from mirror.terminal import printable_lines, say
 
 if TYPE_CHECKING:
     from mirror.crawl.crawler import Crawler, RunResult
@@ -174,6 +174,13 @@ async def _tick(crawler: Crawler, path: Path, display: ProgressDisplay | None) -
                     log.warning("cannot write %s: %s", path, exc)
                 warned = True
         await asyncio.sleep(TICK)
+
+
+class PrintableFormatter(logging.Formatter):
+    """Log lines with printable_lines applied: a logged URL or reason commands nothing."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable_lines(super().format(record))
 
 
 @contextmanager
