@@ -52,7 +52,7 @@ class RunData:
     learned_patterns: list[dict[str, object]] = field(default_factory=list)
 
     def health(self) -> Health:
-        """Whether the run archived what it was asked to (runhealth)."""
+        """Whether the run archived what it was asked to (run.health)."""
         from mirror.run.health import RunNumbers, health  # here: `mirror status` needs not
 
         return health(RunNumbers(self.state not in UNFINISHED, self.pages_stored,
@@ -123,7 +123,7 @@ def human_bytes(n: float) -> str:
 
 
 def summary_line(d: RunData) -> str:
-    """The one line a cron mail shows; a failed run (runhealth) says so first, with why."""
+    """The one line a cron mail shows; a failed run (run.health) says so first, with why."""
     rate = d.captures / d.duration if d.duration > 0 else 0.0
     failed = d.url_states.get(UrlState.FAILED, 0)
     c = d.changes.counts()

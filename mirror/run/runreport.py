@@ -90,7 +90,7 @@ def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
 
 
 def health_of(cfg: SiteConfig, run: Run) -> Health:
-    """The verdict (runhealth) of a run's written report; none without a report."""
+    """The verdict (run.health) of a run's written report; none without a report."""
     try:
         data = json.loads(report_path(cfg, run.id).read_bytes())
     except (OSError, ValueError):
