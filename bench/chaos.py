@@ -270,7 +270,7 @@ async def control_run(bench: Bench, run: int) -> Control:
 async def import_time(bench: Bench) -> float:
     """Seconds a new process takes to import mirror, before it touches the archive."""
     started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", "import mirror.cli",
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", "import mirror.cli.main",
                                                 env=bench.env)
     await asyncio.wait_for(proc.wait(), 60)
     return time.monotonic() - started

@@ -1,6 +1,6 @@
 """Start-up time of the quick commands: `mirror --version`, `check`, `status` and `runs`
 (issue 31: under 100 ms each on a quiet machine), beside the floor (`python -c pass`) and
-`import mirror.cli`.
+`import mirror.cli.main`.
 
 Makes a small archive with `mirror demo` (once, in --work), runs each command --runs times
 (after two warm-up runs; the commands interleaved, so that a burst of load hits all of
@@ -48,7 +48,7 @@ def commands(site: Path) -> dict[str, list[str]]:
     python, mirror = sys.executable, mirror_argv()
     return {
         "python -c pass": [python, "-c", "pass"],
-        "import mirror.cli": [python, "-c", "import mirror.cli"],
+        "import mirror.cli.main": [python, "-c", "import mirror.cli.main"],
         "mirror --version": [*mirror, "--version"],
         **{f"mirror {c}": [*mirror, c, str(site)] for c in ("check", "status", "runs")},
     }

@@ -29,11 +29,19 @@ enforces the table and that there is no import cycle):
     app/      `mirror ui` and `mirror add`: a library (a folder of site files), each site's
               state read from its archive (lock, manifest, reports, progress.json), the
               `mirror run` processes and jobs it starts, its pages and its doors.
-    demo/     the bundled site and its server. At the top: cli, config (the site file),
-              model (the frozen records passed between stages, ExitCode with its
-              meaning, RecordType), errors (MirrorError: every exception, with the exit
-              code it ends a command with; importable from every layer), layout (the
-              archive folder), reports, progress, crash points.
+    demo/     the bundled site and its server.
+    run/      the life of a run (run.life.run_site: its turn, the crawl under the lock,
+              retention and the store after it, hooks), the runner (signals, live
+              progress in progress.json and on the terminal, logging), the run report
+              and what changed since the run before; what the CLI, the app and the
+              fleet call alike.
+    cli/      the command line: main (the parser and the one place where errors become
+              exit codes), the registry, one module per group of commands declaring
+              each command's arguments and function; `mirror CMD` imports CMD's only.
+              At the top: config (the site file), model (the frozen records passed
+              between stages, ExitCode with its meaning, RecordType), errors
+              (MirrorError: every exception, with the exit code it ends a command with;
+              importable from every layer), layout (the archive folder), crash points.
 
 Data flow of a run (one direction; the only loop, new URLs, goes through SQLite, which is
 what makes a kill -9 resumable exactly):

@@ -11,7 +11,7 @@ def main() -> None:
 
         print(f"mirror {__version__}")
         sys.exit(0)
-    from mirror.cli import main_entry
+    from mirror.cli.main import main_entry
 
     main_entry()
 

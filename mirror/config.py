@@ -259,7 +259,7 @@ class ScheduleSection:
 @dataclass(frozen=True)
 class HooksSection:
     """Shell commands run after each run, with MIRROR_SITE, MIRROR_RUN_ID, MIRROR_EXIT_CODE
-    and MIRROR_REPORT in their environment (mirror/schedule/hooks.py)."""
+    and MIRROR_REPORT in their environment (mirror/run/hooks.py)."""
 
     # after a run that ended with exit 0, 3 or 4 (complete, some URLs failed, a limit); ""
     after: str = _key(command, "")

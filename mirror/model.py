@@ -308,6 +308,9 @@ class Discovered(NamedTuple):
 
 NOTHING = Discovered(None, [])
 
+#: how the error of a URL failed with its host begins ("host unreachable: connection refused")
+UNREACHABLE = "host unreachable"
+
 #: the rule a page over its parse budget (time, nesting, size) is flagged under: its note
 #: starts with it, and its links were partly or not extracted
 PARSE_BUDGET = "parse-budget"

@@ -19,6 +19,7 @@ SHARED_ROOTS = ("/", "/home", "/media", "/mnt", "/opt", "/root", "/srv", "/tmp",
 #: whose first run stopped early (ArchiveLayout: lock, log, progress; schedule/lastrun.py's
 #: record and schedule/wait.py's folder, both written before the run takes its lock) or one
 #: restored from an empty store (store/sync.py's MARKER, the note of the store the
+#: record and run/wait.py's folder, both written before the run takes its lock) or one
 #: folder belongs to: `mirror restore`, and a fleet worker before each run, write it there)
 _EARLY_FILES = frozenset({".lock", "mirror.log", "progress.json", "scheduled.json",
                           ".schedule-wait", ".store.json"})

@@ -5,7 +5,7 @@ such text (URLs, titles, reasons, file names) goes through here."""
 
 from __future__ import annotations
 
-import logging
+from typing import TextIO
 
 #: C0 and C1 controls (ESC starts a terminal command) and the bidirectional overrides
 _UNSAFE = frozenset({*range(0x20), 0x7F, *range(0x80, 0xA0), *range(0x202A, 0x202F),
@@ -29,8 +29,7 @@ def printable_lines(text: object) -> str:
     return printable(text, _LAYOUT)
 
 
-class PrintableFormatter(logging.Formatter):
-    """Log lines with printable_lines applied: a logged URL or reason commands nothing."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return printable_lines(super().format(record))
+def say(text: object, file: TextIO | None = None) -> None:
+    """print for what may carry archived or remote text (URLs, titles, reasons): control
+    characters escaped, line breaks kept."""
+    print(printable_lines(text), file=file)

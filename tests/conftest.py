@@ -27,7 +27,7 @@ from mirror.archive.warcwriter import utc_now
 from mirror.config import SiteConfig, load_config
 from mirror.crawl.crawler import Crawler, RunResult
 from mirror.manifest.reader import ManifestReader
-from mirror.runreport import write_missing_report, write_report
+from mirror.run.runreport import write_missing_report, write_report
 from mirror.verify import check_archive
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

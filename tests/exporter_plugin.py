@@ -41,6 +41,6 @@ class UrlList(Exporter):
 
 if __name__ == "__main__":
     register(UrlList())
-    from mirror.cli import main_entry
+    from mirror.cli.main import main_entry
 
     main_entry()

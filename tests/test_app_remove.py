@@ -18,7 +18,7 @@ from mirror.app.library import Library
 from mirror.app.removal import find_site, plan, remove
 from mirror.archive.fsutil import disk_usage
 from mirror.archive.lock import ArchiveLock
-from mirror.report import human_bytes
+from mirror.run.report import human_bytes
 
 pytestmark = pytest.mark.slow
 

@@ -15,11 +15,11 @@ from mirror.app.guard import Secrets
 from mirror.app.server import LibraryApp
 from mirror.app.status import RunSummary, SiteState, SiteStatus, schedule_view
 from mirror.archive.lock import ArchiveLock
-from mirror.crawl.progressfile import LiveProgress
 from mirror.manifest.writer import Manifest
+from mirror.run.progressfile import LiveProgress
+from mirror.run.wait import wait_folder
 from mirror.schedule.spec import parse_schedule
 from mirror.schedule.timers import Site
-from mirror.schedule.wait import wait_folder
 
 UTC = dt.UTC
 NOW = dt.datetime(2024, 3, 6, 12, 0, tzinfo=UTC)  # a Wednesday

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import RunClock, write_config
 
-from mirror import cli as mirror_cli
+from mirror.cli import main as mirror_cli
 from mirror.crawl import crawler
 from mirror.crawl.traprules import NAMES as TRAPS
 

@@ -43,7 +43,7 @@ from mirror import crashpoints
 
 #: `mirror run` with the group commit of the enumeration (crashsim.GROUP_SIZE, no time bound)
 GROUPED = ("import math; from mirror.crawl import store; store.GROUP_SIZE = %d; "
-           "store.GROUP_WAIT = math.inf; from mirror.cli import main_entry; main_entry()")
+           "store.GROUP_WAIT = math.inf; from mirror.cli.main import main_entry; main_entry()")
 OCCURRENCES = int(os.environ.get("MIRROR_CRASH_OCCURRENCES") or 1 << 30)  # default: all
 ROOT = Path(__file__).resolve().parent.parent
 

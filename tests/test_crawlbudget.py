@@ -22,7 +22,7 @@ from mirror.crawl.parsehelper import Page
 from mirror.crawl.scope import Scope
 from mirror.manifest.reader import ManifestReader
 from mirror.model import PARSE_BUDGET, UrlItem
-from mirror.runreport import gather
+from mirror.run.runreport import gather
 from tests.conftest import write_config
 
 LENGTH = struct.Struct("!Q")

@@ -19,7 +19,7 @@ import pytest
 from conftest import write_config
 
 from mirror.archive.damage import printable
-from mirror.cli import main
+from mirror.cli.main import main
 from mirror.replay.captures import CaptureIndex
 
 

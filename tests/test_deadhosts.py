@@ -17,7 +17,7 @@ from conftest import TestSite
 
 from mirror.crawl.politeness import DeadHosts, host_failure, out_of_time
 from mirror.model import ExitCode
-from mirror.report import unreachable_line
+from mirror.run.report import unreachable_line
 
 
 @pytest.mark.parametrize(("kind", "message", "reason"), [

@@ -6,7 +6,7 @@ import re
 from dataclasses import fields
 from pathlib import Path
 
-from mirror.cli import COMMANDS
+from mirror.cli.registry import COMMANDS
 from mirror.config import SiteConfig, load_config
 
 ROOT = Path(__file__).resolve().parent.parent

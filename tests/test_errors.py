@@ -12,13 +12,13 @@ from mirror.config import ConfigError, ConfigErrors, load_config
 from mirror.errors import MirrorError, exit_code_of
 from mirror.manifest.db import ManifestConflict, ManifestError
 from mirror.model import ExitCode, exit_meaning
-from mirror.schedule.wait import AlreadyWaiting
+from mirror.run.wait import AlreadyWaiting
 from mirror.store.objstore import StoreConflict, StoreError
 
 
 def test_what_cli_main_mapped_keeps_its_code() -> None:
     """cli.main's clauses: config, manifest, library and store errors exit 2; the lock 75."""
-    from mirror.librarycmds import LibraryUsageError
+    from mirror.cli.library import LibraryUsageError
     from mirror.storecmds import StoreUsageError
 
     for cls in (ConfigError, ConfigErrors, ManifestError, ManifestConflict, LibraryUsageError,

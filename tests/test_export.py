@@ -16,7 +16,7 @@ from bs4 import BeautifulSoup
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirror.cli import main
+from mirror.cli.main import main
 from mirror.replay.captures import CaptureIndex
 from mirror.replay.export import export_folder
 from mirror.replay.exportpath import MAX_NAME, export_path, relative_ref

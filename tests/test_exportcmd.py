@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mirror.cli import build_parser
-from mirror.exportcmd import check_args
+from mirror.cli.export import check_args
 from mirror.replay.exporters import ExportFailed, either
 
 NEEDS = ("export needs --to DIR, --wacz FILE or --zim FILE "

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fleetproc import jobs, query, site_file
 
-from mirror.cli import main
+from mirror.cli.main import main
 
 pytestmark = pytest.mark.slow
 
@@ -120,7 +120,7 @@ def test_fleet_commands_need_a_database(tmp_path: Path,
 
 
 BLOCKED = ("import sys; sys.modules['psycopg'] = None; sys.modules['procrastinate'] = None; "
-           "from mirror.cli import main; sys.exit(main(sys.argv[1:]))")
+           "from mirror.cli.main import main; sys.exit(main(sys.argv[1:]))")
 
 
 @pytest.mark.parametrize("args", [
@@ -139,7 +139,7 @@ def test_without_the_fleet_extra_the_fleet_commands_say_what_to_install(
 
 
 def test_mirror_starts_without_loading_the_fleet() -> None:
-    code = ("import sys; import mirror.cli; "
+    code = ("import sys; import mirror.cli.main; "
             "sys.exit(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('psycopg', 'procrastinate', 'mirror') and m.startswith(('psycopg', "
             "'procrastinate', 'mirror.fleet'))) != [])")

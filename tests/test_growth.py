@@ -11,9 +11,9 @@ from mirror.crawl.growth import (
     NewUrlTally,
     honest_eta,
 )
-from mirror.crawl.progressfile import LiveProgress, parse_progress
 from mirror.model import Progress
-from mirror.progress import render_progress
+from mirror.run.progress import render_progress
+from mirror.run.progressfile import LiveProgress, parse_progress
 
 
 def test_growth_over_the_window_and_a_steady_drain() -> None:

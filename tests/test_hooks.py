@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from mirror import cli as mirror_cli
+from mirror.cli import main as mirror_cli
 from mirror.config import HooksSection
-from mirror.schedule import hooks
-from mirror.schedule.hooks import Outcome, choose, environment, run_hooks
+from mirror.run import hooks
+from mirror.run.hooks import Outcome, choose, environment, run_hooks
 
 
 def outcome(tmp_path: Path, code: int = 0, run_id: int | None = 4) -> Outcome:
@@ -64,7 +64,7 @@ def test_a_hook_runs_through_the_shell_with_its_output_in_the_log(
     log_file = tmp_path / "archive" / "mirror.log"
     command = ('echo "site=$MIRROR_SITE run=$MIRROR_RUN_ID code=$MIRROR_EXIT_CODE" | tee seen; '
                'echo "report=$MIRROR_REPORT" >&2; pwd')
-    caplog.set_level(logging.INFO, "mirror.schedule.hooks")
+    caplog.set_level(logging.INFO, "mirror.run.hooks")
     assert run_hooks(HooksSection(after=command), outcome(tmp_path), log_file) == 0
     assert (tmp_path / "seen").read_text() == "site=ex run=4 code=0\n"  # in the site's folder
     assert log_file.read_text() == (f"site=ex run=4 code=0\nreport={tmp_path}/archive/reports/"

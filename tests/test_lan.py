@@ -24,7 +24,7 @@ from bs4 import BeautifulSoup
 from uiproc import UiProcess, csrf_of, site_file
 
 from mirror import lan
-from mirror.cli import main
+from mirror.cli.main import main
 from mirror.webapp import session_value
 
 START = 20.0  # seconds for a server to print its address

@@ -314,10 +314,10 @@ async def test_pins_keep_a_pattern_or_skip_it(
 async def test_explain_names_the_stopped_pattern(
         make_site: Callable[[], Awaitable[TestSite]],
         crawl: Callable[..., Awaitable[Crawl]], tmp_path: Path) -> None:
-    from mirror.cli import _learned
+    from mirror.cli.check import learned as _learned
     from mirror.config import load_config
     from mirror.explain import explain
-    from mirror.report import learned_lines
+    from mirror.run.report import learned_lines
 
     site = await make_site()
     trap_site(site)

@@ -16,7 +16,7 @@ from uiproc import UiProcess, mirror_cmd, site_file
 
 from mirror.manifest.reader import ManifestReader
 from mirror.model import RobotsCounts
-from mirror.report import META_ROBOTS_OFF, nofollow_warning
+from mirror.run.report import META_ROBOTS_OFF, nofollow_warning
 from mirror.web.extract import extract_html
 from mirror.web.robotsmeta import header_directives, meta_directives
 

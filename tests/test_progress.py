@@ -19,12 +19,12 @@ from rich.console import Console
 
 from mirror.config import load_config
 from mirror.crawl.crawler import Crawler
-from mirror.crawl.progressfile import LiveProgress, read_progress
 from mirror.layout import ArchiveLayout
 from mirror.manifest.reader import ManifestReader
 from mirror.model import Progress
-from mirror.progress import progress_renderable, render_progress, summary_table
-from mirror.runreport import gather
+from mirror.run.progress import progress_renderable, render_progress, summary_table
+from mirror.run.progressfile import LiveProgress, read_progress
+from mirror.run.runreport import gather
 
 ROOT = Path(__file__).resolve().parent.parent
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from mirror.crawl.progressfile import (
+from mirror.model import Progress
+from mirror.run.progressfile import (
     LiveProgress,
     RateWindow,
     eta,
     read_progress,
     write_progress,
 )
-from mirror.model import Progress
 
 LIVE = LiveProgress(pid=4242, run_id=3, updated=1_700_000_010.5, started=1_700_000_000.0,
                     done=42, queued=78, failed=3, retried=5, bytes=1_234_567, held_back=2,

@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mirror.archive.lock import ArchiveLock
-from mirror.cli import main
+from mirror.cli.main import main
 from mirror.config import load_config
 from mirror.model import Run
 from mirror.upkeep.prune import PruneError, prune_site

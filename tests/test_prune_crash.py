@@ -37,7 +37,7 @@ from crashsim import (
 )
 
 from mirror import crashpoints
-from mirror.cli import main
+from mirror.cli.main import main
 from mirror.config import load_config
 from mirror.upkeep.prune import finish_interrupted_prune, prune_site
 from mirror.upkeep.retention import Retention

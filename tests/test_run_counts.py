@@ -19,7 +19,7 @@ from aiohttp import web
 from conftest import TestSite
 from uiproc import UiProcess
 
-from mirror import cli as mirror_cli
+from mirror.cli import main as mirror_cli
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ from crashsim import copy_folder
 
 from mirror import crashpoints
 from mirror.config import load_config
-from mirror.report import summary_line
+from mirror.run.report import summary_line
 
 LATENCY = 0.25
 PAGES = 8
@@ -76,8 +76,8 @@ async def test_a_report_lost_in_a_crash_is_written_by_the_next_run(make_site, tm
 
 
 def test_summary_line_uses_the_run_time() -> None:
-    from mirror.crawl.history import Changes
-    from mirror.report import RunData
+    from mirror.run.changes import Changes
+    from mirror.run.report import RunData
 
     data = RunData("s", 1, "complete", 0, True, "", "", 20.0, 100, {}, {}, {}, 2_000_000, 0,
                    {}, [], [], [], [], "a", Changes())

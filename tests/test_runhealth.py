@@ -14,8 +14,8 @@ import pytest
 from conftest import TestSite
 from uiproc import UiProcess, mirror_cmd, site_file
 
-from mirror.crawl.history import compare
-from mirror.runhealth import Health, RunNumbers, health, short_reason, start_problem, top_reason
+from mirror.run.changes import compare
+from mirror.run.health import Health, RunNumbers, health, short_reason, start_problem, top_reason
 
 # -- the verdict, pure ---------------------------------------------------------------------
 

@@ -18,12 +18,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirror import cli as mirror_cli
 from mirror.archive.lock import ArchiveLock
+from mirror.cli import main as mirror_cli
+from mirror.run.wait import waiting
 from mirror.schedule import crontab, systemd
 from mirror.schedule.spec import Schedule, ScheduleError, next_run, parse_schedule, period
 from mirror.schedule.timers import scheduled_argv
-from mirror.schedule.wait import waiting
 
 UTC = dt.UTC
 

@@ -22,7 +22,7 @@ from aiohttp import web
 from conftest import Crawl, TestSite
 from replayers import chromium
 
-from mirror.cli import main
+from mirror.cli.main import main
 from mirror.replay.captures import CaptureIndex
 from mirror.replay.export import export_folder
 from mirror.replay.exportpath import export_path

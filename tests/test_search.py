@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import RunClock, crawl_twice
 
-from mirror.cli import main
+from mirror.cli.main import main
 from mirror.manifest.reader import ManifestReader
 from mirror.manifest.texts import SearchError, marked
 

@@ -198,7 +198,7 @@ async def test_cli_serve_binds_loopback_and_stops_on_sigterm(tmp_path: Path) -> 
 
 
 def test_cli_serve_on_a_taken_port_is_a_usage_error(tmp_path: Path, capsys: Any) -> None:
-    from mirror.cli import main
+    from mirror.cli.main import main
 
     site_def.write_history(tmp_path / "archive")
     config = tmp_path / "site.toml"

@@ -33,7 +33,7 @@ from mirror.crawl.sitemaps import (
     robots_sitemaps,
 )
 from mirror.model import NOTHING, ExitCode, LinkKind, Mode, UrlItem, Via
-from mirror.report import RunData, build_report, render_summary
+from mirror.run.report import RunData, build_report, render_summary
 
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
 XML = "application/xml"

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HEAVY = frozenset({
     "asyncio", "ssl", "hashlib", "aiohttp", "yarl", "multidict", "idna", "rich", "lxml",
     "jinja2", "warcio",
-    "mirror.crawl.crawler", "mirror.progress", "mirror.archive.index",
+    "mirror.crawl.crawler", "mirror.run.progress", "mirror.archive.index",
     "mirror.archive.warcwriter", "mirror.manifest.writer",
 })
 
@@ -54,9 +54,26 @@ def test_quick_commands_load_no_heavy_module(site: Path, command: str) -> None:
     assert loaded("-m", "mirror", command, str(site)) & HEAVY == set()
 
 
+@pytest.mark.parametrize(("command", "module"), [("check", "check"), ("status", "runs"),
+                                               ("runs", "runs")])
+def test_a_command_loads_only_its_own_module_of_the_command_line(site: Path, command: str,
+                                                                  module: str) -> None:
+    """The registry imports the module declaring the command, not the other commands'
+    (importlib.import_module: -X importtime does not list it, sys.modules does)."""
+    script = ("import sys; from mirror.cli.main import main; code = main(sys.argv[1:]); "
+              "print(*sorted(m for m in sys.modules if m.startswith('mirror.cli.')), "
+              "file=sys.stderr); sys.exit(code)")
+    proc = subprocess.run([sys.executable, "-c", script, command, str(site)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stderr.split() == sorted({"mirror.cli.main", "mirror.cli.registry",
+                                          "mirror.cli.command", f"mirror.cli.{module}"})
+
+
 def test_the_import_scan_sees_heavy_modules() -> None:
     """Control for the test above: what a crawl loads is seen, by either name."""
-    seen = loaded("-c", "import mirror.crawl.crawler, mirror.progress")
+    seen = loaded("-c", "import mirror.crawl.crawler, mirror.run.progress")
     assert {"asyncio", "aiohttp", "rich", "warcio", "mirror.crawl.crawler",
             "mirror.archive.warcwriter"} <= seen
 

@@ -21,7 +21,7 @@ from conftest import Crawl, RunClock, crawl_to_end, write_config
 from s3server import free_port
 
 from mirror.archive.lock import ArchiveLock
-from mirror.cli import main
+from mirror.cli.main import main
 from mirror.config import ConfigError, load_config
 from mirror.manifest.reader import ManifestReader
 from mirror.model import ExitCode

@@ -13,7 +13,7 @@ from typing import Any
 import offline_site as site_def
 import pytest
 
-from mirror.cli import main
+from mirror.cli.main import main
 from mirror.model import ExitCode
 from mirror.replay.captures import CaptureIndex
 from mirror.replay.serve import Site, make_app

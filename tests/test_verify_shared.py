@@ -24,7 +24,7 @@ from conftest import write_config
 
 from mirror.archive.index import capture_line, write_index
 from mirror.archive.warcwriter import IDENTICAL, CaptureLocation, WarcWriter, sha1_digest
-from mirror.cli import build_parser, main
+from mirror.cli.main import build_parser, main
 from mirror.manifest.db import ManifestError
 from mirror.manifest.writer import Manifest
 from mirror.model import CaptureRow, Exchange, ExitCode, HostLease, NewUrl, Revisit, UrlItem

@@ -14,7 +14,7 @@ from typing import Any
 import offline_site as site_def
 import pytest
 
-from mirror.cli import main
+from mirror.cli.main import main
 from mirror.replay.captures import CaptureIndex
 from mirror.replay.wacz import PAGES_HEADER, jsonl, write_wacz
 

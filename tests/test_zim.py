@@ -21,7 +21,7 @@ from aiohttp import ClientSession
 from bs4 import BeautifulSoup
 from conftest import crawl_twice, free_port, server_process
 
-from mirror.cli import main
+from mirror.cli.main import main
 from mirror.replay.captures import CaptureIndex
 from mirror.replay.exportpath import export_path
 

@@ -8,7 +8,7 @@ import datetime as dt
 from typing import Any
 
 from mirror.app.views import duration
-from mirror.report import human_bytes
+from mirror.run.report import human_bytes
 
 #: seconds between two reloads of the page (a meta refresh: the page has no script of its own)
 REFRESH = 5

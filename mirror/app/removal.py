@@ -18,7 +18,7 @@ from mirror.archive.fsutil import disk_usage
 from mirror.archive.lock import ArchiveLock, ArchiveLocked
 from mirror.errors import UsageError
 from mirror.layout import ArchiveLayout
-from mirror.report import human_bytes
+from mirror.run.report import human_bytes
 
 
 class RemovalError(UsageError):

@@ -10,9 +10,9 @@ from mirror.layout import ArchiveLayout
 from mirror.manifest.reader import ManifestError, ManifestReader
 from mirror.model import UNFINISHED, RunState
 from mirror.replay.serve import run_timestamp
-from mirror.report import build_report
-from mirror.runhealth import health, numbers_of
-from mirror.runreport import gather
+from mirror.run.health import health, numbers_of
+from mirror.run.report import build_report
+from mirror.run.runreport import gather
 
 #: URLs listed per section before "and N more"
 SHOWN = 500

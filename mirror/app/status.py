@@ -11,13 +11,13 @@ from pathlib import Path
 
 from mirror.archive.fsutil import disk_usage
 from mirror.archive.lock import ArchiveLock
-from mirror.crawl.progressfile import LiveProgress, read_progress
 from mirror.layout import ArchiveLayout
 from mirror.manifest.reader import ManifestError, ManifestReader, Run
 from mirror.model import SNAPSHOT_CODES, UNFINISHED, RunState
-from mirror.runhealth import Health, health, numbers_of
+from mirror.run.health import Health, health, numbers_of
+from mirror.run.progressfile import LiveProgress, read_progress
+from mirror.run.wait import waiting
 from mirror.schedule.spec import Schedule, next_run, period
-from mirror.schedule.wait import waiting
 
 #: a progress file not rewritten for this long is a leftover (its writer rewrites it twice a
 #: second; the pid check catches the rest)

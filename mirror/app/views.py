@@ -12,7 +12,7 @@ from markupsafe import Markup, escape
 
 from mirror.app.status import at_text
 from mirror.model import exit_meaning
-from mirror.report import human_bytes
+from mirror.run.report import human_bytes
 
 STATE_CLASS = {
     "running": "run", "starting": "run", "busy": "run", "idle": "ok", "never run": "none",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -20,6 +19,8 @@ def atomic_write_lines(path: Path, lines: Iterable[str], *, keep_mode: bool = Fa
     for a new file what the umask allows (a file people edit, such as a site file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = _mode_for(path) if keep_mode else None
+    import tempfile  # here: random and its seeding cost every start (`mirror status`)
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:

@@ -17,7 +17,6 @@ from mirror.crawl.fetch import FetchError
 from mirror.crawl.frontier import Frontier
 from mirror.crawl.politeness import (
     SOFT_FAILURES,
-    UNREACHABLE,
     DeadHosts,
     HostBackoffs,
     host_failure,
@@ -26,7 +25,7 @@ from mirror.crawl.politeness import (
 )
 from mirror.crawl.sharedfrontier import SharedFrontier
 from mirror.manifest.writer import Manifest, UrlItem
-from mirror.model import HostLease, Progress
+from mirror.model import UNREACHABLE, HostLease, Progress
 from mirror.web.http import header_map
 
 log = logging.getLogger(__name__)

@@ -124,9 +124,6 @@ def host_delay(configured: float, crawl_delay: float | None, cap: float) -> floa
     return max(configured, min(crawl_delay or 0.0, cap))
 
 
-#: how the error of a URL failed with its host begins ("host unreachable: connection refused")
-UNREACHABLE = "host unreachable"
-
 #: what a fetch error of each kind says of the whole host, when it says the host cannot be
 #: reached at all (a slow answer, a timeout, says nothing of the kind)
 HOST_FAILURES = {

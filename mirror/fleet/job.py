@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mirror.archive.lock import ArchiveLock, ArchiveLocked
-from mirror.crawl.progressfile import read_progress
 from mirror.errors import MirrorError
 from mirror.fleet import child, records
 from mirror.fleet.queue import Timing, defer_run
 from mirror.layout import ArchiveLayout
 from mirror.model import SNAPSHOT_CODES, ExitCode, exit_meaning
+from mirror.run.progressfile import read_progress
 
 if TYPE_CHECKING:
     import procrastinate

@@ -1,6 +1,6 @@
 """Export formats as plug-ins. Each format is one module of this package holding `EXPORTER`,
 an `Exporter`: its name, its destination flag, its options declared as data, and `write`.
-`mirror export`'s arguments (mirror.exportcmd) and the app's Export section
+`mirror export`'s arguments (mirror.cli.export) and the app's Export section
 (mirror.app.exportforms) are built from `exporters()`, in the order of the modules' names;
 `register` adds a format that lives elsewhere.
 

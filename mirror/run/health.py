@@ -11,8 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-#: how the crawler prefixes the failures of a host it gave up on (crawl.politeness)
-_UNREACHABLE = "host unreachable: "
+from mirror.model import UNREACHABLE
 
 
 @dataclass(frozen=True)
@@ -70,7 +69,7 @@ def top_reason(failed: Sequence[tuple[str, str]]) -> str | None:
 def short_reason(why: str) -> str:
     """A failure's reason without the words that name the host or repeat themselves:
     'connect: cannot connect to h:80: Connection refused' -> 'connection refused'."""
-    why = why.removeprefix(_UNREACHABLE).split(" (retries would", 1)[0]
+    why = why.removeprefix(f"{UNREACHABLE}: ").split(" (retries would", 1)[0]
     kind, _, rest = why.partition(": ")
     if kind == "connect" and rest:
         return rest.rsplit(": ", 1)[-1].strip().lower()

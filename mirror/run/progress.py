@@ -15,9 +15,9 @@ from rich.table import Table
 from rich.text import Text
 
 from mirror.crawl.growth import Dominant, explain_hint
-from mirror.crawl.progressfile import LiveProgress
 from mirror.model import UrlState
-from mirror.report import (
+from mirror.run.progressfile import LiveProgress
+from mirror.run.report import (
     RunData,
     human_bytes,
     nofollow_warning,

@@ -9,13 +9,12 @@ from pathlib import Path
 
 from mirror.archive.fsutil import atomic_write_text
 from mirror.config import SiteConfig
-from mirror.crawl.history import Changes, compare
-from mirror.crawl.politeness import UNREACHABLE
 from mirror.layout import ArchiveLayout
 from mirror.manifest.reader import ManifestReader
-from mirror.model import PARSE_BUDGET, UNFINISHED, ExitCode, Run, RunState
-from mirror.report import RunData, build_report
-from mirror.runhealth import Health, health, numbers_of, start_problem
+from mirror.model import PARSE_BUDGET, UNFINISHED, UNREACHABLE, ExitCode, Run, RunState
+from mirror.run.changes import Changes, compare
+from mirror.run.health import Health, health, numbers_of, start_problem
+from mirror.run.report import RunData, build_report
 
 
 def report_path(cfg: SiteConfig, run_id: int) -> Path:
@@ -90,7 +89,7 @@ def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
 
 
 def health_of(cfg: SiteConfig, run: Run) -> Health:
-    """The verdict (runhealth) of a run's written report; none without a report."""
+    """The verdict (run.health) of a run's written report; none without a report."""
     try:
         data = json.loads(report_path(cfg, run.id).read_bytes())
     except (OSError, ValueError):

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from mirror.cli.command import Command
 from mirror.errors import UsageError
 from mirror.model import ExitCode
 from mirror.terminal import printable
@@ -132,7 +133,7 @@ def status_row(entry: SiteEntry) -> tuple[str, ...]:
 
     from mirror.app.status import Reports, schedule_view, site_status
     from mirror.app.views import ago, clock, exit_text
-    from mirror.report import human_bytes
+    from mirror.run.report import human_bytes
 
     if entry.config is None:
         return (entry.id, "broken", str(entry.error), "", "", "")
@@ -160,3 +161,38 @@ def render_table(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
         "  ".join(c.rjust(w) if i in right else c.ljust(w)
                   for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip()
         for row in cells)
+
+
+# --- the declarations ---------------------------------------------------------------------------
+
+def add_arguments(add: argparse.ArgumentParser) -> None:
+    add.add_argument("url", help="the site's start URL, e.g. https://example.com/")
+    add.add_argument("--library", metavar="DIR", type=Path,
+                     help="the library folder (default: $MIRROR_LIBRARY, else ~/mirror)")
+    add.add_argument("--name", metavar="N",
+                     help="the site's name: letters, digits, '_' and '-' (default: from the "
+                          "URL's host and a port that is not the scheme's, e.g. example-com, "
+                          "127-0-0-1-8081)")
+    add.add_argument("--overlap", action="store_true",
+                     help="add the site even though another site of the library already "
+                          "crawls its start URL")
+
+
+def remove_arguments(remove: argparse.ArgumentParser) -> None:
+    remove.add_argument("name", help="the site: its file name without .toml, or its name")
+    remove.add_argument("--library", metavar="DIR", type=Path,
+                        help="the library folder (default: $MIRROR_LIBRARY, else ~/mirror)")
+    remove.add_argument("--delete-archive", action="store_true",
+                        help="delete its archive folder too, after a confirmation naming "
+                             "its size")
+    remove.add_argument("--yes", action="store_true",
+                        help="with --delete-archive: do not ask (for scripts)")
+
+
+COMMANDS = (
+    Command("add", "write a new site file for URL into the library", cmd_add, add_arguments,
+            config=None),
+    Command("remove", "remove a site from the library: its site file and its timer "
+                      "(its archive is kept unless --delete-archive)", cmd_remove,
+            remove_arguments, config=None),
+)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
-from mirror.crawl.history import Changes
 from mirror.model import UNFINISHED, RobotsCounts, RunState, UrlState
-from mirror.runhealth import Health, RunNumbers, health
+from mirror.run.changes import Changes
+
+if TYPE_CHECKING:
+    from mirror.run.health import Health
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,9 @@ class RunData:
     learned_patterns: list[dict[str, object]] = field(default_factory=list)
 
     def health(self) -> Health:
-        """Whether the run archived what it was asked to (runhealth)."""
+        """Whether the run archived what it was asked to (run.health)."""
+        from mirror.run.health import RunNumbers, health  # here: `mirror status` needs not
+
         return health(RunNumbers(self.state not in UNFINISHED, self.pages_stored,
                                  self.failed, self.start_urls))
 
@@ -118,7 +123,7 @@ def human_bytes(n: float) -> str:
 
 
 def summary_line(d: RunData) -> str:
-    """The one line a cron mail shows; a failed run (runhealth) says so first, with why."""
+    """The one line a cron mail shows; a failed run (run.health) says so first, with why."""
     rate = d.captures / d.duration if d.duration > 0 else 0.0
     failed = d.url_states.get(UrlState.FAILED, 0)
     c = d.changes.counts()

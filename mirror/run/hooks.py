@@ -35,7 +35,7 @@ class Outcome:
     report: Path | None  # None: no report was written
     #: new, changed, unchanged, gone, pending, failed: the report's counts (none: no report)
     counts: Mapping[str, int] = field(default_factory=dict)
-    failure: str = ""  # the report says the run failed (runhealth): what and why
+    failure: str = ""  # the report says the run failed (run.health): what and why
 
     @classmethod
     def of(cls, site: str, site_file: Path, archive: Path, run_id: int | None,

@@ -1,5 +1,6 @@
 """`mirror export`: its arguments and its run, both made from the exporters' registry
-(mirror.replay.exporters); a format's flag, options and checks come with its module."""
+(mirror.replay.exporters); a format's flag, options and checks come with its module, so a
+new format is one new module there and nothing here."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mirror.cli.command import ADDRESS, FROM_STORE, Command
 from mirror.model import ExitCode
 from mirror.replay.exporters import (
     Exporter,
@@ -18,6 +20,12 @@ from mirror.replay.exporters import (
     exporters,
     options_of,
 )
+
+
+def export_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the archive is read from, then each format's flag and options."""
+    parser.add_argument("--from-store", action="store_true", help=FROM_STORE)
+    add_arguments(parser)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -100,3 +108,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"mirror: damaged places left out, above: {damaged.count}", file=sys.stderr)
         return ExitCode.DAMAGED
     return ExitCode.OK
+
+
+COMMANDS = (
+    Command("export", "write the archive as a folder that opens from file://, or a WACZ",
+            cmd_export, export_arguments, config=ADDRESS),
+)

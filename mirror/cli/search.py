@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from mirror.cli.command import Command
 from mirror.model import ExitCode
 
 HELP = "full-text search of the archived pages (titles and text), of one site or the library"
@@ -141,3 +142,6 @@ def _search_library(args: argparse.Namespace, query: str) -> int:
                              f"index yet: `mirror index --search {note.file}` reads them")
         print(f"mirror: {note.site}: {why}", file=sys.stderr)
     return ExitCode.OK
+
+
+COMMANDS = (Command("search", HELP, cmd_search, add_arguments, config=None),)
