@@ -17,7 +17,7 @@ from conftest import TestSite
 from replayers import chromium
 from uiproc import UiProcess, chain_site, crawl, post, site_file, until
 
-from mirror.cli import build_parser
+from mirror.cli.main import build_parser
 from mirror.replay.exporters import exporters, register, unregister
 
 pytestmark = pytest.mark.slow

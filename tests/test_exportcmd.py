@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from mirror.cli import build_parser
 from mirror.cli.export import check_args
+from mirror.cli.main import build_parser
 from mirror.replay.exporters import ExportFailed, either
 
 NEEDS = ("export needs --to DIR, --wacz FILE or --zim FILE "
