@@ -14,7 +14,7 @@ from conftest import Crawl, TestSite
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirror.crawl.simhash import NearIndex, distance, near, simhash
+from mirror.crawl.simhash import NearIndex, distance, fingerprint, line_keys, near, simhash
 from mirror.web.patterns import (
     DUPLICATE,
     NOINDEX,
@@ -121,6 +121,17 @@ def test_near_index_finds_other_urls_only() -> None:
     assert not index.add(h ^ 1, 1)  # a URL keeps its first fingerprint
     index.add(h, 3)
     assert index.match(h, 1) == h  # URL 3 has it too
+
+
+def test_fingerprint_leaves_out_the_template() -> None:
+    """A page's fingerprint is its own text's: the lines of its host's first page (the
+    template) are left out, and counted out of its own bytes."""
+    nav = "\n".join(f"Menu item {i}" for i in range(30))
+    own = "A paragraph of its own\nand a second line"
+    h, size = fingerprint(f"{nav}\n{own}\nMenu item 3", line_keys(nav + "\nFooter"))
+    assert (h, size) == fingerprint(own) and size == len(own) - 1
+    assert fingerprint(nav, line_keys(nav)) == (0, 0)
+    assert simhash(own) == fingerprint(own)[0] != 0
 
 
 # -- verdict -----------------------------------------------------------------------------
@@ -243,6 +254,22 @@ async def test_trap_crawl_ends_with_content_stored_and_patterns_reported(
     assert learned[f"{host}/list?arrange=&id=&look="]["rule"] == DUPLICATE
     assert not any(p["rule"] for name, p in learned.items() if "/article/" in name)
     c.assert_verifies()
+
+
+async def test_short_pages_in_one_template_are_all_stored(
+        make_site: Callable[[], Awaitable[TestSite]],
+        crawl: Callable[..., Awaitable[Crawl]]) -> None:
+    """A gallery: 40 pages whose own text is a few words in the site's template. Their whole
+    texts are near-duplicates, their own texts are too short to judge (web.patterns
+    SHORT): every page is stored, no pattern stopped."""
+    site = await make_site()
+    site.page("/", f'<html><body><ul>{NAV}</ul><a href="/photo/0">photos</a></body></html>')
+    for i in range(40):
+        site.page(f"/photo/{i}", f"<html><body><ul>{NAV}</ul><h1>Photo {i}</h1><p>A photo."
+                  f'</p><a href="/photo/{(i + 1) % 40}">next</a></body></html>')
+    c = await crawl([site.base], crawl={"workers": 2}, scope={**LEARN, "max_depth": 50})
+    assert {f"{site.base}photo/{i}" for i in range(40)} <= set(c.responses())
+    assert not any(r.startswith("learned:") for r in c.skipped().values())
 
 
 async def _info(request: object) -> object:

@@ -34,6 +34,12 @@ CREATE TABLE IF NOT EXISTS fingerprints (
     url_id INTEGER PRIMARY KEY,
     simhash INTEGER NOT NULL
 );
+-- Each host's template: the CRC-32 of each line of the visible text of its first page
+-- stored with a text (4 bytes each, big-endian), left out of its other pages' fingerprints.
+CREATE TABLE IF NOT EXISTS learned_templates (
+    host TEXT PRIMARY KEY,
+    lines BLOB NOT NULL
+) WITHOUT ROWID;
 """
 
 _COLUMNS = "pattern, pages, noindex, duplicates, links, block_noindex, block_duplicates, " \
@@ -82,6 +88,17 @@ class PatternWrites:
         self.sql.execute("INSERT INTO fingerprints (url_id, simhash) VALUES (?, ?) "
                          "ON CONFLICT (url_id) DO NOTHING",
                          (url_id, signed))
+
+    def save_template(self, host: str, lines: frozenset[int]) -> None:
+        self.sql.execute("INSERT INTO learned_templates (host, lines) VALUES (?, ?) "
+                         "ON CONFLICT (host) DO NOTHING",
+                         (host, b"".join(k.to_bytes(4, "big") for k in sorted(lines))))
+
+    def templates(self) -> dict[str, frozenset[int]]:
+        """host -> the line keys of its template."""
+        return {str(host): frozenset(int.from_bytes(blob[i:i + 4], "big")
+                                     for i in range(0, len(blob), 4))
+                for host, blob in self.sql.execute("SELECT host, lines FROM learned_templates")}
 
     def fingerprints(self) -> list[tuple[int, int]]:
         """(url id, signed SimHash) of every URL with a page text."""

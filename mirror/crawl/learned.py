@@ -10,9 +10,9 @@ from collections.abc import Iterable
 from mirror.archive.manifest import Manifest
 from mirror.archive.manifest_patterns import read_patterns
 from mirror.crawl.scope import PAGE
-from mirror.crawl.simhash import NearIndex, from_signed, simhash, to_signed
+from mirror.crawl.simhash import NearIndex, fingerprint, from_signed, line_keys, to_signed
 from mirror.model import Discovered, NewUrl, UrlItem
-from mirror.web.patterns import Figures, url_pattern, verdict, why
+from mirror.web.patterns import EXACT, SHORT, Figures, url_pattern, verdict, why
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,7 @@ class Learner:
         self.figures: dict[str, Figures] = {}
         self.stopped: dict[str, str] = {}  # pattern -> rule
         self.index = NearIndex()
+        self.templates: dict[str, frozenset[int]] = {}  # host -> its first page's lines
 
     def load(self, run_id: int) -> None:
         """The run's figures and every fingerprint, from the manifest (once per run)."""
@@ -45,6 +46,7 @@ class Learner:
         self.figures = {p: f for p, (f, _) in patterns.items()}
         self.stopped = {p: rule for p, (_, rule) in patterns.items() if rule}
         self.index = NearIndex()
+        self.templates = self.manifest.templates()
         for url_id, signed in self.manifest.fingerprints():
             self.index.add(from_signed(signed), url_id)
 
@@ -55,10 +57,7 @@ class Learner:
         if item.mode != PAGE or found.text is None:
             return
         self.load(run_id)
-        h = simhash(found.text.body or "")
-        duplicate = self.index.match(h, item.id) is not None
-        if self.index.add(h, item.id):
-            self.manifest.save_fingerprint(item.id, to_signed(h))
+        duplicate = self.duplicate(item, found.text.body or "")
         pattern = url_pattern(item.url)
         links = sum(1 for x in found.links if x.mode == PAGE and not x.skip_reason)
         figures = self.figures.get(pattern, Figures()).seen(
@@ -73,6 +72,25 @@ class Learner:
                             "skipped (pin it with [scope] fetch_patterns)", pattern, rule,
                             why(rule, figures), ", ".join(figures.samples[:2]))
         self.manifest.save_pattern(run_id, pattern, figures, rule)
+
+    def duplicate(self, item: UrlItem, text: str) -> bool:
+        """Whether a page's own text (its lines not on its host's first page: web.patterns
+        SHORT, EXACT) is a near-duplicate of another URL's page stored before; its
+        fingerprint joins the index."""
+        host = item.url.partition("://")[2].partition("/")[0]
+        template = self.templates.get(host)
+        if template is None:  # the host's first page: its lines are the template
+            self.templates[host] = template = line_keys(text)
+            self.manifest.save_template(host, template)
+            h, own = fingerprint(text)
+        else:
+            h, own = fingerprint(text, template)
+        if own < SHORT:
+            return False
+        duplicate = self.index.match(h, item.id, exact=own < EXACT) is not None
+        if self.index.add(h, item.id):
+            self.manifest.save_fingerprint(item.id, to_signed(h))
+        return duplicate
 
     def rule_for(self, url: str) -> str | None:
         """The rule of a stopped pattern a URL belongs to, or None."""

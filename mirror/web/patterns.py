@@ -22,6 +22,16 @@ SAMPLE = 5
 DUPLICATES = 4
 #: sample URLs kept per pattern, for the report and `mirror explain`
 SAMPLES = 5
+#: a page is judged a near-duplicate on its own text: its lines that are not on its host's
+#: first page (the navigation, header and footer every page repeats). One whose own text
+#: is shorter than this many bytes is never judged: a few words ("Page 7", a photo's
+#: caption, a list's empty state) cannot tell a page of a finite set of short pages from
+#: a trap's; noindex, the built-in rules and the limits are left to end those
+SHORT = 64
+#: ... and one whose own text is shorter than this many bytes is a near-duplicate only of
+#: a page with the very same fingerprint: a SimHash of a few lines is little more than the
+#: hash of the longest, so a few bits apart say little
+EXACT = 1024
 
 NUMBER = "{n}"
 ID = "{id}"
