@@ -7,7 +7,7 @@ from mirror.crawl.robots import RobotsRules
 from mirror.crawl.scope import Scope
 from mirror.crawl.traprules import RULES as TRAP_RULES
 from mirror.model import Mode
-from mirror.web.patterns import Figures, url_pattern, why
+from mirror.web.patterns import Figures, matching, url_pattern, why
 from mirror.web.urls import InvalidURL, normalize
 
 #: the patterns a run stopped: pattern -> (figures, rule) (manifest_patterns.stopped_patterns)
@@ -70,6 +70,7 @@ def _pattern_line(cfg: SiteConfig, url: str, learned: Learned | None) -> str:
         return f"pattern     {pattern}: always fetched ([scope] fetch_patterns)"
     if not cfg.scope.learn_traps:
         return f"pattern     {pattern} (not learned: [scope] learn_traps = false)"
+    pattern = matching(url, learned or {}) or pattern  # its own, or its family's
     found = (learned or {}).get(pattern)
     if found is None:
         return f"pattern     {pattern}: not stopped" + (

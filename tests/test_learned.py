@@ -19,7 +19,11 @@ from mirror.web.patterns import (
     DUPLICATE,
     NOINDEX,
     SAMPLE,
+    SPREAD,
+    Families,
     Figures,
+    family_keys,
+    matching,
     url_pattern,
     valid_pattern,
     verdict,
@@ -57,6 +61,34 @@ def test_wiki_views_and_articles_have_distinct_patterns() -> None:
     assert len(views) == 1 and len(revisions) == 1  # one pattern for every page's view
     assert len(article) == 2  # an article is a pattern of its own
     assert not (article & views) and views != revisions
+
+
+def test_family_keys() -> None:
+    assert family_keys("w/index.php/Special:WhatLinksHere/Foo") == [
+        "w/index.php/{*}/Foo", "w/index.php/Special:WhatLinksHere/{*}"]
+    assert family_keys("h/s/{id}/article/{n}?x=") == [
+        "h/s/{*}/article/{n}?x=", "h/s/{id}/{*}/{n}?x=", "h/s/{id}/article/{*}?x="]
+    # never a site's sections, never every page of a folder (every article of a wiki)
+    assert family_keys("w/wiki/Foo") == family_keys("w/Foo") == family_keys("w/") == []
+
+
+def test_a_family_stands_for_its_patterns_once_spread() -> None:
+    families = Families()
+    titles = ["Apple", "Banana", "Cherry", "Damson", "Elder", "Fig"]
+    views = [f"w/index.php/Special:WhatLinksHere/{t}" for t in titles]
+    for view in views[:SPREAD - 1]:
+        families.add(view)
+        assert families.of(view) == view
+    families.add(views[SPREAD - 1])
+    family = "w/index.php/Special:WhatLinksHere/{*}"
+    assert families.of(views[-1]) == families.of(views[0]) == family
+    assert families.of("w/index.php/Apple") == "w/index.php/Apple"
+    assert matching("http://w/index.php/Special:WhatLinksHere/Zed", {family: 1}) == family
+    assert matching("http://w/index.php/Zed", {family: 1}) is None
+    rebuilt = Families()  # from the patterns a run recorded (the manifest's), any order
+    for pattern in reversed([*views[:SPREAD], family]):
+        rebuilt.add(pattern)
+    assert rebuilt.wide == families.wide
 
 
 _segment = st.text(st.sampled_from("abcXYZ019-_.%"), min_size=1, max_size=12)
@@ -270,6 +302,38 @@ async def test_short_pages_in_one_template_are_all_stored(
     c = await crawl([site.base], crawl={"workers": 2}, scope={**LEARN, "max_depth": 50})
     assert {f"{site.base}photo/{i}" for i in range(40)} <= set(c.responses())
     assert not any(r.startswith("learned:") for r in c.skipped().values())
+
+
+TITLES = ["Apple", "Banana", "Cherry", "Damson", "Elder", "Fig", "Grape", "Hazel", "Iris",
+          "Juniper", "Kiwi", "Lemon", "Mango", "Nutmeg", "Olive", "Peach", "Quince", "Rowan",
+          "Sloe", "Tansy", "Umbel", "Vetch", "Walnut", "Yarrow"]
+
+
+async def test_the_views_of_every_page_are_one_family(
+        make_site: Callable[[], Awaitable[TestSite]],
+        crawl: Callable[..., Awaitable[Crawl]]) -> None:
+    """A wiki with word titles: each article links its Linked_from/<title> view (a name no
+    built-in rule knows, as it knows Special:), the same text for each. Each view is a pattern of its own until SPREAD of them were
+    seen; then they are one family, judged and stopped as one pattern."""
+    site = await make_site()
+    nav = "".join(f'<li><a href="/wiki/{t}">{t}</a></li>' for t in TITLES)
+    site.page("/", f"<html><body><ul>{nav}</ul></body></html>")
+    for i, title in enumerate(TITLES):
+        text = "".join(f"<p>{_words(random.Random(i * 7 + k), 40)}</p>" for k in range(4))
+        site.page(f"/wiki/{title}", f"<html><body><ul>{nav}</ul><h1>{title}</h1>{text}"
+                  f'<a href="/wiki/Linked_from/{title}">links here</a></body></html>')
+        site.page(f"/wiki/Linked_from/{title}",
+                  f"<html><body><ul>{nav}</ul><p>The following pages link to the page named "
+                  "above. Pages that are linked through a redirect or transcluded as a "
+                  "template are listed with it.</p><p>No pages link here.</p></body></html>")
+    c = await crawl([site.base], crawl={"workers": 1}, scope=LEARN)
+    assert {f"{site.base}wiki/{t}" for t in TITLES} <= set(c.responses())
+    assert _fetched(site, "/wiki/Linked_from/") <= SPREAD + 2 * SAMPLE
+    host = site.base.split("://")[1].rstrip("/")
+    report = json.loads((c.archive / "reports" / "1.json").read_text())
+    family = next(p for p in report["learned_patterns"]
+                  if p["pattern"] == f"{host}/wiki/Linked_from/{{*}}")
+    assert family["rule"] == DUPLICATE and family["skipped"] > 0
 
 
 async def _info(request: object) -> object:

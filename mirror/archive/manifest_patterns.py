@@ -6,7 +6,7 @@ captures it has."""
 from __future__ import annotations
 
 from mirror.archive.sqldb import SqlDb
-from mirror.web.patterns import Figures, url_pattern, why
+from mirror.web.patterns import Figures, matching, why
 
 #: added to manifest_schema.SCHEMA (tables made with CREATE TABLE IF NOT EXISTS: an older
 #: manifest gets them on opening, a reader sees them empty)
@@ -115,8 +115,9 @@ def learned_report(sql: SqlDb, run_id: int) -> list[dict[str, object]]:
     skipped: dict[str, int] = {}
     for (url,) in sql.execute("SELECT url FROM urls WHERE run_id=? AND state='skipped' "
                               "AND reason LIKE 'learned:%'", (run_id,)):
-        pattern = url_pattern(str(url))
-        skipped[pattern] = skipped.get(pattern, 0) + 1
+        pattern = matching(str(url), stopped)
+        if pattern:
+            skipped[pattern] = skipped.get(pattern, 0) + 1
     return [{"pattern": p, "rule": rule, "why": why(rule, f), "pages": f.pages,
              "noindex": f.noindex, "duplicates": f.duplicates, "links": f.links,
              "skipped": skipped.get(p, 0), "samples": list(f.samples)}

@@ -12,7 +12,16 @@ from mirror.archive.manifest_patterns import read_patterns
 from mirror.crawl.scope import PAGE
 from mirror.crawl.simhash import NearIndex, fingerprint, from_signed, line_keys, to_signed
 from mirror.model import Discovered, NewUrl, UrlItem
-from mirror.web.patterns import EXACT, SHORT, Figures, url_pattern, verdict, why
+from mirror.web.patterns import (
+    EXACT,
+    SHORT,
+    Families,
+    Figures,
+    matching,
+    url_pattern,
+    verdict,
+    why,
+)
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +45,7 @@ class Learner:
         self.stopped: dict[str, str] = {}  # pattern -> rule
         self.index = NearIndex()
         self.templates: dict[str, frozenset[int]] = {}  # host -> its first page's lines
+        self.families = Families()
 
     def load(self, run_id: int) -> None:
         """The run's figures and every fingerprint, from the manifest (once per run)."""
@@ -45,6 +55,9 @@ class Learner:
         patterns = read_patterns(self.manifest.sql, run_id)
         self.figures = {p: f for p, (f, _) in patterns.items()}
         self.stopped = {p: rule for p, (_, rule) in patterns.items() if rule}
+        self.families = Families()
+        for pattern in patterns:
+            self.families.add(pattern)
         self.index = NearIndex()
         self.templates = self.manifest.templates()
         for url_id, signed in self.manifest.fingerprints():
@@ -58,7 +71,7 @@ class Learner:
             return
         self.load(run_id)
         duplicate = self.duplicate(item, found.text.body or "")
-        pattern = url_pattern(item.url)
+        pattern = self.pattern_of(item.url)
         links = sum(1 for x in found.links if x.mode == PAGE and not x.skip_reason)
         figures = self.figures.get(pattern, Figures()).seen(
             item.url, noindex=noindex_of(found), duplicate=duplicate, links=links)
@@ -92,9 +105,21 @@ class Learner:
             self.manifest.save_fingerprint(item.id, to_signed(h))
         return duplicate
 
+    def pattern_of(self, url: str) -> str:
+        """The pattern a stored page is judged under: its family's once the family is wide
+        (web.patterns.Families), else its own, which its families then count."""
+        own = url_pattern(url)
+        pattern = self.families.of(own)
+        if pattern == own and own not in self.figures:
+            self.families.add(own)
+        return pattern
+
     def rule_for(self, url: str) -> str | None:
-        """The rule of a stopped pattern a URL belongs to, or None."""
-        return self.stopped.get(url_pattern(url)) if self.stopped else None
+        """The rule of a stopped pattern a URL belongs to (its own or its family), or None."""
+        if not self.stopped:
+            return None
+        pattern = matching(url, self.stopped)
+        return self.stopped[pattern] if pattern else None
 
     def sift(self, links: list[NewUrl]) -> list[NewUrl]:
         """Links found on a page, those to pages of a stopped pattern marked skipped under

@@ -6,6 +6,7 @@ before."""
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -80,6 +81,65 @@ def url_pattern(url: str) -> str:
         return shape
     keys = sorted({_segment(k.partition("=")[0]) for k in query.split("&") if k})
     return shape + "?" + "&".join(k + "=" for k in keys)
+
+
+#: a path segment that varies within a family of patterns (see Families)
+ANY = "{*}"
+#: a family stands for its patterns once this many of them were seen
+SPREAD = 5
+
+
+def family_keys(pattern: str) -> list[str]:
+    """The families a URL pattern may belong to: its path with one segment made ANY, for
+    each segment but the first (a site's sections: /en/, /blog/) and but the last of a
+    path of two segments: a session id in the path (h/s/{*}/article/{n}), the page a view
+    is of (w/index.php/Special:WhatLinksHere/{*}); never w/wiki/{*}, which would be every
+    article of a wiki."""
+    shape, mark, query = pattern.partition("?")
+    host, _, path = shape.partition("/")
+    segments = path.split("/")
+    last = len(segments) - 1
+    return [f"{host}/{'/'.join([*segments[:i], ANY, *segments[i + 1:]])}{mark}{query}"
+            for i, segment in enumerate(segments)
+            if segment and segment != ANY and 0 < i and (i < last or last >= 2)]
+
+
+def matching(url: str, patterns: Container[str]) -> str | None:
+    """The pattern of `patterns` a URL belongs to: its own, or one of its families."""
+    pattern = url_pattern(url)
+    if pattern in patterns:
+        return pattern
+    return next((key for key in family_keys(pattern) if key in patterns), None)
+
+
+class Families:
+    """The families of patterns a crawl has seen SPREAD of (pure state, rebuilt from the
+    patterns a run recorded, in their order): a URL whose pattern belongs to one has the
+    family's pattern, so the views of every page of a wiki (Special:WhatLinksHere/<page>)
+    are judged as one pattern, not one per page."""
+
+    def __init__(self) -> None:
+        self._members: dict[str, set[str]] = {}  # family -> its patterns seen (SPREAD at most)
+        self.wide: set[str] = set()
+
+    def of(self, pattern: str) -> str:
+        """The pattern a URL of `pattern` is judged under: its wide family's, or its own."""
+        if not self.wide:
+            return pattern
+        return next((key for key in family_keys(pattern) if key in self.wide), pattern)
+
+    def add(self, pattern: str) -> None:
+        """A pattern seen (under its own name): its families count it."""
+        if ANY in pattern:
+            self.wide.add(pattern)
+            return
+        for key in family_keys(pattern):
+            members = self._members.setdefault(key, set())
+            if key not in self.wide:
+                members.add(pattern)
+                if len(members) >= SPREAD:
+                    self.wide.add(key)
+                    del self._members[key]
 
 
 def valid_pattern(text: str) -> bool:
