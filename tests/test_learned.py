@@ -313,8 +313,9 @@ async def test_the_views_of_every_page_are_one_family(
         make_site: Callable[[], Awaitable[TestSite]],
         crawl: Callable[..., Awaitable[Crawl]]) -> None:
     """A wiki with word titles: each article links its Linked_from/<title> view (a name no
-    built-in rule knows, as it knows Special:), the same text for each. Each view is a pattern of its own until SPREAD of them were
-    seen; then they are one family, judged and stopped as one pattern."""
+    built-in rule knows, as it knows Special:), the same text for each. Each view is a
+    pattern of its own until SPREAD of them were seen; then they are one family, judged
+    and stopped as one pattern."""
     site = await make_site()
     nav = "".join(f'<li><a href="/wiki/{t}">{t}</a></li>' for t in TITLES)
     site.page("/", f"<html><body><ul>{nav}</ul></body></html>")
