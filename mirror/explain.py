@@ -28,6 +28,8 @@ RULES = {
                    "X-Robots-Tag); [scope] meta_robots = false follows them",
     "learned:noindex": "its URL pattern was stopped: a block of its pages were all marked "
                        "noindex ([scope] learn_traps; pin it with [scope] fetch_patterns)",
+    "learned:facets": "it combines two or more filters of a faceted path (query keys each "
+                      "seen alone on pages of the path), which lead to nothing new",
     "learned:duplicate": "its URL pattern was stopped: most of a block of its pages were "
                          "near-duplicates of pages stored before ([scope] learn_traps; pin "
                          "it with [scope] fetch_patterns)",

@@ -17,11 +17,14 @@ from hypothesis import strategies as st
 from mirror.crawl.simhash import NearIndex, distance, fingerprint, line_keys, near, simhash
 from mirror.web.patterns import (
     DUPLICATE,
+    FACETS,
     NOINDEX,
     SAMPLE,
     SPREAD,
     Families,
     Figures,
+    facet_keys,
+    facet_rule,
     family_keys,
     matching,
     url_pattern,
@@ -89,6 +92,21 @@ def test_a_family_stands_for_its_patterns_once_spread() -> None:
     for pattern in reversed([*views[:SPREAD], family]):
         rebuilt.add(pattern)
     assert rebuilt.wide == families.wide
+
+
+def test_filters_combined_on_a_faceted_path_are_skipped() -> None:
+    two = Figures(pages=2)
+    figures = {"h/shop?color=": two, "h/shop?size=": two, "h/shop?brand=": Figures(pages=1),
+               "h/shop": Figures(pages=1), "h/view?id=": two, "h/view?lang=": two}
+    assert facet_keys(figures) == {}  # two filters seen alone (and one once): not faceted
+    figures["h/shop?brand="] = two
+    faceted = facet_keys(figures)
+    assert faceted == {"h/shop": frozenset({"color", "size", "brand"})}
+    assert facet_rule("http://h/shop?size=m&color=red", faceted) == FACETS
+    assert facet_rule("http://h/shop?color=red&page=2&brand=acme", faceted) == FACETS
+    for url in ("http://h/shop?color=red", "http://h/shop?color=red&page=2", "http://h/shop",
+                "http://h/view?id=1&lang=de", "http://h/other?size=m&color=red"):
+        assert facet_rule(url, faceted) is None, url
 
 
 _segment = st.text(st.sampled_from("abcXYZ019-_.%"), min_size=1, max_size=12)
@@ -200,7 +218,7 @@ def test_verdict_depends_on_the_last_full_block_only(flags: list[tuple[bool, boo
 
 # -- crawls ------------------------------------------------------------------------------
 
-#: learning is off by default (config.py says why): these tests turn it on
+#: learning is on by default: these tests say so, as a site file may
 LEARN = {"learn_traps": True}
 NAV = "".join(f'<li><a href="/article/{i}">Article {i}</a></li>' for i in range(12))
 ARTICLES = 12
@@ -304,9 +322,8 @@ async def test_short_pages_in_one_template_are_all_stored(
     assert not any(r.startswith("learned:") for r in c.skipped().values())
 
 
-TITLES = ["Apple", "Banana", "Cherry", "Damson", "Elder", "Fig", "Grape", "Hazel", "Iris",
-          "Juniper", "Kiwi", "Lemon", "Mango", "Nutmeg", "Olive", "Peach", "Quince", "Rowan",
-          "Sloe", "Tansy", "Umbel", "Vetch", "Walnut", "Yarrow"]
+TITLES = [f"{a}_{b}" for a in ("Apple", "Banana", "Cherry", "Damson", "Elder", "Fig", "Grape",
+                                "Hazel") for b in ("Tree", "Jam", "Pie", "Leaf", "Seed")]
 
 
 async def test_the_views_of_every_page_are_one_family(
@@ -329,7 +346,8 @@ async def test_the_views_of_every_page_are_one_family(
                   "template are listed with it.</p><p>No pages link here.</p></body></html>")
     c = await crawl([site.base], crawl={"workers": 1}, scope=LEARN)
     assert {f"{site.base}wiki/{t}" for t in TITLES} <= set(c.responses())
-    assert _fetched(site, "/wiki/Linked_from/") <= SPREAD + 2 * SAMPLE
+    # the verdict comes with the commit of a page: a few more may be fetched by then
+    assert _fetched(site, "/wiki/Linked_from/") <= SPREAD + 3 * SAMPLE  # of 40
     host = site.base.split("://")[1].rstrip("/")
     report = json.loads((c.archive / "reports" / "1.json").read_text())
     family = next(p for p in report["learned_patterns"]

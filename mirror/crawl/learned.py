@@ -17,6 +17,8 @@ from mirror.web.patterns import (
     SHORT,
     Families,
     Figures,
+    facet_keys,
+    facet_rule,
     matching,
     url_pattern,
     verdict,
@@ -46,6 +48,7 @@ class Learner:
         self.index = NearIndex()
         self.templates: dict[str, frozenset[int]] = {}  # host -> its first page's lines
         self.families = Families()
+        self.faceted: dict[str, frozenset[str]] = {}  # path pattern -> its filters
 
     def load(self, run_id: int) -> None:
         """The run's figures and every fingerprint, from the manifest (once per run)."""
@@ -55,6 +58,7 @@ class Learner:
         patterns = read_patterns(self.manifest.sql, run_id)
         self.figures = {p: f for p, (f, _) in patterns.items()}
         self.stopped = {p: rule for p, (_, rule) in patterns.items() if rule}
+        self.faceted = facet_keys(self.figures)
         self.families = Families()
         for pattern in patterns:
             self.families.add(pattern)
@@ -76,6 +80,8 @@ class Learner:
         figures = self.figures.get(pattern, Figures()).seen(
             item.url, noindex=noindex_of(found), duplicate=duplicate, links=links)
         self.figures[pattern] = figures
+        if figures.pages == 2 and pattern.count("=") == 1:  # a filter, perhaps
+            self.faceted = facet_keys(self.figures)
         rule = self.stopped.get(pattern)
         if rule is None and pattern not in self.pinned:
             rule = verdict(figures)
@@ -116,6 +122,9 @@ class Learner:
 
     def rule_for(self, url: str) -> str | None:
         """The rule of a stopped pattern a URL belongs to (its own or its family), or None."""
+        if self.faceted and url_pattern(url) not in self.pinned:
+            if facets := facet_rule(url, self.faceted):
+                return facets
         if not self.stopped:
             return None
         pattern = matching(url, self.stopped)
@@ -124,7 +133,7 @@ class Learner:
     def sift(self, links: list[NewUrl]) -> list[NewUrl]:
         """Links found on a page, those to pages of a stopped pattern marked skipped under
         its rule (so they are recorded as skipped, not queued and skipped at the fetch)."""
-        if not self.stopped:
+        if not self.stopped and not self.faceted:
             return links
         out = []
         for link in links:

@@ -6,13 +6,15 @@ before."""
 from __future__ import annotations
 
 import re
-from collections.abc import Container
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
 #: skip rules of learned patterns (reports and tests count by them)
 NOINDEX = "learned:noindex"
 DUPLICATE = "learned:duplicate"
+#: skip rule of a URL combining two or more filters of a faceted path (facet_rule)
+FACETS = "learned:facets"
 #: skip rule of a pattern the site file names in [scope] skip_patterns
 PINNED = "skip_patterns"
 #: a pattern is judged on each block of SAMPLE pages (2xx HTML pages with a text) in the
@@ -140,6 +142,37 @@ class Families:
                 if len(members) >= SPREAD:
                     self.wide.add(key)
                     del self._members[key]
+
+
+#: a path is faceted once this many of its query keys were each seen alone, on at least
+#: two pages each (a filter has values to choose from)...
+FACET_KEYS = 3
+
+
+def facet_keys(figures: Mapping[str, Figures]) -> dict[str, frozenset[str]]:
+    """The faceted paths of a crawl, from its patterns' figures: path pattern -> the query
+    keys seen alone on at least two of its pages stored, when FACET_KEYS or more are."""
+    alone: dict[str, set[str]] = {}
+    for pattern, f in figures.items():
+        path, _, query = pattern.partition("?")
+        if f.pages >= 2 and query.count("=") == 1 and ANY not in pattern:
+            alone.setdefault(path, set()).add(query[:-1])
+    return {p: frozenset(keys) for p, keys in alone.items() if len(keys) >= FACET_KEYS}
+
+
+def facet_rule(url: str, faceted: Mapping[str, frozenset[str]]) -> str | None:
+    """FACETS for a URL of a faceted path combining two or more of its filters: what it
+    lists is within what each filter alone lists, pages already fetched (and the path's
+    unfiltered pages), so it leads to nothing new; its filters combine in any order, 2^k
+    sets of keys. None otherwise."""
+    if not faceted or "?" not in url:
+        return None
+    path, _, keys = url_pattern(url).partition("?")
+    filters = faceted.get(path)
+    if filters is None:
+        return None
+    combined = sum(1 for key in keys.split("&") if key[:-1] in filters)
+    return FACETS if combined >= 2 else None
 
 
 def valid_pattern(text: str) -> bool:
