@@ -35,10 +35,11 @@ CREATE TABLE IF NOT EXISTS fingerprints (
     simhash INTEGER NOT NULL
 );
 -- Each host's template: the CRC-32 of each line of the visible text of its first page
--- stored with a text (4 bytes each, big-endian), left out of its other pages' fingerprints.
+-- stored with a text (8 hex digits each, in order), left out of its other pages'
+-- fingerprints.
 CREATE TABLE IF NOT EXISTS learned_templates (
     host TEXT PRIMARY KEY,
-    lines BLOB NOT NULL
+    lines TEXT NOT NULL
 ) WITHOUT ROWID;
 """
 
@@ -92,13 +93,12 @@ class PatternWrites:
     def save_template(self, host: str, lines: frozenset[int]) -> None:
         self.sql.execute("INSERT INTO learned_templates (host, lines) VALUES (?, ?) "
                          "ON CONFLICT (host) DO NOTHING",
-                         (host, b"".join(k.to_bytes(4, "big") for k in sorted(lines))))
+                         (host, "".join(f"{k:08x}" for k in sorted(lines))))
 
     def templates(self) -> dict[str, frozenset[int]]:
         """host -> the line keys of its template."""
-        return {str(host): frozenset(int.from_bytes(blob[i:i + 4], "big")
-                                     for i in range(0, len(blob), 4))
-                for host, blob in self.sql.execute("SELECT host, lines FROM learned_templates")}
+        return {str(host): frozenset(int(text[i:i + 8], 16) for i in range(0, len(text), 8))
+                for host, text in self.sql.execute("SELECT host, lines FROM learned_templates")}
 
     def fingerprints(self) -> list[tuple[int, int]]:
         """(url id, signed SimHash) of every URL with a page text."""
