@@ -35,7 +35,7 @@ CREATE TABLE IF NOT EXISTS fingerprints (
     simhash INTEGER NOT NULL
 );
 -- Each host's template: the CRC-32 of each line of the visible text of its first page
--- stored with a text (8 hex digits each, in order), left out of its other pages'
+-- stored with lines of text (8 hex digits each, in order), left out of its other pages'
 -- fingerprints.
 CREATE TABLE IF NOT EXISTS learned_templates (
     host TEXT PRIMARY KEY,
@@ -92,7 +92,7 @@ class PatternWrites:
 
     def save_template(self, host: str, lines: frozenset[int]) -> None:
         self.sql.execute("INSERT INTO learned_templates (host, lines) VALUES (?, ?) "
-                         "ON CONFLICT (host) DO NOTHING",
+                         "ON CONFLICT (host) DO UPDATE SET lines=excluded.lines",
                          (host, "".join(f"{k:08x}" for k in sorted(lines))))
 
     def templates(self) -> dict[str, frozenset[int]]:

@@ -98,7 +98,7 @@ class Learner:
         fingerprint joins the index."""
         host = item.url.partition("://")[2].partition("/")[0]
         template = self.templates.get(host)
-        if template is None:  # the host's first page: its lines are the template
+        if not template:  # the host's first page with lines: they are the template
             self.templates[host] = template = line_keys(text)
             self.manifest.save_template(host, template)
             h, own = fingerprint(text)
