@@ -42,7 +42,8 @@ def main() -> int:
         with wikisrv.serve(work / "wiki", work / "access.log") as wiki:
             wget = wikirun.run_wget(wiki, work / "wget", args.wget_timeout)
             print(wget.summary())
-            extra = "[scope]\nmeta_robots = false\ntraps = []\n" if args.learned_only else ""
+            extra = ("[scope]\nmeta_robots = false\ntraps = []\nlearn_traps = true\n"
+                     if args.learned_only else "")
             mirror = wikirun.run_mirror(wiki, work / "mirror", args.mirror_timeout, extra)
             print(mirror.summary())
         wikirun.export(work / "mirror", work / "export")

@@ -178,10 +178,10 @@ class ScopeSection:
     # name from the list to crawl those URLs again
     traps: tuple[str, ...] = _key(array(trap_name, "an array of trap names"), TRAPS)
     # learned trap patterns (web/patterns.py): a URL pattern whose first pages are all
-    # noindex or near-duplicates of pages stored before stops being fetched
-    # off by default: near-duplicates are judged on the whole visible text, so a site of
-    # short pages in one template (galleries, numbered pages) reads as a trap (README)
-    learn_traps: bool = _key(boolean(), False)
+    # noindex or near-duplicates of pages stored before stops being fetched, and filters
+    # combined on a faceted path are skipped; near-duplicates are judged on a page's own
+    # text (its host's template left out), never on a few words (README)
+    learn_traps: bool = _key(boolean(), True)
     # patterns as the report writes them ("example.com/index.php?action=&title="): never
     # stopped by learning / never fetched (rule skip_patterns)
     fetch_patterns: tuple[str, ...] = _key(array(_PATTERN, "an array of URL patterns"), ())

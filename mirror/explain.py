@@ -7,7 +7,7 @@ from mirror.crawl.robots import RobotsRules
 from mirror.crawl.scope import Scope
 from mirror.crawl.traprules import RULES as TRAP_RULES
 from mirror.model import Mode
-from mirror.web.patterns import Figures, url_pattern, why
+from mirror.web.patterns import Figures, matching, url_pattern, why
 from mirror.web.urls import InvalidURL, normalize
 
 #: the patterns a run stopped: pattern -> (figures, rule) (ManifestReader.patterns.stopped)
@@ -28,6 +28,8 @@ RULES = {
                    "X-Robots-Tag); [scope] meta_robots = false follows them",
     "learned:noindex": "its URL pattern was stopped: a block of its pages were all marked "
                        "noindex ([scope] learn_traps; pin it with [scope] fetch_patterns)",
+    "learned:facets": "it combines two or more filters of a faceted path (query keys each "
+                      "seen alone on pages of the path), which lead to nothing new",
     "learned:duplicate": "its URL pattern was stopped: most of a block of its pages were "
                          "near-duplicates of pages stored before ([scope] learn_traps; pin "
                          "it with [scope] fetch_patterns)",
@@ -70,6 +72,7 @@ def _pattern_line(cfg: SiteConfig, url: str, learned: Learned | None) -> str:
         return f"pattern     {pattern}: always fetched ([scope] fetch_patterns)"
     if not cfg.scope.learn_traps:
         return f"pattern     {pattern} (not learned: [scope] learn_traps = false)"
+    pattern = matching(url, learned or {}) or pattern  # its own, or its family's
     found = (learned or {}).get(pattern)
     if found is None:
         return f"pattern     {pattern}: not stopped" + (

@@ -14,12 +14,19 @@ from conftest import Crawl, TestSite
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirror.crawl.simhash import NearIndex, distance, near, simhash
+from mirror.crawl.simhash import NearIndex, distance, fingerprint, line_keys, near, simhash
 from mirror.web.patterns import (
     DUPLICATE,
+    FACETS,
     NOINDEX,
     SAMPLE,
+    SPREAD,
+    Families,
     Figures,
+    facet_keys,
+    facet_rule,
+    family_keys,
+    matching,
     url_pattern,
     valid_pattern,
     verdict,
@@ -57,6 +64,49 @@ def test_wiki_views_and_articles_have_distinct_patterns() -> None:
     assert len(views) == 1 and len(revisions) == 1  # one pattern for every page's view
     assert len(article) == 2  # an article is a pattern of its own
     assert not (article & views) and views != revisions
+
+
+def test_family_keys() -> None:
+    assert family_keys("w/index.php/Special:WhatLinksHere/Foo") == [
+        "w/index.php/{*}/Foo", "w/index.php/Special:WhatLinksHere/{*}"]
+    assert family_keys("h/s/{id}/article/{n}?x=") == [
+        "h/s/{*}/article/{n}?x=", "h/s/{id}/{*}/{n}?x=", "h/s/{id}/article/{*}?x="]
+    # never a site's sections, never every page of a folder (every article of a wiki)
+    assert family_keys("w/wiki/Foo") == family_keys("w/Foo") == family_keys("w/") == []
+
+
+def test_a_family_stands_for_its_patterns_once_spread() -> None:
+    families = Families()
+    titles = ["Apple", "Banana", "Cherry", "Damson", "Elder", "Fig"]
+    views = [f"w/index.php/Special:WhatLinksHere/{t}" for t in titles]
+    for view in views[:SPREAD - 1]:
+        families.add(view)
+        assert families.of(view) == view
+    families.add(views[SPREAD - 1])
+    family = "w/index.php/Special:WhatLinksHere/{*}"
+    assert families.of(views[-1]) == families.of(views[0]) == family
+    assert families.of("w/index.php/Apple") == "w/index.php/Apple"
+    assert matching("http://w/index.php/Special:WhatLinksHere/Zed", {family: 1}) == family
+    assert matching("http://w/index.php/Zed", {family: 1}) is None
+    rebuilt = Families()  # from the patterns a run recorded (the manifest's), any order
+    for pattern in reversed([*views[:SPREAD], family]):
+        rebuilt.add(pattern)
+    assert rebuilt.wide == families.wide
+
+
+def test_filters_combined_on_a_faceted_path_are_skipped() -> None:
+    two = Figures(pages=2)
+    figures = {"h/shop?color=": two, "h/shop?size=": two, "h/shop?brand=": Figures(pages=1),
+               "h/shop": Figures(pages=1), "h/view?id=": two, "h/view?lang=": two}
+    assert facet_keys(figures) == {}  # two filters seen alone (and one once): not faceted
+    figures["h/shop?brand="] = two
+    faceted = facet_keys(figures)
+    assert faceted == {"h/shop": frozenset({"color", "size", "brand"})}
+    assert facet_rule("http://h/shop?size=m&color=red", faceted) == FACETS
+    assert facet_rule("http://h/shop?color=red&page=2&brand=acme", faceted) == FACETS
+    for url in ("http://h/shop?color=red", "http://h/shop?color=red&page=2", "http://h/shop",
+                "http://h/view?id=1&lang=de", "http://h/other?size=m&color=red"):
+        assert facet_rule(url, faceted) is None, url
 
 
 _segment = st.text(st.sampled_from("abcXYZ019-_.%"), min_size=1, max_size=12)
@@ -123,6 +173,17 @@ def test_near_index_finds_other_urls_only() -> None:
     assert index.match(h, 1) == h  # URL 3 has it too
 
 
+def test_fingerprint_leaves_out_the_template() -> None:
+    """A page's fingerprint is its own text's: the lines of its host's first page (the
+    template) are left out, and counted out of its own bytes."""
+    nav = "\n".join(f"Menu item {i}" for i in range(30))
+    own = "A paragraph of its own\nand a second line"
+    h, size = fingerprint(f"{nav}\n{own}\nMenu item 3", line_keys(nav + "\nFooter"))
+    assert (h, size) == fingerprint(own) and size == len(own) - 1
+    assert fingerprint(nav, line_keys(nav)) == (0, 0)
+    assert simhash(own) == fingerprint(own)[0] != 0
+
+
 # -- verdict -----------------------------------------------------------------------------
 
 
@@ -157,7 +218,7 @@ def test_verdict_depends_on_the_last_full_block_only(flags: list[tuple[bool, boo
 
 # -- crawls ------------------------------------------------------------------------------
 
-#: learning is off by default (config.py says why): these tests turn it on
+#: learning is on by default: these tests say so, as a site file may
 LEARN = {"learn_traps": True}
 NAV = "".join(f'<li><a href="/article/{i}">Article {i}</a></li>' for i in range(12))
 ARTICLES = 12
@@ -243,6 +304,55 @@ async def test_trap_crawl_ends_with_content_stored_and_patterns_reported(
     assert learned[f"{host}/list?arrange=&id=&look="]["rule"] == DUPLICATE
     assert not any(p["rule"] for name, p in learned.items() if "/article/" in name)
     c.assert_verifies()
+
+
+async def test_short_pages_in_one_template_are_all_stored(
+        make_site: Callable[[], Awaitable[TestSite]],
+        crawl: Callable[..., Awaitable[Crawl]]) -> None:
+    """A gallery: 40 pages whose own text is a few words in the site's template. Their whole
+    texts are near-duplicates, their own texts are too short to judge (web.patterns
+    SHORT): every page is stored, no pattern stopped."""
+    site = await make_site()
+    site.page("/", f'<html><body><ul>{NAV}</ul><a href="/photo/0">photos</a></body></html>')
+    for i in range(40):
+        site.page(f"/photo/{i}", f"<html><body><ul>{NAV}</ul><h1>Photo {i}</h1><p>A photo."
+                  f'</p><a href="/photo/{(i + 1) % 40}">next</a></body></html>')
+    c = await crawl([site.base], crawl={"workers": 2}, scope={**LEARN, "max_depth": 50})
+    assert {f"{site.base}photo/{i}" for i in range(40)} <= set(c.responses())
+    assert not any(r.startswith("learned:") for r in c.skipped().values())
+
+
+TITLES = [f"{a}_{b}" for a in ("Apple", "Banana", "Cherry", "Damson", "Elder", "Fig", "Grape",
+                                "Hazel") for b in ("Tree", "Jam", "Pie", "Leaf", "Seed")]
+
+
+async def test_the_views_of_every_page_are_one_family(
+        make_site: Callable[[], Awaitable[TestSite]],
+        crawl: Callable[..., Awaitable[Crawl]]) -> None:
+    """A wiki with word titles: each article links its Linked_from/<title> view (a name no
+    built-in rule knows, as it knows Special:), the same text for each. Each view is a
+    pattern of its own until SPREAD of them were seen; then they are one family, judged
+    and stopped as one pattern."""
+    site = await make_site()
+    nav = "".join(f'<li><a href="/wiki/{t}">{t}</a></li>' for t in TITLES)
+    site.page("/", f"<html><body><ul>{nav}</ul></body></html>")
+    for i, title in enumerate(TITLES):
+        text = "".join(f"<p>{_words(random.Random(i * 7 + k), 40)}</p>" for k in range(4))
+        site.page(f"/wiki/{title}", f"<html><body><ul>{nav}</ul><h1>{title}</h1>{text}"
+                  f'<a href="/wiki/Linked_from/{title}">links here</a></body></html>')
+        site.page(f"/wiki/Linked_from/{title}",
+                  f"<html><body><ul>{nav}</ul><p>The following pages link to the page named "
+                  "above. Pages that are linked through a redirect or transcluded as a "
+                  "template are listed with it.</p><p>No pages link here.</p></body></html>")
+    c = await crawl([site.base], crawl={"workers": 1}, scope=LEARN)
+    assert {f"{site.base}wiki/{t}" for t in TITLES} <= set(c.responses())
+    # the verdict comes with the commit of a page: a few more may be fetched by then
+    assert _fetched(site, "/wiki/Linked_from/") <= SPREAD + 3 * SAMPLE  # of 40
+    host = site.base.split("://")[1].rstrip("/")
+    report = json.loads((c.archive / "reports" / "1.json").read_text())
+    family = next(p for p in report["learned_patterns"]
+                  if p["pattern"] == f"{host}/wiki/Linked_from/{{*}}")
+    assert family["rule"] == DUPLICATE and family["skipped"] > 0
 
 
 async def _info(request: object) -> object:

@@ -52,17 +52,7 @@ async def stop(proc: asyncio.subprocess.Process) -> None:
         await proc.wait()
 
 
-#: what the defaults do not end yet, issue 33 staying open on them: facets combining in any
-#: order (each set of query keys is a pattern of its own, 2^k of them, and no built-in rule
-#: knows them), and session ids in the path (ended only by the learned patterns, which are
-#: off by default: config.py says why)
-_OPEN = {"facets": "facet combinations are not learned yet (a pattern per set of query keys)",
-         "session-path": "session ids in the path end only with [scope] learn_traps = true"}
-
-
-@pytest.mark.parametrize("kind", [
-    pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=f"issue 33: {_OPEN[k]}"))
-    if k in _OPEN else k for k in trapsites.all_sites()])
+@pytest.mark.parametrize("kind", list(trapsites.all_sites()))
 async def test_a_trap_site_run_ends_with_its_content(kind: str, aiohttp_server: Any,
                                                      tmp_path: Path) -> None:
     """The run ends by itself (the built-in rules and the learned patterns stop the trap)

@@ -8,10 +8,21 @@ import logging
 from collections.abc import Iterable
 
 from mirror.crawl.scope import PAGE
-from mirror.crawl.simhash import NearIndex, from_signed, simhash, to_signed
+from mirror.crawl.simhash import NearIndex, fingerprint, from_signed, line_keys, to_signed
 from mirror.manifest.writer import Manifest
 from mirror.model import Discovered, NewUrl, UrlItem
-from mirror.web.patterns import Figures, url_pattern, verdict, why
+from mirror.web.patterns import (
+    EXACT,
+    SHORT,
+    Families,
+    Figures,
+    facet_keys,
+    facet_rule,
+    matching,
+    url_pattern,
+    verdict,
+    why,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +45,9 @@ class Learner:
         self.figures: dict[str, Figures] = {}
         self.stopped: dict[str, str] = {}  # pattern -> rule
         self.index = NearIndex()
+        self.templates: dict[str, frozenset[int]] = {}  # host -> its first page's lines
+        self.families = Families()
+        self.faceted: dict[str, frozenset[str]] = {}  # path pattern -> its filters
 
     def load(self, run_id: int) -> None:
         """The run's figures and every fingerprint, from the manifest (once per run)."""
@@ -43,7 +57,12 @@ class Learner:
         patterns = self.manifest.patterns.read(run_id)
         self.figures = {p: f for p, (f, _) in patterns.items()}
         self.stopped = {p: rule for p, (_, rule) in patterns.items() if rule}
+        self.faceted = facet_keys(self.figures)
+        self.families = Families()
+        for pattern in patterns:
+            self.families.add(pattern)
         self.index = NearIndex()
+        self.templates = self.manifest.patterns.templates()
         for url_id, signed in self.manifest.patterns.fingerprints():
             self.index.add(from_signed(signed), url_id)
 
@@ -54,15 +73,14 @@ class Learner:
         if item.mode != PAGE or found.text is None:
             return
         self.load(run_id)
-        h = simhash(found.text.body or "")
-        duplicate = self.index.match(h, item.id) is not None
-        if self.index.add(h, item.id):
-            self.manifest.patterns.save_fingerprint(item.id, to_signed(h))
-        pattern = url_pattern(item.url)
+        duplicate = self.duplicate(item, found.text.body or "")
+        pattern = self.pattern_of(item.url)
         links = sum(1 for x in found.links if x.mode == PAGE and not x.skip_reason)
         figures = self.figures.get(pattern, Figures()).seen(
             item.url, noindex=noindex_of(found), duplicate=duplicate, links=links)
         self.figures[pattern] = figures
+        if figures.pages == 2 and pattern.count("=") == 1:  # a filter, perhaps
+            self.faceted = facet_keys(self.figures)
         rule = self.stopped.get(pattern)
         if rule is None and pattern not in self.pinned:
             rule = verdict(figures)
@@ -73,14 +91,48 @@ class Learner:
                             why(rule, figures), ", ".join(figures.samples[:2]))
         self.manifest.patterns.save(run_id, pattern, figures, rule)
 
+    def duplicate(self, item: UrlItem, text: str) -> bool:
+        """Whether a page's own text (its lines not on its host's first page: web.patterns
+        SHORT, EXACT) is a near-duplicate of another URL's page stored before; its
+        fingerprint joins the index."""
+        host = item.url.partition("://")[2].partition("/")[0]
+        template = self.templates.get(host)
+        if not template:  # the host's first page with lines: they are the template
+            self.templates[host] = template = line_keys(text)
+            self.manifest.patterns.save_template(host, template)
+            h, own = fingerprint(text)
+        else:
+            h, own = fingerprint(text, template)
+        if own < SHORT:
+            return False
+        duplicate = self.index.match(h, item.id, exact=own < EXACT) is not None
+        if self.index.add(h, item.id):
+            self.manifest.patterns.save_fingerprint(item.id, to_signed(h))
+        return duplicate
+
+    def pattern_of(self, url: str) -> str:
+        """The pattern a stored page is judged under: its family's once the family is wide
+        (web.patterns.Families), else its own, which its families then count."""
+        own = url_pattern(url)
+        pattern = self.families.of(own)
+        if pattern == own and own not in self.figures:
+            self.families.add(own)
+        return pattern
+
     def rule_for(self, url: str) -> str | None:
-        """The rule of a stopped pattern a URL belongs to, or None."""
-        return self.stopped.get(url_pattern(url)) if self.stopped else None
+        """The rule of a stopped pattern a URL belongs to (its own or its family), or None."""
+        if self.faceted and url_pattern(url) not in self.pinned:
+            if facets := facet_rule(url, self.faceted):
+                return facets
+        if not self.stopped:
+            return None
+        pattern = matching(url, self.stopped)
+        return self.stopped[pattern] if pattern else None
 
     def sift(self, links: list[NewUrl]) -> list[NewUrl]:
         """Links found on a page, those to pages of a stopped pattern marked skipped under
         its rule (so they are recorded as skipped, not queued and skipped at the fetch)."""
-        if not self.stopped:
+        if not self.stopped and not self.faceted:
             return links
         out = []
         for link in links:

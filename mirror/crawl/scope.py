@@ -11,7 +11,7 @@ from typing import TypeVar
 from mirror.config import SiteConfig
 from mirror.crawl.traprules import first_trap, is_logout
 from mirror.model import Mode
-from mirror.web.patterns import PINNED, url_pattern
+from mirror.web.patterns import PINNED, matching
 from mirror.web.urls import canonical_site, host_of, site_key
 
 PAGE = Mode.PAGE
@@ -182,7 +182,7 @@ class Scope:
         """
         if any(p.search(url) for p in self.exclude):
             return Decision(False, "", "exclude")
-        if self.skip_patterns and url_pattern(url) in self.skip_patterns:
+        if self.skip_patterns and matching(url, self.skip_patterns):
             return Decision(False, "", PINNED)
         trap = trap_rule(url, self.max_url_length, self.max_path_depth, self.max_segment_repeats)
         if trap:

@@ -10,6 +10,7 @@ bench/README.md), and is the same in every process and on every machine."""
 from __future__ import annotations
 
 import zlib
+from collections.abc import Set as AbstractSet
 
 BITS = 64
 MASK = (1 << BITS) - 1
@@ -28,8 +29,22 @@ _BLOCK_BITS = BITS // _BLOCKS
 _BLOCK_MASK = (1 << _BLOCK_BITS) - 1
 
 
+def line_keys(text: str) -> frozenset[int]:
+    """The CRC-32 of each line of a text: a host's template is its first page's (the
+    navigation, header and footer every page of the host repeats)."""
+    return frozenset(zlib.crc32(line) for line in
+                     text.encode("utf-8", "surrogatepass").split(b"\n") if line)
+
+
 def simhash(text: str) -> int:
-    """The 64-bit SimHash of `text`: bit b is set when the lines whose hash has bit b
+    """The 64-bit SimHash of `text` (fingerprint() with no template)."""
+    return fingerprint(text)[0]
+
+
+def fingerprint(text: str, template: AbstractSet[int] = frozenset()) -> tuple[int, int]:
+    """The 64-bit SimHash of the lines of `text` that are not in `template` (line_keys of
+    the host's first page), and how many bytes those lines hold: the page's own text, not
+    the navigation every page repeats. Bit b is set when the lines whose hash has bit b
     outweigh those whose hash has not. Identical texts have equal fingerprints, whatever
     the order of their lines; an empty text: 0.
 
@@ -38,21 +53,25 @@ def simhash(text: str) -> int:
     integer operations on average), and the 64 majorities are read with one comparison
     of all counters at once (_over)."""
     planes = [0] * _PLANES
-    total = 0
+    total = own = 0
     # surrogatepass: any str has a fingerprint (a lone surrogate is not valid UTF-8)
     for feature in text.encode("utf-8", "surrogatepass").split(b"\n"):
         size = len(feature)
         if not size:
             continue
+        crc = zlib.crc32(feature)
+        if crc in template:
+            continue
+        own += size
         k = size.bit_length()
         total += 1 << k
-        carry = (zlib.crc32(feature) * _MIX) & MASK
+        carry = (crc * _MIX) & MASK
         while carry:
             plane = planes[k]
             planes[k] = plane ^ carry
             carry &= plane
             k += 1
-    return _over(planes[:total.bit_length() + 1], total >> 1)
+    return _over(planes[:total.bit_length() + 1], total >> 1), own
 
 
 def _over(planes: list[int], threshold: int) -> int:
@@ -119,10 +138,13 @@ class NearIndex:
             bucket.setdefault((h >> (i * _BLOCK_BITS)) & _BLOCK_MASK, []).append(h)
         return True
 
-    def match(self, h: int, url_id: int) -> int | None:
-        """A stored fingerprint near `h` whose URL is not `url_id`, or None."""
+    def match(self, h: int, url_id: int, *, exact: bool = False) -> int | None:
+        """A stored fingerprint near `h` (equal to it if `exact`) whose URL is not
+        `url_id`, or None."""
         if h in self._owner and self._other(h, url_id):
             return h
+        if exact:
+            return None
         for i, bucket in enumerate(self._buckets):
             for other in bucket.get((h >> (i * _BLOCK_BITS)) & _BLOCK_MASK, ()):
                 if other != h and (other ^ h).bit_count() <= NEAR and self._other(other, url_id):

@@ -6,7 +6,7 @@ captures it has."""
 from __future__ import annotations
 
 from mirror.manifest.db import SqlDb
-from mirror.web.patterns import Figures, url_pattern, why
+from mirror.web.patterns import Figures, matching, why
 
 #: added to manifest.schema.SCHEMA (tables made with CREATE TABLE IF NOT EXISTS: an older
 #: manifest gets them on opening, a reader sees them empty)
@@ -34,6 +34,13 @@ CREATE TABLE IF NOT EXISTS fingerprints (
     url_id INTEGER PRIMARY KEY,
     simhash INTEGER NOT NULL
 );
+-- Each host's template: the CRC-32 of each line of the visible text of its first page
+-- stored with lines of text (8 hex digits each, in order), left out of its other pages'
+-- fingerprints.
+CREATE TABLE IF NOT EXISTS learned_templates (
+    host TEXT PRIMARY KEY,
+    lines TEXT NOT NULL
+) WITHOUT ROWID;
 """
 
 _COLUMNS = "pattern, pages, noindex, duplicates, links, block_noindex, block_duplicates, " \
@@ -69,6 +76,11 @@ class PatternReads:
         return [(int(u), int(h)) for u, h in self.sql.execute(
             "SELECT url_id, simhash FROM fingerprints ORDER BY url_id").fetchall()]
 
+    def templates(self) -> dict[str, frozenset[int]]:
+        """host -> the line keys of its template."""
+        return {str(host): frozenset(int(text[i:i + 8], 16) for i in range(0, len(text), 8))
+                for host, text in self.sql.execute("SELECT host, lines FROM learned_templates")}
+
     def learned_report(self, run_id: int) -> list[dict[str, object]]:
         """The patterns a run stopped, for its report: each with its rule, why, figures, the
         URLs skipped under it and its first URLs."""
@@ -79,8 +91,9 @@ class PatternReads:
         for (url,) in self.sql.execute("SELECT url FROM urls WHERE run_id=? AND "
                                        "state='skipped' AND reason LIKE 'learned:%'",
                                        (run_id,)):
-            pattern = url_pattern(str(url))
-            skipped[pattern] = skipped.get(pattern, 0) + 1
+            pattern = matching(str(url), stopped)
+            if pattern:
+                skipped[pattern] = skipped.get(pattern, 0) + 1
         return [{"pattern": p, "rule": rule, "why": why(rule, f), "pages": f.pages,
                  "noindex": f.noindex, "duplicates": f.duplicates, "links": f.links,
                  "skipped": skipped.get(p, 0), "samples": list(f.samples)}
@@ -107,3 +120,8 @@ class Patterns(PatternReads):
         self.sql.execute("INSERT INTO fingerprints (url_id, simhash) VALUES (?, ?) "
                          "ON CONFLICT (url_id) DO NOTHING",
                          (url_id, signed))
+
+    def save_template(self, host: str, lines: frozenset[int]) -> None:
+        self.sql.execute("INSERT INTO learned_templates (host, lines) VALUES (?, ?) "
+                         "ON CONFLICT (host) DO UPDATE SET lines=excluded.lines",
+                         (host, "".join(f"{k:08x}" for k in sorted(lines))))

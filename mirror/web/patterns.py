@@ -6,12 +6,15 @@ before."""
 from __future__ import annotations
 
 import re
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
 #: skip rules of learned patterns (reports and tests count by them)
 NOINDEX = "learned:noindex"
 DUPLICATE = "learned:duplicate"
+#: skip rule of a URL combining two or more filters of a faceted path (facet_rule)
+FACETS = "learned:facets"
 #: skip rule of a pattern the site file names in [scope] skip_patterns
 PINNED = "skip_patterns"
 #: a pattern is judged on each block of SAMPLE pages (2xx HTML pages with a text) in the
@@ -22,6 +25,16 @@ SAMPLE = 5
 DUPLICATES = 4
 #: sample URLs kept per pattern, for the report and `mirror explain`
 SAMPLES = 5
+#: a page is judged a near-duplicate on its own text: its lines that are not on its host's
+#: first page (the navigation, header and footer every page repeats). One whose own text
+#: is shorter than this many bytes is never judged: a few words ("Page 7", a photo's
+#: caption, a list's empty state) cannot tell a page of a finite set of short pages from
+#: a trap's; noindex, the built-in rules and the limits are left to end those
+SHORT = 64
+#: ... and one whose own text is shorter than this many bytes is a near-duplicate only of
+#: a page with the very same fingerprint: a SimHash of a few lines is little more than the
+#: hash of the longest, so a few bits apart say little
+EXACT = 1024
 
 NUMBER = "{n}"
 ID = "{id}"
@@ -70,6 +83,96 @@ def url_pattern(url: str) -> str:
         return shape
     keys = sorted({_segment(k.partition("=")[0]) for k in query.split("&") if k})
     return shape + "?" + "&".join(k + "=" for k in keys)
+
+
+#: a path segment that varies within a family of patterns (see Families)
+ANY = "{*}"
+#: a family stands for its patterns once this many of them were seen
+SPREAD = 5
+
+
+def family_keys(pattern: str) -> list[str]:
+    """The families a URL pattern may belong to: its path with one segment made ANY, for
+    each segment but the first (a site's sections: /en/, /blog/) and but the last of a
+    path of two segments: a session id in the path (h/s/{*}/article/{n}), the page a view
+    is of (w/index.php/Special:WhatLinksHere/{*}); never w/wiki/{*}, which would be every
+    article of a wiki."""
+    shape, mark, query = pattern.partition("?")
+    host, _, path = shape.partition("/")
+    segments = path.split("/")
+    last = len(segments) - 1
+    return [f"{host}/{'/'.join([*segments[:i], ANY, *segments[i + 1:]])}{mark}{query}"
+            for i, segment in enumerate(segments)
+            if segment and segment != ANY and 0 < i and (i < last or last >= 2)]
+
+
+def matching(url: str, patterns: Container[str]) -> str | None:
+    """The pattern of `patterns` a URL belongs to: its own, or one of its families."""
+    pattern = url_pattern(url)
+    if pattern in patterns:
+        return pattern
+    return next((key for key in family_keys(pattern) if key in patterns), None)
+
+
+class Families:
+    """The families of patterns a crawl has seen SPREAD of (pure state, rebuilt from the
+    patterns a run recorded, in their order): a URL whose pattern belongs to one has the
+    family's pattern, so the views of every page of a wiki (Special:WhatLinksHere/<page>)
+    are judged as one pattern, not one per page."""
+
+    def __init__(self) -> None:
+        self._members: dict[str, set[str]] = {}  # family -> its patterns seen (SPREAD at most)
+        self.wide: set[str] = set()
+
+    def of(self, pattern: str) -> str:
+        """The pattern a URL of `pattern` is judged under: its wide family's, or its own."""
+        if not self.wide:
+            return pattern
+        return next((key for key in family_keys(pattern) if key in self.wide), pattern)
+
+    def add(self, pattern: str) -> None:
+        """A pattern seen (under its own name): its families count it."""
+        if ANY in pattern:
+            self.wide.add(pattern)
+            return
+        for key in family_keys(pattern):
+            members = self._members.setdefault(key, set())
+            if key not in self.wide:
+                members.add(pattern)
+                if len(members) >= SPREAD:
+                    self.wide.add(key)
+                    del self._members[key]
+
+
+#: a path is faceted once this many of its query keys were each seen alone, on at least
+#: two pages each (a filter has values to choose from)...
+FACET_KEYS = 3
+
+
+def facet_keys(figures: Mapping[str, Figures]) -> dict[str, frozenset[str]]:
+    """The faceted paths of a crawl, from its patterns' figures: path pattern -> the query
+    keys seen alone on at least two of its pages stored, when FACET_KEYS or more are."""
+    alone: dict[str, set[str]] = {}
+    for pattern, f in figures.items():
+        path, _, query = pattern.partition("?")
+        if f.pages >= 2 and query.count("=") == 1 and ANY not in pattern:
+            alone.setdefault(path, set()).add(query[:-1])
+    return {p: frozenset(keys) for p, keys in alone.items() if len(keys) >= FACET_KEYS}
+
+
+def facet_rule(url: str, faceted: Mapping[str, frozenset[str]]) -> str | None:
+    """FACETS for a URL of a faceted path combining two or more of its filters: what it
+    lists is within what each filter alone lists, pages already fetched (and the path's
+    unfiltered pages), so it leads to nothing new; its filters combine in any order, 2^k
+    sets of keys. None otherwise."""
+    if not faceted or "?" not in url:
+        return None
+    path, _, keys = url_pattern(url).partition("?")
+    filters = faceted.get(path)
+    if filters is None:
+        return None
+    combined = sum(1 for key in keys.split("&") if key[:-1] in filters)
+    return FACETS if combined >= 2 else None
 
 
 def valid_pattern(text: str) -> bool:
