@@ -1,7 +1,10 @@
 """mirror: archive websites into WARC files, resumable and browsable offline.
 
-Code map. Layers, each importing only the ones below it (tests/test_quality.py
-enforces the table and that there is no import cycle):
+Code map (docs/ARCHITECTURE.md has the details: the archive folder and each file's owner,
+the packages, the crash model, the two run modes, how to add a command, an export format
+or a manifest engine). Packages from the bottom up, each importing, of the packages, only
+those listed before it (tests/test_quality.py's LAYERS is the exact table; it also forbids
+any import cycle):
 
     web/      pure web standards: URLs, content-codings and charsets, HTML and CSS
               links, rewriting, HTTP facts. No I/O.
@@ -26,22 +29,26 @@ enforces the table and that there is no import cycle):
     replay/   the read side: an archive's captures, the replay server, the export formats
               (folder, WACZ, ZIM: one module each in replay/exporters/, a registry that
               `mirror export` and the app list). verify/ checks what the write side left.
-    app/      `mirror ui` and `mirror add`: a library (a folder of site files), each site's
-              state read from its archive (lock, manifest, reports, progress.json), the
-              `mirror run` processes and jobs it starts, its pages and its doors.
     demo/     the bundled site and its server.
+    schedule/ the site file's [schedule] as OS timers (systemd, crontab) and what they show.
     run/      the life of a run (run.life.run_site: its turn, the crawl under the lock,
               retention and the store after it, hooks), the runner (signals, live
               progress in progress.json and on the terminal, logging), the run report
               and what changed since the run before; what the CLI, the app and the
               fleet call alike.
+    fleet/    many sites on a schedule: PostgreSQL and Procrastinate, `mirror worker`
+              running each site's `mirror run` as a child process.
+    app/      `mirror ui` and `mirror add`: a library (a folder of site files), each site's
+              state read from its archive (lock, manifest, reports, progress.json), the
+              `mirror run` processes and jobs it starts, its pages and its doors.
     cli/      the command line: main (the parser and the one place where errors become
               exit codes), the registry, one module per group of commands declaring
               each command's arguments and function; `mirror CMD` imports CMD's only.
-              At the top: config (the site file), model (the frozen records passed
-              between stages, ExitCode with its meaning, RecordType), errors
-              (MirrorError: every exception, with the exit code it ends a command with;
-              importable from every layer), layout (the archive folder), crash points.
+    Top-level modules: config (the site file), model (the frozen records passed
+    between stages, ExitCode with its meaning, RecordType), errors (MirrorError: every
+    exception, with the exit code it ends a command with; importable from every layer),
+    layout (the archive folder), crashpoints (the named crash model), and the small
+    shared edges (launch, webapp, terminal, outputdir, storecmds, ...).
 
 Data flow of a run (one direction; the only loop, new URLs, goes through SQLite, which is
 what makes a kill -9 resumable exactly):

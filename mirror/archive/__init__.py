@@ -1,1 +1,1 @@
-"""On-disk formats shared by both sides: WARC writing and reading, the manifest, the index."""
+"""On-disk formats shared by both sides: WARC writing and reading, the CDXJ index, the lock."""

@@ -60,15 +60,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import asyncio
 
     from mirror.app.library import default_library
-    from mirror.demo import SITE_FILE, DemoError, run_demo
+    from mirror.demo import SITE_FILE, run_demo
     from mirror.run.runner import crawl_async
 
     folder = (args.dir or default_library()).expanduser().resolve()
-    try:
-        code = asyncio.run(run_demo(folder, lambda cfg: crawl_async(
-            cfg, quiet=args.quiet, verbose=False, settle_gc=commands.OWN_PROCESS)))
-    except DemoError as exc:
-        raise UsageError(str(exc)) from exc
+    code = asyncio.run(run_demo(folder, lambda cfg: crawl_async(
+        cfg, quiet=args.quiet, verbose=False, settle_gc=commands.OWN_PROCESS)))
     print(f"archive: {folder / 'archive' / 'demo'}")
     print(f"browse it offline: mirror serve {folder / SITE_FILE}")
     print(f"see it in the library: mirror ui{f' {folder}' if args.dir else ''}")

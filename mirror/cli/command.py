@@ -62,17 +62,14 @@ def serving(args: argparse.Namespace,
         return args.host or "127.0.0.1", None
     from mirror import lan
 
-    try:
-        host = lan.lan_host(args.host)
-    except lan.LanError as exc:
-        raise UsageError(str(exc)) from exc
+    host = lan.lan_host(args.host)
     return host, lambda base, token: lan.notice(base, token, what, sys.stdout.encoding)
 
 
 def fleet_db(given: str | None, *, needed: bool) -> str | None:
     """The fleet's database (--db, else $MIRROR_DB), checked that the fleet extra is here;
     None when none is named (UsageError when `needed`)."""
-    from mirror.fleet.db import ENV, FleetError, dsn_from, require_extra
+    from mirror.fleet.db import ENV, dsn_from, require_extra
 
     dsn = dsn_from(given)
     if dsn is None:
@@ -80,10 +77,7 @@ def fleet_db(given: str | None, *, needed: bool) -> str | None:
             raise UsageError(f"this needs the fleet's database: --db postgresql://... or "
                              f"${ENV}")
         return None
-    try:
-        require_extra()
-    except FleetError as exc:
-        raise UsageError(str(exc)) from exc
+    require_extra()
     return dsn
 
 

@@ -59,12 +59,9 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         print(listing.render([listing.row(site, archive, have, now) for site, archive in sites
                               if site.schedule or have.describe(site.file) or one]))
         return ExitCode.USAGE if broken else ExitCode.OK
-    try:
-        kind = timers.backend(args.timer, env) if not remove else timers.SYSTEMD
-        changes = timers.converge([site for site, _ in sites], kind, have,
-                                  lambda every: listing.next_text(every, datetime.now()))
-    except timers.TimerError as exc:
-        raise UsageError(str(exc)) from exc
+    kind = timers.backend(args.timer, env) if not remove else timers.SYSTEMD
+    changes = timers.converge([site for site, _ in sites], kind, have,
+                              lambda every: listing.next_text(every, datetime.now()))
     print("\n".join(changes.lines) or "no site files and no timers of mirror here")
     for problem in changes.problems:
         print(f"mirror: {problem}", file=sys.stderr)
@@ -75,7 +72,6 @@ def _schedule_fleet(args: argparse.Namespace, db: str) -> int:
     """`mirror schedule ACTION --db DSN`: the sites registered in the fleet, not OS timers;
     the same site files and messages as for timers (fleet/commands.py)."""
     from mirror.fleet.commands import schedule
-    from mirror.fleet.db import FleetError
 
     names: list[str] = []
     target = args.target
@@ -93,10 +89,7 @@ def _schedule_fleet(args: argparse.Namespace, db: str) -> int:
     for exc in broken:
         print(f"mirror: {exc}\n  (its registration, if it has one, is left as it is)",
               file=sys.stderr)
-    try:
-        done = schedule(args.action, db, sites, in_scope, names=names)
-    except FleetError as exc:
-        raise UsageError(str(exc)) from exc
+    done = schedule(args.action, db, sites, in_scope, names=names)
     if done.lines:
         print("\n".join(done.lines))
     for problem in done.problems:
@@ -133,17 +126,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
     import asyncio
     import logging
 
-    from mirror.fleet.db import FleetError
     from mirror.fleet.queue import Timing
     from mirror.fleet.worker import WorkerOptions, serve
 
     db = fleet_db(args.db, needed=True)
     assert db is not None
     timing = Timing(stall_after=args.stall_after, tick=args.tick, poll=args.poll)
-    try:
-        timing.check()
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
+    timing.check()
     if args.concurrency < 1:
         raise UsageError("--concurrency must be 1 or more")
     options = WorkerOptions(db, args.data.expanduser().resolve(), args.concurrency,
@@ -152,10 +141,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not args.verbose:  # mirror's own lines say what each run does
         logging.getLogger("procrastinate").setLevel(logging.WARNING)
-    try:
-        return asyncio.run(serve(options, lambda text: print(text, flush=True)))
-    except FleetError as exc:
-        raise UsageError(str(exc)) from exc
+    return asyncio.run(serve(options, lambda text: print(text, flush=True)))
 
 
 def _schedule_sites(target: Path | None, *, remove: bool) -> tuple[

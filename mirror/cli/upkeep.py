@@ -28,7 +28,7 @@ def prune_arguments(prune: argparse.ArgumentParser) -> None:
 
 def cmd_prune(args: argparse.Namespace) -> int:
     from mirror.config import load_config
-    from mirror.upkeep.prune import PruneError, prune_site
+    from mirror.upkeep.prune import prune_site
     from mirror.upkeep.retention import RULES, Retention
 
     cfg = load_config(args.config)
@@ -37,10 +37,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     if any(n < 0 for n in given.values()):
         raise UsageError("--keep-* takes a number of runs >= 0")
     policy = Retention(**{**vars(Retention.of(cfg.retention)), **given})
-    try:
-        result = prune_site(cfg, dry_run=args.dry_run, retention=policy)
-    except PruneError as exc:
-        raise UsageError(str(exc)) from exc
+    result = prune_site(cfg, dry_run=args.dry_run, retention=policy)
     print("\n".join(result.lines()))
     if result.dropped and not args.dry_run:  # [archive] store: its copy follows the prune
         from mirror.store.sync import push_after_prune

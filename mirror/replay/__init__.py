@@ -1,1 +1,2 @@
-"""The offline (read) side: captures of an archive, replay server, folder and WACZ export."""
+"""The offline (read) side: captures of an archive, replay server, export formats (folder,
+WACZ, ZIM: replay/exporters/)."""
