@@ -16,7 +16,7 @@ from mirror.app.library import SiteEntry
 from mirror.app.work import export_work
 from mirror.replay.exporters import Exporter, Option, by_name, either, exporters
 
-Act = Callable[..., Awaitable[web.Response]]  # LibraryApp._act(request, action, to_site=)
+Act = Callable[..., Awaitable[web.Response]]  # actions.SiteActions.act(request, action, to_site=)
 
 
 @dataclass(frozen=True)

@@ -140,7 +140,7 @@ class Shown(Protocol):
     def status(self) -> SiteStatus: ...
 
 
-#: the app's way to do an action on a site and come back to its page (LibraryApp._act)
+#: the app's way to do an action on a site and come back to its page (actions.SiteActions.act)
 Act = Callable[..., Awaitable[web.Response]]
 
 

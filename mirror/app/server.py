@@ -10,26 +10,26 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
-from urllib.parse import urlencode
 
 from aiohttp import web
 
-from mirror.app import newsite, removepage, sitefile, startpage
+from mirror.app import removepage
+from mirror.app.actions import SiteActions
+from mirror.app.addpage import AddPage
 from mirror.app.exportforms import ExportForms
 from mirror.app.guard import CSRF_FIELD, Secrets, guard
-from mirror.app.jobs import ActionError, Jobs, Launcher
+from mirror.app.jobs import Jobs, Launcher
 from mirror.app.library import Library, SiteEntry
 from mirror.app.pages import ArchivePages
 from mirror.app.replays import Replays
 from mirror.app.reportpage import report_context
 from mirror.app.schedules import Schedules, routes
 from mirror.app.search import Results, SearchError, clamp_page, search_library
-from mirror.app.settingspage import SettingsPages, by_field
+from mirror.app.settingspage import SettingsPages
 from mirror.app.status import Reports, SiteState, SiteStatus, live_progress, site_status
 from mirror.app.uistate import StateFile
 from mirror.app.views import environment
 from mirror.archive.lock import ArchiveLock
-from mirror.config import ConfigError
 from mirror.layout import ArchiveLayout
 from mirror.webapp import read_only_guard
 
@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 
 TICK = 0.5  # seconds between two looks at the library for the live pages
 FULL_EVERY = 5.0  # seconds between two full reads of a running site's row
-_ADD_OWN = frozenset({"site.start_urls", "site.name"})  # the add form's own first fields
 STATIC = Path(__file__).parent / "static"
 
 
@@ -98,8 +97,9 @@ class LibraryApp:
         self.archive_pages = ArchivePages(self.page, self.entry, self.replays)
         self._rows: dict[str, tuple[Signature, Row]] = {}
         self._closing = asyncio.Event()  # set on shutdown: the event streams end
-        self.schedules = Schedules(self.env, self._act)  # each site's OS timer; Apply, Remove
-        self.exports = ExportForms(self.library.folder, self.jobs, self._act)  # every format
+        self.actions = SiteActions(self)  # Run, Stop, Verify, and how every action answers
+        self.schedules = Schedules(self.env, self.actions.act)  # each site's OS timer
+        self.exports = ExportForms(self.library.folder, self.jobs, self.actions.act)
 
     # -- the application -------------------------------------------------------------------
     def make(self) -> web.Application:
@@ -109,12 +109,9 @@ class LibraryApp:
         r = app.router
         r.add_get("/", self.home)
         r.add_get("/events", self.events)
-        r.add_get("/add", self.add_form)
-        r.add_post("/add", self.add)
+        AddPage(self).add_routes(r)
         r.add_get("/site/{id}", self.site)
-        r.add_post("/site/{id}/run", self.run)
-        r.add_post("/site/{id}/stop", self.stop)
-        r.add_post("/site/{id}/verify", self.verify)
+        self.actions.add_routes(r)
         self.exports.add_routes(r)
         SettingsPages(self).add_routes(r)
         r.add_get("/site/{id}/runs/{run}", self.report)
@@ -195,6 +192,10 @@ class LibraryApp:
             row = Row(entry, status, shown, self.launcher.last_output(entry.id))
         self._rows[entry.id] = (signature, row)
         return row
+
+    def forget(self, site_id: str) -> None:
+        """After an action on the site: its row is read again at the next look."""
+        self._rows.pop(site_id, None)
 
     def rows(self, entries: list[SiteEntry]) -> list[Row]:
         return [self.row(e) for e in entries]
@@ -295,84 +296,6 @@ class LibraryApp:
         context = await asyncio.to_thread(fleet_context, self.fleet_db)
         return self.page("fleet.html", status=503 if context["error"] else 200, **context)
 
-    # -- actions ---------------------------------------------------------------------------
-    async def _act(self, request: web.Request, action: Callable[[SiteEntry], Any], *,
-                   to_site: bool = False) -> web.Response:
-        """Do `action`, then back to the page the form was on (the site's page for a job,
-        which shows its progress); a refusal is shown on the site's page (409)."""
-        entry = self.entry(request)
-        try:
-            if entry.config is None:
-                raise ActionError(f"the site file has an error: {entry.error}")
-            message = await action(entry)
-        except ActionError as exc:
-            return await self.site_page(entry, str(exc), status=409)
-        self._rows.pop(entry.id, None)
-        back = request.headers.get("Referer", "")
-        home = back.endswith(f"{request.host}/") and not to_site
-        target = "/" if home else f"/site/{entry.id}"
-        raise web.HTTPSeeOther(target + ("?" + _q(message) if message else ""))
-
-    async def run(self, request: web.Request) -> web.Response:
-        new_run = (await request.post()).get("new_run") == "1"
-
-        async def start(entry: SiteEntry) -> str:
-            assert entry.config is not None
-            launch = await self.launcher.start_run(entry.id, entry.file,
-                                                   entry.config.site.output_dir, new_run=new_run)
-            return f"started a run (pid {launch.pid})"
-        return await self._act(request, start)
-
-    async def stop(self, request: web.Request) -> web.Response:
-        async def stop(entry: SiteEntry) -> str:
-            assert entry.config is not None
-            pid = Launcher.stop(entry.config.site.output_dir)
-            return f"asked the run (pid {pid}) to stop; it finishes what is in flight"
-        return await self._act(request, stop)
-
-    async def verify(self, request: web.Request) -> web.Response:
-        from mirror.app.work import verify_work
-
-        async def verify(entry: SiteEntry) -> str:
-            assert entry.config is not None
-            self.jobs.start(entry.id, "verify", verify_work(entry.config))
-            return ""
-        return await self._act(request, verify, to_site=True)
-
-    # -- site files ------------------------------------------------------------------------
-    def add_page(self, values: dict[str, str], error: ConfigError | None = None,
-                 status: int = 200, detail: str = "",
-                 detail_key: str = "site.name") -> web.Response:
-        key = error.key if error else (detail_key if detail else None)
-        if error is not None:
-            detail = error.detail  # the first; the fields below show all
-        return self.page("add.html", status=status, values=values, error=detail, key=key,
-                         beside=by_field(error.errors if error else [])[0],
-                         fields=[f for f in sitefile.FORM_FIELDS if f.key not in _ADD_OWN],
-                         known={f.key for f in sitefile.FORM_FIELDS} | _ADD_OWN)
-
-    async def add_form(self, request: web.Request) -> web.Response:
-        values = sitefile.form_values(newsite.new_site_text("https://example.com/"))
-        return self.add_page({**values, "site.start_urls": "", "site.name": ""})
-
-    async def add(self, request: web.Request) -> web.Response:
-        form = await request.post()
-        values = {f.key: str(form.get(f.key, "")).strip() for f in sitefile.FORM_FIELDS
-                  if f.key in form}
-        url, name = values.pop("site.start_urls", ""), values.pop("site.name", "")
-        try:
-            path = await asyncio.to_thread(newsite.add_site, self.library.folder, url,
-                                           name or None, values, look=startpage.look_now)
-        except ConfigError as exc:
-            return self.add_page({**values, "site.start_urls": url, "site.name": name}, exc,
-                                 status=400)
-        except newsite.SiteFileError as exc:
-            return self.add_page({**values, "site.start_urls": url, "site.name": name},
-                                 status=409, detail=str(exc),
-                                 detail_key=("site.start_urls" if isinstance(
-                                     exc, newsite.Covered) else "site.name"))
-        raise web.HTTPSeeOther(f"/site/{path.stem}?" + _q(f"added {path}"))
-
     # -- live ------------------------------------------------------------------------------
     async def events(self, request: web.Request) -> web.StreamResponse:
         """Server-sent events: `row` (a site's row, re-rendered when it changed), `jobs`
@@ -418,6 +341,3 @@ def _mtime(path: Path) -> int:
     except OSError:
         return 0
 
-
-def _q(message: str) -> str:
-    return urlencode({"message": message})
