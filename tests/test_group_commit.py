@@ -208,7 +208,7 @@ def lost_captures(archive: Path) -> list[tuple[str, str]]:
     """(URL, record id) of the complete captures past the last commit of each .open file."""
     manifest = ManifestReader(archive / "manifest.sqlite3")
     try:
-        ends = manifest.committed_ends()
+        ends = manifest.captures.committed_ends()
     finally:
         manifest.close()
     out = []
