@@ -14,15 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from mirror.manifest.migrations import MIGRATIONS, READ_AS_CURRENT
 from mirror.manifest.reader import ManifestError, ManifestReader
-from mirror.manifest.schema import (
-    MIGRATIONS,
-    READ_AS_CURRENT,
-    SCHEMA,
-    SCHEMA_VERSION,
-    URL_ITEM_COLUMNS,
-    postgres,
-)
+from mirror.manifest.schema import SCHEMA, SCHEMA_VERSION, URL_ITEM_COLUMNS, postgres
 from mirror.manifest.writer import Manifest
 from mirror.model import UrlItem
 

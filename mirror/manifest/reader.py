@@ -40,7 +40,7 @@ class ManifestReader:
     workers), texts (full-text search), robots, patterns, prune, audit (verify's).
 
     An older schema version is read as if it were upgraded: the connection gets temporary
-    views with the values the migration would write (manifest.schema.READ_AS_CURRENT), and
+    views with the values the migration would write (manifest.migrations.READ_AS_CURRENT), and
     empty temporary tables for tables the file lacks; the file is left as it is. A read must
     not change what it reads (verify checks an archive, and may be pointed at a backup or
     read-only media), and there is no upgrade
