@@ -1,6 +1,7 @@
 """The manifest's schema: its tables, version, migrations and indexes, and the states it records.
 
-A run (runs.state); Manifest's methods make each step:
+A run (runs.state); the methods of Manifest's parts (runs, urls, captures, sharedrun,
+filemarks, prune; named below as they were on Manifest) make each step:
 
     (none)      -> running        start_run: `mirror run` with no run to resume
     running     -> complete       finish_run: nothing left to fetch (ExitCode.OK, or
