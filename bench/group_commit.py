@@ -52,9 +52,9 @@ def run(size: int, captures: int, rng: random.Random) -> tuple[float, float]:
                                         default_info("d", "b/run-1")))
         urls = [NewUrl(f"http://x/{i}", "x", 0, 5, "page", "start", "link")
                 for i in range(captures)]
-        run_id = manifest.start_run("2026-01-01T00:00:00Z", "d", urls)
+        run_id = manifest.runs.start("2026-01-01T00:00:00Z", "d", urls)
         in_store = 0.0
-        while items := manifest.lease(64, 1e12):
+        while items := manifest.urls.lease(64, 1e12):
             for item in items:
                 i = int(item.url.rsplit("/", 1)[1])
                 body = bodies[i % len(bodies)] + str(i).encode()

@@ -7,7 +7,7 @@ every capture is committed with about 20 discovered links (4 children in a tree,
 across every site), so each URL is found by about 20 pages, once new and then as a known
 one, as on a real site. No WARC file, no network: the manifest's transactions only.
 
-SQLite: the single machine's path (Manifest.lease, then one commit_capture transaction per
+SQLite: the single machine's path (Manifest.urls.lease, then one commit_capture transaction per
 capture), `durable` (synchronous=FULL, [archive] durability = "power") and `default`
 (NORMAL), each in a process of its own, on this checkout and on `--before` (another
 checkout: `git archive HEAD | tar -x -C /tmp/mirror-base`); the median of `--repeat` runs.
@@ -92,13 +92,13 @@ def sqlite_child(mode: str, captures: int, text: bool) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "manifest.sqlite3"
         m = Manifest(path, durable=mode == "durable")
-        run = m.start_run("2026-01-01T00:00:00Z", "bench", seeds())
+        run = m.runs.start("2026-01-01T00:00:00Z", "bench", seeds())
         done = 0
         start, cpu = time.perf_counter(), time.process_time()
-        while items := m.lease(64, 1e12):
+        while items := m.urls.lease(64, 1e12):
             for item in items:
                 done += 1
-                m.commit_capture(run, item, capture_row(done), found_on(item.url, per_site),
+                m.captures.commit(run, item, capture_row(done), found_on(item.url, per_site),
                                  text=text_of(done) if text else None)
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
         m.texts.index()
@@ -166,14 +166,14 @@ def pg_child(dsn: str, owner: str, go: str, captures: int, text: bool) -> dict[s
     while True:
         leases = m.sharedrun.lease_hosts(owner, 2, 30)
         if not leases:
-            if m.count_pending() == 0:
+            if m.urls.count_pending() == 0:
                 break
             time.sleep(0.002)
             continue
         for lease in leases:
             for item in m.sharedrun.lease_urls(lease, 8):
                 n = item.id
-                if m.commit_capture(joined.run_id, item, capture_row(n),
+                if m.captures.commit(joined.run_id, item, capture_row(n),
                                     found_on(item.url, per_site),
                                     text=text_of(n) if text else None, lease=lease):
                     done += 1

@@ -85,7 +85,7 @@ def replayed(archive: Path, runs: set[int]) -> dict[int, str]:
     manifest = ManifestReader(archive / "manifest.sqlite3")
     out = {}
     try:
-        for row in manifest.captures():
+        for row in manifest.captures.all():
             if row["run_id"] in runs:
                 cap = parse_cdxj(capture_line(row))
                 assert cap is not None
@@ -132,7 +132,7 @@ def bench(args: argparse.Namespace, work: Path) -> int:
     archive = work / "archive"
     start_runs_on_days(archive)
     reader = ManifestReader(archive / "manifest.sqlite3")
-    runs = reader.runs()
+    runs = reader.runs.all()
     reader.close()
     kept = set(runs_to_keep(runs, keep_daily=args.keep_daily))
     before_sizes = sizes(archive)

@@ -13,8 +13,8 @@ any import cycle):
     manifest/ a run's state in SQL (SQLite for one archive, PostgreSQL for a shared run):
               the connection layer for both engines (db, the fleet's too), the schema,
               the read-only ManifestReader and the writer Manifest, each composing parts
-              (texts, robots, patterns, prune, sitemaps, sharedrun, filemarks). No SQL
-              outside it.
+              (runs, urls, captures, counts, texts, robots, patterns, prune, sitemaps,
+              sharedrun, filemarks). No SQL outside it.
     store/    object storage: the S3 client (the one module that talks to obstore), an
               archive read from a store, push and restore; its keys are the folder's
               layout (layout.py).

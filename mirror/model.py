@@ -175,7 +175,7 @@ class Previous:
 class HostLease:
     """A host slot leased by one worker: it alone fetches from the slot until `until`
     (database time, ms since the epoch) or until it releases it. `owner` and `epoch` fence
-    what it writes under the lease (Manifest.commit_capture(..., lease=))."""
+    what it writes under the lease (Manifest.captures.commit(..., lease=))."""
 
     host_id: int  # hosts.id
     site: str

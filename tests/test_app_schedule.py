@@ -124,8 +124,8 @@ def test_the_rows_show_schedule_next_run_and_flags(tmp_path: Path) -> None:
     write_site(library, "plain", None)
     write_site(library, "nightly", "daily 03:15")
     manifest = Manifest(library / "archive" / "nightly" / "manifest.sqlite3")
-    run = manifest.start_run("2024-01-01T03:15:00Z", "sha256:x")
-    manifest.finish_run(run, "2024-01-01T03:20:00Z", "complete", 1)
+    run = manifest.runs.start("2024-01-01T03:15:00Z", "sha256:x")
+    manifest.runs.finish(run, "2024-01-01T03:20:00Z", "complete", 1)
     manifest.close()
     app = LibraryApp(library, keys=Secrets(), hosts=lambda: frozenset())
     rows = {entry.id: app.row(entry) for entry in app.library.sites()}

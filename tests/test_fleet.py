@@ -247,6 +247,6 @@ def test_a_run_that_prunes_leaves_the_pruned_archive_in_its_store(
     restore(tmp_path / "check", open_store(s3.url + "/eta"))
     manifest = ManifestReader(tmp_path / "check" / "manifest.sqlite3")
     try:
-        assert [r.id for r in manifest.runs()] == [2]
+        assert [r.id for r in manifest.runs.all()] == [2]
     finally:
         manifest.close()

@@ -115,7 +115,7 @@ def _restored_archive_verifies(folder: Path, store_url: str) -> None:
     manifest = ManifestReader(folder / "manifest.sqlite3")
     try:
         verdict = check_archive(folder, manifest)
-        assert manifest.last_run() is not None and manifest.last_run().state == "complete"
+        assert manifest.runs.last() is not None and manifest.runs.last().state == "complete"
     finally:
         manifest.close()
     assert verdict.problems == (), verdict.problems

@@ -90,7 +90,7 @@ def test_a_failed_group_transaction_undoes_every_capture_of_the_group(archive, m
     store(a, "http://x/first", b"first")
     a.store.commit_group()
     before = on_disk(a)
-    real = a.manifest.commit_capture
+    real = a.manifest.captures.commit
     calls = []
 
     def failing(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
@@ -99,7 +99,7 @@ def test_a_failed_group_transaction_undoes_every_capture_of_the_group(archive, m
             raise sqlite3.OperationalError("disk I/O error")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(a.manifest, "commit_capture", failing)
+    monkeypatch.setattr(a.manifest.captures, "commit", failing)
     found = Discovered(None, [NewUrl("http://x/new", "x", 1, 5, "page", "link", "link")])
     store(a, "http://x/a", b"a", found)
     store(a, "http://x/b", b"b")
@@ -109,7 +109,7 @@ def test_a_failed_group_transaction_undoes_every_capture_of_the_group(archive, m
     assert set(a.rows()) == {"http://x/first"}
     assert {u: s for u, s in states(a).items() if u != "http://x/first"} == {
         "http://x/a": "pending", "http://x/b": "pending", "http://x/c": "pending"}
-    monkeypatch.setattr(a.manifest, "commit_capture", real)
+    monkeypatch.setattr(a.manifest.captures, "commit", real)
     store(a, "http://x/a", b"a", found)  # fetched again later: what it found is new again
     a.store.commit_group()
     assert states(a)["http://x/new"] == "pending"
@@ -208,7 +208,7 @@ def lost_captures(archive: Path) -> list[tuple[str, str]]:
     """(URL, record id) of the complete captures past the last commit of each .open file."""
     manifest = ManifestReader(archive / "manifest.sqlite3")
     try:
-        ends = manifest.committed_ends()
+        ends = manifest.captures.committed_ends()
     finally:
         manifest.close()
     out = []

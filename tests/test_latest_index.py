@@ -22,22 +22,22 @@ NEWEST = ("SELECT DISTINCT text_id FROM captures c WHERE text_id IS NOT NULL AND
 def crawl(m: Manifest, pages: dict[str, str | int]) -> tuple[int, dict[str, int]]:
     """A run that captures each page: with a text (str), or as a revisit of the capture
     with that id (int), which shares its text. Its id, and each page's capture id."""
-    run = m.start_run("2026-01-01T00:00:00Z", "cfg")
-    m.add_urls(run, None, [NewUrl(H + p, "h.test", 1, 10, "page", "link", "link", None)
+    run = m.runs.start("2026-01-01T00:00:00Z", "cfg")
+    m.urls.add(run, None, [NewUrl(H + p, "h.test", 1, 10, "page", "link", "link", None)
                            for p in pages])
     ids = {}
     for page, what in pages.items():
         n = m.db.execute("SELECT COUNT(*) FROM captures").fetchone()[0] + 1
-        item = m.item_for(run, H + page)
+        item = m.urls.item_for(run, H + page)
         assert item is not None
         cap = CaptureRow("2026-01-01T00:00:00Z", f"<urn:uuid:{run}-{page}>", f"r{run}.warc.gz",
                          n * 100, 50, n * 100 + 50, 50, 200, "text/html", f"sha1:{what}", 10,
                          None, None, None, None, *(("revisit", what) if isinstance(what, int)
                                                    else ("response", None)))
-        m.commit_capture(run, item, cap, [], text=None if isinstance(what, int)
+        m.captures.commit(run, item, cap, [], text=None if isinstance(what, int)
                          else PageText(page, what))
         ids[page] = m.db.execute("SELECT MAX(id) FROM captures").fetchone()[0]
-    m.finish_run(run, "2026-01-01T01:00:00Z", "complete", 0)
+    m.runs.finish(run, "2026-01-01T01:00:00Z", "complete", 0)
     return run, ids
 
 
@@ -94,7 +94,7 @@ def test_the_index_of_the_newest_texts_equals_one_made_afresh_after_every_change
         assert_in_step(m)
         assert "first" in words(m) and not {"second", "delta"} & words(m)
         # a capture cut from its WARC file: the URL's text before it is the newest again
-        m.rollback_past(run4, "r4.warc.gz", 0)
+        m.captures.rollback_past(run4, "r4.warc.gz", 0)
         assert_in_step(m)
         assert {"second", "delta"} <= words(m) and "golf" not in words(m)
         # a prune of the first run: "gone" has no capture left; texts others refer to stay

@@ -44,77 +44,77 @@ def links(m: Manifest) -> set[tuple[str, str]]:
 
 
 def item(m: Manifest, run: int, url: str) -> UrlItem:
-    found = m.item_for(run, url)
+    found = m.urls.item_for(run, url)
     assert found is not None
     return found
 
 
 def test_each_page_records_its_links_to_urls_already_seen(manifest: Manifest) -> None:
-    run = manifest.start_run("t", "d")
-    manifest.add_urls(run, None, [new(A)])
-    manifest.commit_capture(run, item(manifest, run, A), capture(1), [new(B), new(C)])
-    manifest.commit_capture(run, item(manifest, run, B), capture(2), [new(A), new(C)])
-    manifest.commit_capture(run, item(manifest, run, C), capture(3), [new(A), new(B)])
+    run = manifest.runs.start("t", "d")
+    manifest.urls.add(run, None, [new(A)])
+    manifest.captures.commit(run, item(manifest, run, A), capture(1), [new(B), new(C)])
+    manifest.captures.commit(run, item(manifest, run, B), capture(2), [new(A), new(C)])
+    manifest.captures.commit(run, item(manifest, run, C), capture(3), [new(A), new(B)])
     assert links(manifest) == {(A, B), (A, C), (B, A), (B, C), (C, A), (C, B)}
     assert rows(manifest) == {A: (run, "done"), B: (run, "done"), C: (run, "done")}
 
 
 def test_urls_of_a_rolled_back_commit_are_inserted_when_found_again(
         manifest: Manifest) -> None:
-    run = manifest.start_run("t", "d")
-    manifest.add_urls(run, None, [new(A)])
+    run = manifest.runs.start("t", "d")
+    manifest.urls.add(run, None, [new(A)])
     page = item(manifest, run, A)
     manifest.db.execute("CREATE TRIGGER fail BEFORE INSERT ON links "
                         "BEGIN SELECT RAISE(ABORT, 'disk full'); END")
     with pytest.raises((ManifestWriteError, sqlite3.Error)):
-        manifest.commit_capture(run, page, capture(1), [new(B)])
+        manifest.captures.commit(run, page, capture(1), [new(B)])
     assert B not in rows(manifest)
     manifest.db.execute("DROP TRIGGER fail")
-    manifest.add_urls(run, None, [new(B)])
+    manifest.urls.add(run, None, [new(B)])
     assert rows(manifest)[B] == (run, "pending")
 
 
 def test_a_skipped_url_found_again_as_allowed_becomes_pending(manifest: Manifest) -> None:
-    run = manifest.start_run("t", "d")
-    manifest.add_urls(run, None, [new(A, skip="max_depth")])
+    run = manifest.runs.start("t", "d")
+    manifest.urls.add(run, None, [new(A, skip="max_depth")])
     assert rows(manifest)[A] == (run, "skipped")
-    manifest.add_urls(run, None, [new(A)])
+    manifest.urls.add(run, None, [new(A)])
     assert rows(manifest)[A] == (run, "pending")
     # skipped at fetch time (robots.txt), then linked again: allowed once more
-    manifest.skip(run, item(manifest, run, A), "robots")
+    manifest.urls.skip(run, item(manifest, run, A), "robots")
     assert rows(manifest)[A] == (run, "skipped")
-    manifest.add_urls(run, None, [new(A)])
+    manifest.urls.add(run, None, [new(A)])
     assert rows(manifest)[A] == (run, "pending")
 
 
 def test_the_next_run_discovers_every_url_again(manifest: Manifest) -> None:
-    first = manifest.start_run("t", "d")
-    manifest.add_urls(first, None, [new(A), new(B)])
-    manifest.finish_run(first, "t", "complete", 0)
-    second = manifest.start_run("t2", "d")
-    manifest.add_urls(second, None, [new(A), new(B)])
+    first = manifest.runs.start("t", "d")
+    manifest.urls.add(first, None, [new(A), new(B)])
+    manifest.runs.finish(first, "t", "complete", 0)
+    second = manifest.runs.start("t2", "d")
+    manifest.urls.add(second, None, [new(A), new(B)])
     assert rows(manifest) == {A: (second, "pending"), B: (second, "pending")}
 
 
 def test_a_reopened_manifest_still_records_links_to_known_urls(tmp_path: Path) -> None:
     m = Manifest(tmp_path / "manifest.sqlite3")
-    run = m.start_run("t", "d")
-    m.add_urls(run, None, [new(A), new(B)])
+    run = m.runs.start("t", "d")
+    m.urls.add(run, None, [new(A), new(B)])
     m.close()
     m = Manifest(tmp_path / "manifest.sqlite3")  # a resumed run remembers nothing yet
-    m.commit_capture(run, item(m, run, A), capture(1), [new(B), new(C)])
+    m.captures.commit(run, item(m, run, A), capture(1), [new(B), new(C)])
     assert links(m) == {(A, B), (A, C)}
     assert rows(m)[B] == (run, "pending") and rows(m)[C] == (run, "pending")
     m.close()
 
 
 def test_a_transaction_that_cannot_begin_is_a_write_error(manifest: Manifest) -> None:
-    run = manifest.start_run("t", "d")
+    run = manifest.runs.start("t", "d")
     manifest.db.execute("PRAGMA query_only = ON")  # BEGIN IMMEDIATE now fails
     with pytest.raises(ManifestWriteError, match="readonly"):
-        manifest.add_urls(run, None, [new(A)])
+        manifest.urls.add(run, None, [new(A)])
     manifest.db.execute("PRAGMA query_only = OFF")
-    manifest.add_urls(run, None, [new(A)])  # nothing was staged by the failed one
+    manifest.urls.add(run, None, [new(A)])  # nothing was staged by the failed one
     assert rows(manifest) == {A: (run, "pending")}
 
 
@@ -129,27 +129,27 @@ def test_page_texts_reach_the_search_index_in_batches_and_none_is_lost(
     monkeypatch.setattr(texts_module, "TEXT_BATCH", 3)
     path = tmp_path / "manifest.sqlite3"
     m = Manifest(path)
-    run = m.start_run("2026-01-01T00:00:00Z", "cfg")
+    run = m.runs.start("2026-01-01T00:00:00Z", "cfg")
     urls = [f"http://h.test/{n}" for n in range(1, 6)]
-    m.add_urls(run, None, [new(u) for u in urls])
+    m.urls.add(run, None, [new(u) for u in urls])
     for n, url in enumerate(urls, 1):
-        m.commit_capture(run, item(m, run, url), capture(n), [],
+        m.captures.commit(run, item(m, run, url), capture(n), [],
                          text=PageText(f"Page {n}", f"word{n} common"))
     assert len(m.texts.search("common")) == 3 and m.texts.unindexed_pages() == 2  # one batch so far
     m.close()  # as if killed: the last two are committed, not indexed
     m = Manifest(path)
     try:
         assert m.texts.unindexed_pages() == 2
-        m.resume_run(run)  # the run taken up again indexes them first
+        m.runs.resume(run)  # the run taken up again indexes them first
         assert len(m.texts.search("common")) == 5 and m.texts.unindexed_pages() == 0
-        assert m.rollback_past(run, "f.warc.gz", 450) == urls[3:]  # captures 4 and 5 cut
+        assert m.captures.rollback_past(run, "f.warc.gz", 450) == urls[3:]  # captures 4 and 5 cut
         assert [h.title for h in m.texts.search("common")] == ["Page 1", "Page 2", "Page 3"]
         assert m.texts.search("word5") == [] and m.texts.page_text(5) is None
         assert m.db.execute("SELECT COUNT(*) FROM page_texts").fetchone()[0] == 3
         m.db.execute("INSERT INTO texts (texts, rank) VALUES ('integrity-check', 1)")
-        m.commit_capture(run, item(m, run, urls[3]), capture(6), [],
+        m.captures.commit(run, item(m, run, urls[3]), capture(6), [],
                          text=PageText("Page 4 again", "word4 common"))
-        m.finish_run(run, "2026-01-01T01:00:00Z", "complete", 0)  # indexes the rest
+        m.runs.finish(run, "2026-01-01T01:00:00Z", "complete", 0)  # indexes the rest
         assert {h.title for h in m.texts.search("common")} == {"Page 1", "Page 2", "Page 3",
                                                          "Page 4 again"}
         m.db.execute("INSERT INTO texts (texts, rank) VALUES ('integrity-check', 1)")
@@ -163,13 +163,13 @@ def _texts(tmp_path: Path, n: int) -> tuple[Path, list[str]]:
 
     path = tmp_path / "manifest.sqlite3"
     m = Manifest(path)
-    run = m.start_run("2026-01-01T00:00:00Z", "cfg")
+    run = m.runs.start("2026-01-01T00:00:00Z", "cfg")
     urls = [f"http://h.test/{k}" for k in range(1, n + 1)]
-    m.add_urls(run, None, [new(u) for u in urls])
+    m.urls.add(run, None, [new(u) for u in urls])
     for k, url in enumerate(urls, 1):
-        m.commit_capture(run, item(m, run, url), capture(k), [],
+        m.captures.commit(run, item(m, run, url), capture(k), [],
                          text=PageText(f"Page {k}", f"bridges{k} common"))
-    m.finish_run(run, "2026-01-01T01:00:00Z", "complete", 0)
+    m.runs.finish(run, "2026-01-01T01:00:00Z", "complete", 0)
     m.close()
     return path, urls
 
@@ -228,11 +228,11 @@ def test_an_older_full_text_index_is_kept_as_it_is_and_searched_alike(
         assert m.db.execute("SELECT value FROM meta WHERE key='schema_version'"
                             ).fetchone() == ("5",)
         assert len(m.texts.search("bri*")) == 5 and len(m.texts.search("common")) == 5
-        run = m.start_run("2026-01-02T00:00:00Z", "cfg")
-        m.add_urls(run, None, [new(urls[0])])
-        m.commit_capture(run, item(m, run, urls[0]), capture(9), [],
+        run = m.runs.start("2026-01-02T00:00:00Z", "cfg")
+        m.urls.add(run, None, [new(urls[0])])
+        m.captures.commit(run, item(m, run, urls[0]), capture(9), [],
                          text=PageText("Page 1 again", "bridgework common"))
-        m.finish_run(run, "2026-01-02T01:00:00Z", "complete", 0)
+        m.runs.finish(run, "2026-01-02T01:00:00Z", "complete", 0)
         assert m.texts.unindexed_pages() == 0
         assert {h.title for h in m.texts.search("bridgew*")} == {"Page 1 again"}
         m.db.execute("INSERT INTO texts (texts, rank) VALUES ('integrity-check', 1)")

@@ -80,7 +80,7 @@ def links(m: ManifestReader) -> set[tuple[str, str, str]]:
 
 
 def item(m: ManifestReader, run: int, url: str) -> UrlItem:
-    found = m.item_for(run, url)
+    found = m.urls.item_for(run, url)
     assert found is not None, url
     return found
 
@@ -92,14 +92,14 @@ def one(m: ManifestReader, sql: str, params: tuple[object, ...] = ()) -> Any:
 # -- the run and URL state machine ----------------------------------------------------------
 def test_a_run_starts_with_its_seeds_and_discovers_each_url_once(manifest: Manifest) -> None:
     m = manifest
-    run = m.start_run("2026-01-01T00:00:00Z", "cfg", [new("http://h.test/", via="start")])
-    assert m.last_run() is not None and m.last_run().state == "running"
+    run = m.runs.start("2026-01-01T00:00:00Z", "cfg", [new("http://h.test/", via="start")])
+    assert m.runs.last() is not None and m.runs.last().state == "running"
     a = item(m, run, "http://h.test/")
-    m.commit_capture(run, a, capture(1), [new("http://h.test/b"), new("http://h.test/c"),
+    m.captures.commit(run, a, capture(1), [new("http://h.test/b"), new("http://h.test/c"),
                                           new("http://o.test/x", site=OTHER, skip="off_site"),
                                           new("http://h.test/b")])
     b = item(m, run, "http://h.test/b")
-    m.commit_capture(run, b, capture(2), [new("http://h.test/"), new("http://h.test/c")])
+    m.captures.commit(run, b, capture(2), [new("http://h.test/"), new("http://h.test/c")])
     assert states(m) == {"http://h.test/": "done", "http://h.test/b": "done",
                          "http://h.test/c": "pending", "http://o.test/x": "skipped"}
     assert links(m) == {("http://h.test/", "http://h.test/b", "link"),
@@ -107,153 +107,153 @@ def test_a_run_starts_with_its_seeds_and_discovers_each_url_once(manifest: Manif
                         ("http://h.test/", "http://o.test/x", "link"),
                         ("http://h.test/b", "http://h.test/", "link"),
                         ("http://h.test/b", "http://h.test/c", "link")}
-    assert [(h.site, h.slot) for h in m.hosts()] == [(H, 0)]  # none for a skipped site
-    assert m.count_pending() == 1 and m.count_done_pages(run) == 2
-    assert m.skip_counts(run) == {"off_site": 1}
-    assert m.skipped_urls(run) == {"off_site": ["http://o.test/x"]}
+    assert [(h.site, h.slot) for h in m.sharedrun.hosts()] == [(H, 0)]  # none for a skipped site
+    assert m.urls.count_pending() == 1 and m.counts.done_pages(run) == 2
+    assert m.counts.skip_counts(run) == {"off_site": 1}
+    assert m.urls.skipped(run) == {"off_site": ["http://o.test/x"]}
 
 
 def test_skipped_urls_found_again_as_allowed_become_pending(manifest: Manifest) -> None:
     m = manifest
-    run = m.start_run("t", "d")
-    m.add_urls(run, None, [new("http://h.test/a", skip="max_depth")])
-    m.add_urls(run, None, [new("http://h.test/a")])
+    run = m.runs.start("t", "d")
+    m.urls.add(run, None, [new("http://h.test/a", skip="max_depth")])
+    m.urls.add(run, None, [new("http://h.test/a")])
     assert states(m) == {"http://h.test/a": "pending"}
-    assert m.skip(run, item(m, run, "http://h.test/a"), "robots")
+    assert m.urls.skip(run, item(m, run, "http://h.test/a"), "robots")
     assert states(m) == {"http://h.test/a": "skipped"}
-    m.add_urls(run, None, [new("http://h.test/a")])
+    m.urls.add(run, None, [new("http://h.test/a")])
     assert states(m) == {"http://h.test/a": "pending"}
 
 
 def test_the_next_run_discovers_every_url_again(manifest: Manifest) -> None:
     m = manifest
-    first = m.start_run("t", "d", [new("http://h.test/a"), new("http://h.test/b")])
-    m.commit_capture(first, item(m, first, "http://h.test/a"), capture(1), [])
-    m.finish_run(first, "t1", "complete", 0)
-    second = m.start_run("t2", "d", [new("http://h.test/a")])
-    m.add_urls(second, None, [new("http://h.test/b")])
+    first = m.runs.start("t", "d", [new("http://h.test/a"), new("http://h.test/b")])
+    m.captures.commit(first, item(m, first, "http://h.test/a"), capture(1), [])
+    m.runs.finish(first, "t1", "complete", 0)
+    second = m.runs.start("t2", "d", [new("http://h.test/a")])
+    m.urls.add(second, None, [new("http://h.test/b")])
     assert m.sql.execute("SELECT url, run_id, state, tries FROM urls ORDER BY url").fetchall() \
         == [("http://h.test/a", second, "pending", 0), ("http://h.test/b", second, "pending", 0)]
-    assert [r.state for r in m.runs()] == ["complete", "running"]
-    prev = m.previous_capture(item(m, second, "http://h.test/a").id, second)
+    assert [r.state for r in m.runs.all()] == ["complete", "running"]
+    prev = m.captures.previous(item(m, second, "http://h.test/a").id, second)
     assert prev is not None and prev.status == 200 and prev.original.record_id == "<urn:uuid:1>"
-    assert m.has_captures_before(second) and not m.has_captures_before(first)
+    assert m.captures.any_before(second) and not m.captures.any_before(first)
 
 
 def test_the_frontier_leases_due_urls_oldest_first(manifest: Manifest) -> None:
     m = manifest
-    run = m.start_run("t", "d", [new(f"http://h.test/{n}") for n in range(4)]
+    run = m.runs.start("t", "d", [new(f"http://h.test/{n}") for n in range(4)]
                       + [new("http://o.test/r", site=OTHER, mode="requisite"),
                          new("http://h.test/robots.txt", via="robots", mode="requisite")])
-    first = m.lease(2, 100.0)
+    first = m.urls.lease(2, 100.0)
     assert [i.url for i in first] == ["http://h.test/0", "http://h.test/1"]
-    assert [i.url for i in m.lease(10, 100.0, exclude_sites=[H])] == ["http://o.test/r"]
-    assert m.retry_later(run, item(m, run, "http://h.test/0"), "HTTP 503", 500.0)
-    assert m.next_due() == 0.0
-    assert [i.url for i in m.lease(10, 100.0, pages=False)] == []
-    assert [i.url for i in m.lease(10, 100.0)] == ["http://h.test/2", "http://h.test/3"]
-    assert m.next_due() == 500.0 and [i.url for i in m.lease(10, 600.0)] == ["http://h.test/0"]
-    m.unlease([first[1].id])
+    assert [i.url for i in m.urls.lease(10, 100.0, exclude_sites=[H])] == ["http://o.test/r"]
+    assert m.urls.retry_later(run, item(m, run, "http://h.test/0"), "HTTP 503", 500.0)
+    assert m.urls.next_due() == 0.0
+    assert [i.url for i in m.urls.lease(10, 100.0, pages=False)] == []
+    assert [i.url for i in m.urls.lease(10, 100.0)] == ["http://h.test/2", "http://h.test/3"]
+    assert m.urls.next_due() == 500.0 and [i.url for i in m.urls.lease(10, 600.0)] == ["http://h.test/0"]
+    m.urls.unlease([first[1].id])
     assert states(m)["http://h.test/1"] == "pending"
-    assert m.resume_run(run) == 4  # every lease of a dead process
-    assert m.error_counts(run) == [("HTTP 503", 1)]
+    assert m.runs.resume(run) == 4  # every lease of a dead process
+    assert m.counts.error_counts(run) == [("HTTP 503", 1)]
 
 
 def test_outcomes_and_the_reports_queries(manifest: Manifest) -> None:
     """What status, runs, explain and the run report ask, after each kind of outcome."""
     m = manifest
-    run = m.start_run("t", "d", [new("http://h.test/", via="start")])
-    m.begin_session(run, 1000.0)
+    run = m.runs.start("t", "d", [new("http://h.test/", via="start")])
+    m.runs.begin_session(run, 1000.0)
     home = item(m, run, "http://h.test/")
     found = [new("http://h.test/gone"), new("http://h.test/busy"), new("http://h.test/dup"),
              new("http://h.test/sm.xml", via="sitemap", mode="requisite"),
              new("http://u.test/x", site="u.test", kind="requisite", mode="requisite")]
-    m.commit_capture(run, home, capture(1), found, note="scripted",
+    m.captures.commit(run, home, capture(1), found, note="scripted",
                      text=PageText("Home", "welcome"))
     sm = item(m, run, "http://h.test/sm.xml")
-    m.commit_capture(run, sm, capture(2, mime="application/xml"),
+    m.captures.commit(run, sm, capture(2, mime="application/xml"),
                      [new("http://h.test/only", via="sitemap", lastmod="2026-01-01")])
-    m.commit_capture(run, item(m, run, "http://h.test/only"), capture(3), [])
-    m.commit_capture(run, item(m, run, "http://h.test/gone"), capture(4, status=404), [])
-    m.commit_capture(run, item(m, run, "http://h.test/busy"), capture(5, status=503), [],
+    m.captures.commit(run, item(m, run, "http://h.test/only"), capture(3), [])
+    m.captures.commit(run, item(m, run, "http://h.test/gone"), capture(4, status=404), [])
+    m.captures.commit(run, item(m, run, "http://h.test/busy"), capture(5, status=503), [],
                      failed_reason="HTTP 503")
-    m.commit_capture(run, item(m, run, "http://h.test/dup"),
+    m.captures.commit(run, item(m, run, "http://h.test/dup"),
                      capture(6, digest="sha1:1", record_type="revisit", original=1), [])
-    m.give_up(run, item(m, run, "http://u.test/x"), "host unreachable: refused")
-    m.touch_session(1, 1012.5)
-    assert m.url_states(run) == {"done": 5, "failed": 2}
-    assert m.failed(run) == [("http://h.test/busy", "HTTP 503"),
+    m.urls.give_up(run, item(m, run, "http://u.test/x"), "host unreachable: refused")
+    m.runs.touch_session(1, 1012.5)
+    assert m.counts.url_states(run) == {"done": 5, "failed": 2}
+    assert m.counts.failed(run) == [("http://h.test/busy", "HTTP 503"),
                              ("http://u.test/x", "host unreachable: refused")]
-    assert m.last_error(run) == "http://u.test/x: host unreachable: refused"
-    assert m.error_counts(run) == [("HTTP 503", 1), ("host unreachable: refused", 1)]
-    assert m.broken_links(run) == [("http://h.test/busy", 503, "http://h.test/"),
+    assert m.counts.last_error(run) == "http://u.test/x: host unreachable: refused"
+    assert m.counts.error_counts(run) == [("HTTP 503", 1), ("host unreachable: refused", 1)]
+    assert m.counts.broken_links(run) == [("http://h.test/busy", 503, "http://h.test/"),
                                    ("http://h.test/gone", 404, "http://h.test/"),
                                    ("http://u.test/x", None, "http://h.test/")]
-    assert m.count_broken_links(run) == 3
-    assert m.needs_browser(run) == [("http://h.test/", "scripted")]
-    assert m.unreachable_hosts(run, "host unreachable: ") == [("u.test", "refused", 1)]
-    assert m.count_sitemap_only_pages(run) == 1
-    assert m.capture_stats(run) == {"status": {"2xx": 4, "4xx": 1, "5xx": 1},
+    assert m.counts.broken_links_total(run) == 3
+    assert m.counts.needs_browser(run) == [("http://h.test/", "scripted")]
+    assert m.counts.unreachable_hosts(run, "host unreachable: ") == [("u.test", "refused", 1)]
+    assert m.counts.sitemap_only_pages(run) == 1
+    assert m.counts.capture_stats(run) == {"status": {"2xx": 4, "4xx": 1, "5xx": 1},
                                     "mime": {"text/html": 5, "application/xml": 1},
                                     "payload_bytes": 60, "warc_bytes": 600}
-    assert m.host_usage(run) == {H: (6, 60)}
-    assert m.run_totals() == {run: (6, 60)} and m.count_captures(run) == 6
-    assert m.run_time(run) == (12.5, 1) and m.count_pages() == 5
-    assert m.committed_ends() == {"f.warc.gz": 700}
-    assert m.run_contents(run)["http://h.test/gone"] == (404, "sha1:4")
-    dup = m.capture_in_run(run, "http://h.test/dup")
+    assert m.counts.host_usage(run) == {H: (6, 60)}
+    assert m.runs.totals() == {run: (6, 60)} and m.counts.captures(run) == 6
+    assert m.runs.time(run) == (12.5, 1) and m.counts.pages() == 5
+    assert m.captures.committed_ends() == {"f.warc.gz": 700}
+    assert m.runs.contents(run)["http://h.test/gone"] == (404, "sha1:4")
+    dup = m.captures.in_run(run, "http://h.test/dup")
     assert dup is not None and dup.id == 1 and dup.record_id == "<urn:uuid:1>"
-    assert m.capture_in_run(None, "http://h.test/dup") == dup
-    assert m.original_by_digest("sha1:1", 200) == dup
-    assert m.original_by_record("<urn:uuid:1>", "sha1:1") == dup
+    assert m.captures.in_run(None, "http://h.test/dup") == dup
+    assert m.captures.original_by_digest("sha1:1", 200) == dup
+    assert m.captures.original_by_record("<urn:uuid:1>", "sha1:1") == dup
     assert m.texts.page_text(6) == PageText("Home", "welcome")  # a revisit shares its text
     assert [c.record_type for c in m.texts.page_history("http://h.test/dup")] == ["revisit"]
-    assert [dict(r)["offset"] for r in m.captures(run)] == [100, 200, 300, 400, 500, 600]
+    assert [dict(r)["offset"] for r in m.captures.all(run)] == [100, 200, 300, 400, 500, 600]
     assert one(m, "SELECT lastmod FROM sitemap_lastmod") == "2026-01-01"
-    m.finish_run(run, "t2", "complete", 3)
-    assert m.last_run() is not None and m.last_run().exit_code == 3
+    m.runs.finish(run, "t2", "complete", 3)
+    assert m.runs.last() is not None and m.runs.last().exit_code == 3
 
 
 def test_ensure_url_leases_robots_txt_once_per_run(manifest: Manifest) -> None:
     m = manifest
-    run = m.start_run("t", "d")
-    robots = m.ensure_url(run, "http://h.test/robots.txt", H, "robots")
+    run = m.runs.start("t", "d")
+    robots = m.urls.ensure(run, "http://h.test/robots.txt", H, "robots")
     assert robots is not None and robots.via == "robots" and robots.mode == "requisite"
-    assert m.ensure_url(run, "http://h.test/robots.txt", H, "robots") is None  # leased
-    m.commit_capture(run, robots, capture(1, mime="text/plain"), [])
-    assert m.ensure_url(run, "http://h.test/robots.txt", H, "robots") is None  # done
-    m.finish_run(run, "t", "complete", 0)
-    later = m.start_run("t2", "d")
-    again = m.ensure_url(later, "http://h.test/robots.txt", H, "robots")
+    assert m.urls.ensure(run, "http://h.test/robots.txt", H, "robots") is None  # leased
+    m.captures.commit(run, robots, capture(1, mime="text/plain"), [])
+    assert m.urls.ensure(run, "http://h.test/robots.txt", H, "robots") is None  # done
+    m.runs.finish(run, "t", "complete", 0)
+    later = m.runs.start("t2", "d")
+    again = m.urls.ensure(later, "http://h.test/robots.txt", H, "robots")
     assert again is not None and again.id == robots.id
 
 
 def test_rollback_past_forgets_captures_beyond_a_cut_file(manifest: Manifest) -> None:
     m = manifest
     urls = [f"http://h.test/{n}" for n in range(1, 5)]
-    run = m.start_run("t", "d", [new(u) for u in urls])
+    run = m.runs.start("t", "d", [new(u) for u in urls])
     for n, url in enumerate(urls, 1):
-        m.commit_capture(run, item(m, run, url), capture(n), [], text=PageText(url, "x"))
-    assert m.rollback_past(run, "f.warc.gz", 350) == urls[2:]  # 2 ends at 300, 3 at 400
+        m.captures.commit(run, item(m, run, url), capture(n), [], text=PageText(url, "x"))
+    assert m.captures.rollback_past(run, "f.warc.gz", 350) == urls[2:]  # 2 ends at 300, 3 at 400
     assert states(m) == {urls[0]: "done", urls[1]: "done", urls[2]: "pending",
                          urls[3]: "pending"}
     assert one(m, "SELECT COUNT(*) FROM page_texts") == 2
-    assert m.committed_ends() == {"f.warc.gz": 300}
+    assert m.captures.committed_ends() == {"f.warc.gz": 300}
 
 
 def test_abandon_run_and_drop_runs(manifest: Manifest) -> None:
     m = manifest
-    old = m.start_run("t", "d", [new("http://h.test/a")])
-    m.commit_capture(old, item(m, old, "http://h.test/a"), capture(1), [])
-    m.finish_run(old, "t", "complete", 0)
-    run = m.start_run("t2", "d", [new("http://h.test/a")])
-    m.lease(10, 1.0)
-    m.abandon_run(run, "t3")
+    old = m.runs.start("t", "d", [new("http://h.test/a")])
+    m.captures.commit(old, item(m, old, "http://h.test/a"), capture(1), [])
+    m.runs.finish(old, "t", "complete", 0)
+    run = m.runs.start("t2", "d", [new("http://h.test/a")])
+    m.urls.lease(10, 1.0)
+    m.runs.abandon(run, "t3")
     assert states(m) == {"http://h.test/a": "pending"}
     targets = m.prune.targets([old])
     assert (targets.captures, list(targets.files)) == (1, ["f.warc.gz"])
     m.prune.drop_runs([old], [], '{"done": true}')
-    assert [r.id for r in m.runs()] == [run] and m.count_captures(old) == 0
+    assert [r.id for r in m.runs.all()] == [run] and m.counts.captures(old) == 0
     assert m.prune.journal() == '{"done": true}'
     m.prune.set_journal(None)
     assert m.prune.journal() is None
@@ -293,7 +293,7 @@ def test_a_lease_expires_by_the_databases_clock_and_fences_the_old_holder(
     monkeypatch.setattr(time, "time", lambda: 4e9)  # a worker's clock decides nothing
     assert other.sharedrun.lease_hosts("w2", 1, 30) == []
     monkeypatch.undo()
-    assert manifest.commit_capture(run, fetched[0], capture(1), [], lease=old)  # in time
+    assert manifest.captures.commit(run, fetched[0], capture(1), [], lease=old)  # in time
     time.sleep(0.4)
     assert manifest.sharedrun.lease_urls(old, 3) == []  # expired: no more URLs under it
     [new_lease] = other.sharedrun.lease_hosts("w2", 1, 30)  # taken over: its URLs back to pending
@@ -303,17 +303,17 @@ def test_a_lease_expires_by_the_databases_clock_and_fences_the_old_holder(
     # every write of the old holder under its lost lease: False, nothing written
     before = (one(manifest, "SELECT COUNT(*) FROM captures"),
               one(manifest, "SELECT COUNT(*) FROM errors"), states(manifest))
-    assert not manifest.commit_capture(run, fetched[1], capture(2), [new("http://h.test/z")],
+    assert not manifest.captures.commit(run, fetched[1], capture(2), [new("http://h.test/z")],
                                        text=PageText("t", "b"), lease=old)
-    assert not manifest.retry_later(run, fetched[1], "timeout", 0, lease=old)
-    assert not manifest.give_up(run, fetched[2], "timeout", lease=old)
-    assert not manifest.skip(run, fetched[2], "robots", lease=old)
-    manifest.unlease([fetched[1].id], lease=old)
+    assert not manifest.urls.retry_later(run, fetched[1], "timeout", 0, lease=old)
+    assert not manifest.urls.give_up(run, fetched[2], "timeout", lease=old)
+    assert not manifest.urls.skip(run, fetched[2], "robots", lease=old)
+    manifest.urls.unlease([fetched[1].id], lease=old)
     assert not manifest.sharedrun.release_host(old, 0) \
         and manifest.sharedrun.renew_host(old, 30) is None
     assert (one(manifest, "SELECT COUNT(*) FROM captures"),
             one(manifest, "SELECT COUNT(*) FROM errors"), states(manifest)) == before
-    assert other.commit_capture(run, fetched[1], capture(3), [], lease=new_lease)
+    assert other.captures.commit(run, fetched[1], capture(3), [], lease=new_lease)
     assert one(other, "SELECT COUNT(*) FROM captures WHERE url_id=?", (fetched[1].id,)) == 1
     assert other.sharedrun.renew_host(new_lease, 60) is not None
 
@@ -326,7 +326,7 @@ def test_a_lease_renewed_or_released_after_expiry_but_not_taken_over_holds(
     time.sleep(0.2)  # expired; no one took it: what it leased is still its own
     renewed = manifest.sharedrun.renew_host(lease, 30)
     assert renewed is not None and renewed.epoch == lease.epoch and renewed.until > lease.until
-    assert manifest.commit_capture(run, first, capture(1), [], lease=renewed)
+    assert manifest.captures.commit(run, first, capture(1), [], lease=renewed)
     assert [i.url for i in manifest.sharedrun.lease_urls(renewed, 1)] == ["http://h.test/1"]
 
 
@@ -346,7 +346,7 @@ def test_recover_ends_the_own_leases_at_once_and_the_expired_ones_of_others(
         assert restarted.sharedrun.recover("w1", delay=30) == 4
     finally:
         restarted.close()
-    owners = {h.site: h.lease_owner for h in manifest.hosts()}
+    owners = {h.site: h.lease_owner for h in manifest.sharedrun.hosts()}
     assert owners == {"a.test": None, "b.test": None, "c.test": "w3"}
     assert [h.site for h in other.sharedrun.lease_hosts("w4", 3, 30)] == ["b.test"]
     assert Counter(states(manifest).values()) == {"pending": 7, "leased": 2}
@@ -372,11 +372,11 @@ def test_politeness_next_fetch_at_and_block_until_hold_for_every_worker(
 def test_only_hosts_with_due_pending_urls_are_leased(manifest: Manifest) -> None:
     run = crawl_setup(manifest, urls=1, sites=("a.test", "b.test"))
     m = manifest
-    m.ensure_url(run, "http://c.test/robots.txt", "c.test", "robots")  # no host row needed
-    m.commit_capture(run, item(m, run, "http://a.test/0"), capture(1), [])
-    m.retry_later(run, item(m, run, "http://b.test/0"), "HTTP 503", time.time() + 3600)
+    m.urls.ensure(run, "http://c.test/robots.txt", "c.test", "robots")  # no host row needed
+    m.captures.commit(run, item(m, run, "http://a.test/0"), capture(1), [])
+    m.urls.retry_later(run, item(m, run, "http://b.test/0"), "HTTP 503", time.time() + 3600)
     assert m.sharedrun.lease_hosts("w1", 5, 30) == []
-    m.retry_later(run, item(m, run, "http://b.test/0"), "HTTP 503", time.time() - 1)
+    m.urls.retry_later(run, item(m, run, "http://b.test/0"), "HTTP 503", time.time() - 1)
     assert [h.site for h in m.sharedrun.lease_hosts("w1", 5, 30)] == ["b.test"]
 
 
@@ -399,26 +399,26 @@ def test_workers_heartbeats_and_files(manifest: Manifest, other: Manifest) -> No
     assert manifest.sharedrun.heartbeat("w1") and not manifest.sharedrun.heartbeat("nobody")
     time.sleep(0.2)
     assert other.sharedrun.heartbeat("w2")
-    assert manifest.lost_workers(0.15) == ["w1"]
-    assert [(w.id, w.run_id) for w in manifest.workers()] == [("w1", run), ("w2", run)]
+    assert manifest.sharedrun.lost_workers(0.15) == ["w1"]
+    assert [(w.id, w.run_id) for w in manifest.sharedrun.workers()] == [("w1", run), ("w2", run)]
     [lease] = manifest.sharedrun.lease_hosts("w1", 1, 30)
     items = manifest.sharedrun.lease_urls(lease, 3)
     assert manifest.filemarks.open_file("w1-1.warc.gz", "w1") \
         and manifest.filemarks.open_file("w1-2.warc.gz", "w1")
     assert manifest.filemarks.open_file("w1-3.warc.gz", "w1")
     for n, (it, name) in enumerate(zip(items, ["w1-1", "w1-2", "w1-3"], strict=True), 1):
-        assert manifest.commit_capture(run, it, capture(n, filename=f"{name}.warc.gz"), [],
+        assert manifest.captures.commit(run, it, capture(n, filename=f"{name}.warc.gz"), [],
                                        lease=lease)
     assert manifest.filemarks.close_file("w1-1.warc.gz", 100, "ab") \
         and manifest.filemarks.mark_uploaded("w1-1.warc.gz")
     assert manifest.filemarks.close_file("w1-2.warc.gz", 200, "cd")
     assert not manifest.filemarks.mark_uploaded("w1-3.warc.gz")  # not closed yet
     assert other.filemarks.mark_lost("w1") == ["w1-2.warc.gz", "w1-3.warc.gz"]
-    assert [(f.name, f.state) for f in other.files("w1")] == [
+    assert [(f.name, f.state) for f in other.sharedrun.files("w1")] == [
         ("w1-1.warc.gz", "uploaded"), ("w1-2.warc.gz", "lost"), ("w1-3.warc.gz", "lost")]
     assert states(other) == {"http://h.test/0": "done", "http://h.test/1": "pending",
                              "http://h.test/2": "pending"}
-    assert other.hosts()[0].lease_owner is None
+    assert other.sharedrun.hosts()[0].lease_owner is None
     # w1 comes back: its lost files are not its to write or upload any more
     assert not manifest.filemarks.close_file("w1-3.warc.gz", 300, "ef")
     assert not manifest.filemarks.mark_uploaded("w1-2.warc.gz") \
@@ -429,10 +429,10 @@ def test_a_worker_joins_the_unfinished_run_and_the_next_run_starts_anew(
         manifest: Manifest, other: Manifest) -> None:
     first = manifest.sharedrun.join_or_start_run("t", "d", [new("http://h.test/")])
     assert first.started and other.sharedrun.join_or_start_run("t", "d") == (first.run_id, False)
-    manifest.finish_run(first.run_id, "t", "interrupted", 130)
+    manifest.runs.finish(first.run_id, "t", "interrupted", 130)
     assert other.sharedrun.join_or_start_run("t", "d") == (first.run_id, False)
-    assert manifest.last_run() is not None and manifest.last_run().state == "running"
-    manifest.finish_run(first.run_id, "t", "complete", 0)
+    assert manifest.runs.last() is not None and manifest.runs.last().state == "running"
+    manifest.runs.finish(first.run_id, "t", "complete", 0)
     second = other.sharedrun.join_or_start_run("t", "d", [new("http://h.test/")])
     assert second.started and second.run_id == first.run_id + 1
 
@@ -440,22 +440,22 @@ def test_a_worker_joins_the_unfinished_run_and_the_next_run_starts_anew(
 def test_a_reader_reads_what_the_writer_wrote(target: Path | str) -> None:
     m = open_manifest(target)
     try:
-        run = m.start_run("t", "d", [new("http://h.test/")])
+        run = m.runs.start("t", "d", [new("http://h.test/")])
     finally:
         m.close()
     reader = open_reader(target)
     try:
-        assert [r.id for r in reader.runs()] == [run] and reader.quick_check() == "ok"
-        assert reader.item_for(run, "http://h.test/") is not None
+        assert [r.id for r in reader.runs.all()] == [run] and reader.quick_check() == "ok"
+        assert reader.urls.item_for(run, "http://h.test/") is not None
     finally:
         reader.close()
 
 
 def test_search_needs_the_sqlite_manifest(manifest: Manifest) -> None:
-    run = manifest.start_run("t", "d", [new("http://h.test/")])
-    manifest.commit_capture(run, item(manifest, run, "http://h.test/"), capture(1), [],
+    run = manifest.runs.start("t", "d", [new("http://h.test/")])
+    manifest.captures.commit(run, item(manifest, run, "http://h.test/"), capture(1), [],
                             text=PageText("Title", "some words"))
-    manifest.finish_run(run, "t", "complete", 0)
+    manifest.runs.finish(run, "t", "complete", 0)
     if manifest.sql.dialect == "sqlite":
         assert [h.title for h in manifest.texts.search("words")] == ["Title"]
     else:
@@ -496,7 +496,7 @@ def worker(target: str, owner: str, log_path: str, stall_on: int) -> None:
     while True:
         got = m.sharedrun.lease_hosts(owner, 2, TTL)
         if not got:
-            if m.count_pending() == 0:
+            if m.urls.count_pending() == 0:
                 break
             time.sleep(0.01)
             continue
@@ -508,7 +508,7 @@ def worker(target: str, owner: str, log_path: str, stall_on: int) -> None:
                 if leases == stall_on and n == 1:
                     time.sleep(TTL + 0.3)  # the lease expires: another worker takes over
                 time.sleep(0.002)  # the fetch
-                ok = m.commit_capture(joined.run_id, it, capture(it.id), found_on(it.url),
+                ok = m.captures.commit(joined.run_id, it, capture(it.id), found_on(it.url),
                                       lease=lease)
                 print(json.dumps(["C", it.url, ok]), file=log)
             end = one(m, f"SELECT {m.sql.now_ms}")
@@ -578,7 +578,7 @@ def test_four_workers_never_share_a_host_slot_and_commit_every_url_once(
     assert len(set(universe()) - set(committed)) <= 1  # line: the manifest counts it)
     m = open_manifest(target)
     try:
-        assert m.url_states(1) == {"done": len(universe())}
+        assert m.counts.url_states(1) == {"done": len(universe())}
         assert one(m, "SELECT COUNT(*) FROM captures") == len(universe())
         assert one(m, "SELECT COUNT(DISTINCT url_id) FROM captures") == len(universe())
     finally:
@@ -590,7 +590,7 @@ def test_a_commit_rolled_back_by_the_database_leaves_its_urls_to_be_found_again(
     """A failure after the discovered URLs were written (here: a trigger on links) rolls
     the whole capture back; those URLs are inserted when found again."""
     m = manifest
-    run = m.start_run("t", "d", [new("http://h.test/a")])
+    run = m.runs.start("t", "d", [new("http://h.test/a")])
     page = item(m, run, "http://h.test/a")
     if m.sql.dialect == "sqlite":
         m.db.execute("CREATE TRIGGER fail BEFORE INSERT ON links "
@@ -601,12 +601,12 @@ def test_a_commit_rolled_back_by_the_database_leaves_its_urls_to_be_found_again(
         m.db.execute("CREATE TRIGGER fail BEFORE INSERT ON links "
                      "FOR EACH ROW EXECUTE FUNCTION fail()")
     with pytest.raises(ManifestWriteError, match="disk full"):
-        m.commit_capture(run, page, capture(1), [new("http://h.test/b")])
-    assert states(m) == {"http://h.test/a": "pending"} and m.count_captures(run) == 0
+        m.captures.commit(run, page, capture(1), [new("http://h.test/b")])
+    assert states(m) == {"http://h.test/a": "pending"} and m.counts.captures(run) == 0
     m.db.execute("DROP TRIGGER fail" + ("" if m.sql.dialect == "sqlite" else " ON links"))
-    m.add_urls(run, None, [new("http://h.test/b")])
+    m.urls.add(run, None, [new("http://h.test/b")])
     assert states(m)["http://h.test/b"] == "pending"
-    assert m.commit_capture(run, page, capture(1), [new("http://h.test/b")])
+    assert m.captures.commit(run, page, capture(1), [new("http://h.test/b")])
     assert links(m) == {("http://h.test/a", "http://h.test/b", "link")}
 
 
@@ -624,11 +624,11 @@ def test_a_transaction_the_database_rolls_back_to_break_a_deadlock_runs_again(
     m = open_manifest(pg_dsn)
     blocker = psycopg.connect(pg_dsn, autocommit=True)
     try:
-        old = m.start_run("t", "d", [new("http://h.test/b")])
-        m.commit_capture(old, item(m, old, "http://h.test/b"), capture(1), [])
-        m.finish_run(old, "t", "complete", 0)
-        run = m.start_run("t", "d", [new("http://h.test/a")])
-        [page] = m.lease(10, time.time())
+        old = m.runs.start("t", "d", [new("http://h.test/b")])
+        m.captures.commit(old, item(m, old, "http://h.test/b"), capture(1), [])
+        m.runs.finish(old, "t", "complete", 0)
+        run = m.runs.start("t", "d", [new("http://h.test/a")])
+        [page] = m.urls.lease(10, time.time())
         m.db.execute("SET deadlock_timeout = '50ms'")
         blocker.execute("SET deadlock_timeout = '10s'")
         waits: list[float] = []
@@ -637,7 +637,7 @@ def test_a_transaction_the_database_rolls_back_to_break_a_deadlock_runs_again(
         blocker.execute("BEGIN")
         blocker.execute("UPDATE urls SET tries=tries WHERE url='http://h.test/b'")
         result: list[object] = []
-        worker = threading.Thread(target=lambda: result.append(m.commit_capture(
+        worker = threading.Thread(target=lambda: result.append(m.captures.commit(
             run, page, capture(2), [new("http://h.test/b")])))
         worker.start()
         pid = m.db.info.backend_pid
@@ -648,7 +648,7 @@ def test_a_transaction_the_database_rolls_back_to_break_a_deadlock_runs_again(
         blocker.execute("COMMIT")
         worker.join(30)
         assert result == [True] and len(waits) == 1
-        assert m.url_states(run) == {"done": 1, "pending": 1}  # b: found again in this run
+        assert m.counts.url_states(run) == {"done": 1, "pending": 1}  # b: found again in this run
     finally:
         blocker.close()
         m.close()

@@ -14,15 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from mirror.manifest.migrations import MIGRATIONS, READ_AS_CURRENT
 from mirror.manifest.reader import ManifestError, ManifestReader
-from mirror.manifest.schema import (
-    MIGRATIONS,
-    READ_AS_CURRENT,
-    SCHEMA,
-    SCHEMA_VERSION,
-    URL_ITEM_COLUMNS,
-    postgres,
-)
+from mirror.manifest.schema import SCHEMA, SCHEMA_VERSION, URL_ITEM_COLUMNS, postgres
 from mirror.manifest.writer import Manifest
 from mirror.model import UrlItem
 
@@ -124,12 +118,13 @@ def folder(path: Path) -> list[str]:
 
 def reads(m: ManifestReader) -> list[object]:
     """What status, runs, diff, explain, serve, reports and verify ask of a manifest."""
-    return [m.runs(), m.last_run(), m.run_totals(), m.run_contents(1), m.url_states(1),
-            m.last_error(1), m.capture_in_run(None, A), m.capture_in_run(1, B),
-            m.original_by_digest("sha1:AAAA", 200), m.previous_capture(1, 2),
-            m.capture_stats(1), m.count_captures(1), m.skip_counts(1), m.skipped_urls(1),
-            m.failed(1), m.error_counts(1), m.broken_links(1), m.run_time(1),
-            m.item_for(1, A), m.committed_ends(), [dict(r) for r in m.captures()],
+    return [m.runs.all(), m.runs.last(), m.runs.totals(), m.runs.contents(1),
+            m.counts.url_states(1), m.counts.last_error(1), m.captures.in_run(None, A),
+            m.captures.in_run(1, B), m.captures.original_by_digest("sha1:AAAA", 200),
+            m.captures.previous(1, 2), m.counts.capture_stats(1), m.counts.captures(1),
+            m.counts.skip_counts(1), m.urls.skipped(1), m.counts.failed(1),
+            m.counts.error_counts(1), m.counts.broken_links(1), m.runs.time(1),
+            m.urls.item_for(1, A), m.captures.committed_ends(), [dict(r) for r in m.captures.all()],
             m.db.execute("SELECT c.id, o.record_id FROM captures c LEFT JOIN captures o "
                          "ON o.id = c.original_id WHERE c.original_id IS NOT NULL").fetchall(),
             m.texts.search("anything"), m.texts.page_history(A), m.texts.page_text(1),
@@ -166,9 +161,9 @@ def test_the_writer_upgrades_a_version_1_manifest_keeping_its_rows(v1: Path) -> 
         assert {"sessions", "hosts", "workers", "files"} <= {r[0] for r in m.db.execute(
             "SELECT name FROM sqlite_master WHERE type='table'")}
         # and the crawl goes on from it: a new run, a revisit of a schema-1 capture
-        run = m.start_run("2026-02-01T00:00:00Z", "cfg")
-        assert run == 2 and m.original_by_digest("sha1:AAAA", 200) is not None
-        prev = m.previous_capture(1, run)
+        run = m.runs.start("2026-02-01T00:00:00Z", "cfg")
+        assert run == 2 and m.captures.original_by_digest("sha1:AAAA", 200) is not None
+        prev = m.captures.previous(1, run)
         assert prev is not None and prev.status == 200 and prev.original.record_id == "<urn:uuid:1>"
     finally:
         m.close()
@@ -248,7 +243,8 @@ def test_the_writer_upgrades_a_version_3_manifest_for_shared_crawls(tmp_path: Pa
     try:
         assert reader.sql.execute("SELECT lease_owner, lease_epoch FROM urls WHERE id=2"
                                   ).fetchone() == (None, None)
-        assert reader.hosts() == [] and reader.workers() == [] and reader.files() == []
+        shared = reader.sharedrun
+        assert shared.hosts() == [] and shared.workers() == [] and shared.files() == []
     finally:
         reader.close()
     m = Manifest(path)
@@ -257,7 +253,7 @@ def test_the_writer_upgrades_a_version_3_manifest_for_shared_crawls(tmp_path: Pa
                             ).fetchone() == (str(SCHEMA_VERSION),)
         assert columns(m.db, "urls")[-2:] == ["lease_owner", "lease_epoch"]
         assert m.sharedrun.join_or_start_run("t", "cfg") == (1, False)
-        assert [(h.site, h.slot) for h in m.hosts()] == [("h.test", 0)]
+        assert [(h.site, h.slot) for h in m.sharedrun.hosts()] == [("h.test", 0)]
         [lease] = m.sharedrun.lease_hosts("w1", 5, 30)
         assert [i.url for i in m.sharedrun.lease_urls(lease, 5)] == [B]
     finally:

@@ -128,6 +128,7 @@ def test_only_the_manifest_runs_sql() -> None:
     manifest.sharedrun through manifest.db, which speaks SQLite and PostgreSQL."""
     assert {m for m in modules() if "sqlite3" in imports(m)} == {
         "manifest.db", "manifest.schema", "manifest.reader", "manifest.texts",
+        "manifest.captures",  # sqlite3.Row: captures.all() reads rows by column name
         # a consistent copy of the manifest for an object store: SQLite's backup API, no SQL
         "store.snapshot"}
 

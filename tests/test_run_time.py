@@ -87,7 +87,7 @@ def test_summary_line_uses_the_run_time() -> None:
 def test_the_run_time_of_overlapping_sessions_is_their_union() -> None:
     """A run shared by workers has sessions at once: counted once, not summed; a resumed
     run's sessions follow each other and add up."""
-    from mirror.manifest.reader import union_length
+    from mirror.manifest.runs import union_length
 
     assert union_length([(0, 10), (2, 5), (8, 12), (20, 21)]) == 13
     assert union_length([(0, 4), (4, 6), (10, 11)]) == 7

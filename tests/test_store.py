@@ -34,11 +34,11 @@ class Archive:
                             opener=opener)
         self.store = CaptureStore(self.manifest, folder / "warc", lambda *_: False,
                                   writer=writer, group_size=group_size)
-        self.run = self.manifest.start_run("2026-01-01T00:00:00Z", "d")
+        self.run = self.manifest.runs.start("2026-01-01T00:00:00Z", "d")
 
     def item(self, url: str) -> UrlItem:
-        self.manifest.add_urls(self.run, None, [NewUrl(url, "x", 0, 5, "page", "link", "link")])
-        [item] = [i for i in self.manifest.lease(100, 1e12) if i.url == url]
+        self.manifest.urls.add(self.run, None, [NewUrl(url, "x", 0, 5, "page", "link", "link")])
+        [item] = [i for i in self.manifest.urls.lease(100, 1e12) if i.url == url]
         return item
 
     def store_one(self, url: str, status: int = 200, body: bytes = BODY) -> None:

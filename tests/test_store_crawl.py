@@ -95,8 +95,8 @@ async def test_a_run_uploads_closed_files_then_the_index_and_a_snapshot(
     snapshot = snapshot_of(s3, tmp_path, "sites/test/")
     local = ManifestReader(done.archive / "manifest.sqlite3")
     try:
-        assert snapshot.committed_ends() == local.committed_ends()
-        assert [r.state for r in snapshot.runs()] == ["complete"]
+        assert snapshot.captures.committed_ends() == local.captures.committed_ends()
+        assert [r.state for r in snapshot.runs.all()] == ["complete"]
     finally:
         snapshot.close()
         local.close()
@@ -271,8 +271,9 @@ async def test_the_snapshot_never_names_a_file_the_store_lacks(
     snapshot = snapshot_of(s3, tmp_path)
     local = ManifestReader(done.archive / "manifest.sqlite3")
     try:
-        assert set(snapshot.committed_ends()) == set(local.committed_ends()) - {last}
-        lost = [row["url"] for row in local.captures() if row["filename"] == last]
+        assert (set(snapshot.captures.committed_ends())
+                == set(local.captures.committed_ends()) - {last})
+        lost = [row["url"] for row in local.captures.all() if row["filename"] == last]
         states = dict(snapshot.db.execute("SELECT url, state FROM urls").fetchall())
         assert lost and {states[u] for u in lost} == {"pending"}
     finally:
@@ -294,7 +295,7 @@ async def test_restore_rolls_back_what_the_store_lost(
     assert outcome.restored and outcome.rolled_back == [gone]
     manifest = ManifestReader(folder / "manifest.sqlite3")
     try:
-        assert gone not in manifest.committed_ends()
+        assert gone not in manifest.captures.committed_ends()
         assert check_archive(folder, manifest).problems == ()
     finally:
         manifest.close()

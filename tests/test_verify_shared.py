@@ -100,7 +100,7 @@ class SharedRun:
     def capture(self, w: Worker, item: UrlItem, lease: HostLease | None) -> bool:
         """Append the URL's records to the worker's file, then commit (fenced by `lease`)."""
         body = body_of(item.url)
-        original = self.m.original_by_digest(sha1_digest(hashlib.sha1(body)), 200)
+        original = self.m.captures.original_by_digest(sha1_digest(hashlib.sha1(body)), 200)
         revisit = None if original is None else Revisit(
             IDENTICAL, original.record_id, original.url, original.warc_date,
             original.payload_digest)
@@ -110,7 +110,7 @@ class SharedRun:
             assert self.m.filemarks.open_file(name, w.owner)
             w.files.append(name)
         cap = row(loc, body, None if original is None else original.id)
-        return self.m.commit_capture(self.run, item, cap, [], lease=lease)
+        return self.m.captures.commit(self.run, item, cap, [], lease=lease)
 
     def close_files(self, w: Worker, *, put: bool = True, mark: bool = True) -> None:
         """Close the worker's file, upload it (`put`), mark it uploaded (`mark`)."""
@@ -126,9 +126,9 @@ class SharedRun:
 
     def complete(self) -> None:
         """The run ends; its index, made from the manifest's captures, goes up last."""
-        self.m.finish_run(self.run, "2026-01-02T04:00:00Z", "complete", 0)
+        self.m.runs.finish(self.run, "2026-01-02T04:00:00Z", "complete", 0)
         index = self.folder / "index.cdxj"
-        write_index(index, (capture_line(r) for r in self.m.captures()))
+        write_index(index, (capture_line(r) for r in self.m.captures.all()))
         self.store.put_file(index, INDEX_KEY)
 
 
@@ -192,12 +192,12 @@ def test_a_good_shared_run_verifies(shared: tuple[SharedRun, Path],
     # each file is read whole twice, as `verify s3://...` reads it (its records, then its
     # index lines); its SHA-256 is taken on the way, not by a third read
     assert sorted(k for k in streamed if k.startswith(WARC_PREFIX)) == sorted(
-        WARC_PREFIX + f.name for f in run.m.files() for _ in range(2))
+        WARC_PREFIX + f.name for f in run.m.sharedrun.files() for _ in range(2))
 
 
 def test_a_capture_in_a_file_not_marked_uploaded(shared: tuple[SharedRun, Path]) -> None:
     run, _ = shared
-    run.m.add_urls(run.run, None, [NewUrl("http://c.test/", "c.test", 0, 5, "page", "start",
+    run.m.urls.add(run.run, None, [NewUrl("http://c.test/", "c.test", 0, 5, "page", "start",
                                           "link")])
     w3 = run.worker("w3")
     run.crawl_host(w3)
@@ -217,7 +217,7 @@ def test_a_capture_in_a_file_not_marked_uploaded(shared: tuple[SharedRun, Path])
 
 def test_a_capture_in_a_file_never_uploaded(shared: tuple[SharedRun, Path]) -> None:
     run, _ = shared
-    run.m.add_urls(run.run, None, [NewUrl("http://c.test/", "c.test", 0, 5, "page", "start",
+    run.m.urls.add(run.run, None, [NewUrl("http://c.test/", "c.test", 0, 5, "page", "start",
                                           "link")])
     w3 = run.worker("w3")
     run.crawl_host(w3)  # its file still open
@@ -233,7 +233,7 @@ def test_a_capture_in_a_file_never_uploaded(shared: tuple[SharedRun, Path]) -> N
 
 def test_an_object_of_a_lost_file_is_stray(shared: tuple[SharedRun, Path]) -> None:
     run, _ = shared
-    run.m.add_urls(run.run, None, [NewUrl("http://c.test/", "c.test", 0, 5, "page", "start",
+    run.m.urls.add(run.run, None, [NewUrl("http://c.test/", "c.test", 0, 5, "page", "start",
                                           "link")])
     w3 = run.worker("w3")
     run.crawl_host(w3)
@@ -256,7 +256,7 @@ def test_an_object_of_a_lost_file_is_stray(shared: tuple[SharedRun, Path]) -> No
 def test_a_flipped_byte_in_an_uploaded_object(shared: tuple[SharedRun, Path]) -> None:
     run, _ = shared
     run.complete()
-    key = WARC_PREFIX + run.m.files("w1")[0].name
+    key = WARC_PREFIX + run.m.sharedrun.files("w1")[0].name
     data = bytearray(run.store.get_bytes(key))
     data[len(data) // 2] ^= 0x01
     run.store.put_bytes(key, bytes(data))  # the same size: only the digest tells
@@ -266,7 +266,7 @@ def test_a_flipped_byte_in_an_uploaded_object(shared: tuple[SharedRun, Path]) ->
     digest = hashlib.sha256(data).hexdigest()
     assert found["object-sha256"] == [
         f"{key}: object-sha256: the store's bytes have SHA-256 {digest}; worker w1 closed it "
-        f"with {run.m.files('w1')[0].sha256}"]
+        f"with {run.m.sharedrun.files('w1')[0].sha256}"]
     assert "object-size" not in found
 
 
@@ -285,14 +285,14 @@ def test_a_url_captured_twice_in_one_run(shared: tuple[SharedRun, Path]) -> None
         "SELECT id FROM captures WHERE url='http://a.test/two' ORDER BY id")]
     assert checks(out) == {"captured-twice": [
         f"manifest: http://a.test/two: captured-twice: 2 captures in run 1: capture {first} "
-        f"in warc/{run.m.files('w1')[0].name} (worker w1), capture {second} in "
+        f"in warc/{run.m.sharedrun.files('w1')[0].name} (worker w1), capture {second} in "
         f"warc/{w3.files[0]} (worker w3)"]}
 
 
 def test_a_complete_run_with_a_url_pending(
         shared: tuple[SharedRun, Path]) -> None:
     run, _ = shared
-    run.m.add_urls(run.run, None, [NewUrl("http://a.test/late", "a.test", 1, 5, "page", "link",
+    run.m.urls.add(run.run, None, [NewUrl("http://a.test/late", "a.test", 1, 5, "page", "link",
                                           "link")])
     run.complete()  # ... as a worker that miscounted would
     code, out = verify(run)
@@ -305,7 +305,7 @@ def test_a_complete_run_with_a_url_pending(
 def test_a_running_run_is_not_held_to_what_a_complete_one_is(
         shared: tuple[SharedRun, Path]) -> None:
     run, _ = shared
-    run.m.add_urls(run.run, None, [NewUrl("http://a.test/late", "a.test", 1, 5, "page", "link",
+    run.m.urls.add(run.run, None, [NewUrl("http://a.test/late", "a.test", 1, 5, "page", "link",
                                           "link")])
     code, out = verify(run)
     assert code == ExitCode.DAMAGED  # no index yet: its workers have not finished
@@ -332,7 +332,7 @@ def test_the_command_line(shared: tuple[SharedRun, Path],
     run.complete()
     assert main(["verify", str(site), "--db", str(run.m.path)]) == ExitCode.OK
     assert capsys.readouterr().out.endswith("verified 2 files, 12 records: OK\n")
-    run.store.delete(WARC_PREFIX + run.m.files("w2")[0].name)
+    run.store.delete(WARC_PREFIX + run.m.sharedrun.files("w2")[0].name)
     assert main(["verify", str(site), "--db", str(run.m.path)]) == ExitCode.DAMAGED
     assert ": object-missing: " in capsys.readouterr().out
 

@@ -95,7 +95,7 @@ def archive_runs(archive: Path) -> list[Any]:
     except ManifestError:  # none yet, or the first run is making it (no tables yet)
         return []
     try:
-        return manifest.runs()
+        return manifest.runs.all()
     finally:
         manifest.close()
 

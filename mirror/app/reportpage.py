@@ -31,7 +31,7 @@ def report_context(cfg: SiteConfig, run_id: int, reports: Reports) -> dict[str, 
     except ManifestError:
         return None
     try:
-        runs = [r for r in manifest.runs() if r.state != RunState.ABANDONED or r.id == run_id]
+        runs = [r for r in manifest.runs.all() if r.state != RunState.ABANDONED or r.id == run_id]
         run = next((r for r in runs if r.id == run_id), None)
         if run is None:
             return None

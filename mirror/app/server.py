@@ -232,7 +232,7 @@ class LibraryApp:
         except ManifestError:
             return []
         try:
-            runs = manifest.runs()
+            runs = manifest.runs.all()
         finally:
             manifest.close()
         return [self.reports.summary(layout, r) for r in reversed(runs)]

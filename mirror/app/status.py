@@ -159,7 +159,7 @@ def site_status(root: Path, reports: Reports) -> SiteStatus:
                               warc_bytes=warc_bytes, disk_bytes=disk)
         return SiteStatus(SiteState.FAILED, holder, live, error=str(exc))
     try:
-        runs = [r for r in manifest.runs() if r.state != RunState.ABANDONED]
+        runs = [r for r in manifest.runs.all() if r.state != RunState.ABANDONED]
         last = runs[-1] if runs else None
         ended = reports.summary(layout, last) if last and holder is None else None
         state = classify(holder, last, live is not None, ended.failure if ended else None)
@@ -171,9 +171,9 @@ def site_status(root: Path, reports: Reports) -> SiteStatus:
         summary = reports.summary(layout, shown) if shown else None
         broken = summary.broken_links if summary else 0
         if summary and broken is None:  # the report says it, else an SQL count (~30 ms
-            broken = manifest.count_broken_links(summary.id)  # over 10,000 captures)
+            broken = manifest.counts.broken_links_total(summary.id)  # over 10,000 captures)
         return SiteStatus(
-            state, holder, live, last=summary, pages=manifest.count_pages(),
+            state, holder, live, last=summary, pages=manifest.counts.pages(),
             warc_bytes=warc_bytes, disk_bytes=disk, broken_links=broken or 0,
             waiting=waiting(root) if holder else None)
     except ManifestError as exc:

@@ -71,7 +71,7 @@ def learned(cfg: SiteConfig) -> dict[str, Any] | None:
         return None
     manifest = ManifestReader(path)
     try:
-        last = manifest.last_run()
+        last = manifest.runs.last()
         return manifest.patterns.stopped(last.id) if last else {}
     finally:
         manifest.close()

@@ -43,7 +43,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     manifest_path, warc_dir = layout.manifest, layout.warc
     manifest = ManifestReader(manifest_path)
     try:
-        runs, totals = manifest.runs(), manifest.run_totals()
+        runs, totals = manifest.runs.all(), manifest.runs.totals()
         statuses = [
             RunStatus(r.id, r.state, r.started_at, r.finished_at, r.exit_code,
                       *totals.get(r.id, (0, 0)))
@@ -51,9 +51,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         ]
         last = runs[-1].id if runs else 0
         text = render_status(
-            str(cfg.site.output_dir), statuses, manifest.url_states(last),
+            str(cfg.site.output_dir), statuses, manifest.counts.url_states(last),
             [(p.name, p.stat().st_size) for p in sorted(warc_dir.glob("*.warc.gz*"))],
-            manifest.last_error(last), ArchiveLock.holder(cfg.site.output_dir),
+            manifest.counts.last_error(last), ArchiveLock.holder(cfg.site.output_dir),
         )
     finally:
         manifest.close()
@@ -72,7 +72,7 @@ def _history(args: argparse.Namespace) -> Iterator[tuple[SiteConfig, list[Run], 
     cfg = load_config(args.config)
     manifest = ManifestReader(ArchiveLayout(cfg.site.output_dir).manifest)
     try:
-        yield cfg, [r for r in manifest.runs() if r.state != RunState.ABANDONED], manifest
+        yield cfg, [r for r in manifest.runs.all() if r.state != RunState.ABANDONED], manifest
     finally:
         manifest.close()
 
@@ -84,10 +84,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
     with _history(args) as (cfg, runs, manifest):
         if not runs:
             print("no runs yet")
-        totals, before = manifest.run_totals(), None
+        totals, before = manifest.runs.totals(), None
         for r in runs:
             counts = {**changes_between(manifest, before, r).counts(),
-                      "failed": len(manifest.failed(r.id))}
+                      "failed": len(manifest.counts.failed(r.id))}
             before = r.id
             failed = health_of(cfg, r).text()
             say(f"run {r.id:<4} {r.state:<11} {r.started_at} -> {r.finished_at or '...':<20} "

@@ -90,7 +90,7 @@ def _search_site(args: argparse.Namespace, site_file: Path, query: str) -> int:
     cfg = load_config(site_file)
     manifest = ManifestReader(ArchiveLayout(cfg.site.output_dir).manifest)
     try:
-        if args.run is not None and args.run not in {r.id for r in manifest.runs()}:
+        if args.run is not None and args.run not in {r.id for r in manifest.runs.all()}:
             return _usage(f"--run {args.run}: no such run (see `mirror runs {site_file}`)")
         try:
             hits = manifest.texts.search(query, run_id=args.run, all_runs=args.all_runs,

@@ -166,7 +166,7 @@ class Crawler:
         self._heartbeat(force=True)
         uploads = await self.mode.finish(code, state)
         return RunResult(self.run_id, code, state, begun.resumed,
-                         self.manifest.run_time(self.run_id)[0], self._fatal, uploads,
+                         self.manifest.runs.time(self.run_id)[0], self._fatal, uploads,
                          self.mode.files())
 
     def _begun(self, begun: Begun) -> None:
@@ -237,9 +237,9 @@ class Crawler:
             return self._fatal_code, RunState.INTERRUPTED
         if self._interrupted:
             return ExitCode.INTERRUPTED, RunState.INTERRUPTED
-        if self.frontier.limit_reached and self.manifest.count_pending(pages_only=True):
+        if self.frontier.limit_reached and self.manifest.urls.count_pending(pages_only=True):
             return ExitCode.LIMIT, RunState.LIMIT
-        if self.manifest.url_states(self.run_id).get(UrlState.FAILED):
+        if self.manifest.counts.url_states(self.run_id).get(UrlState.FAILED):
             return ExitCode.FAILED_URLS, RunState.COMPLETE
         return ExitCode.OK, RunState.COMPLETE
 
@@ -272,7 +272,7 @@ class Crawler:
         those the frontier holds in memory."""
         if self.frontier is None:
             return None
-        return self.counters.snapshot(self.run_id, self.manifest.count_pending(),
+        return self.counters.snapshot(self.run_id, self.manifest.urls.count_pending(),
                                       self.frontier.held_back())
 
     def _fail_run(self, message: str, code: ExitCode = ExitCode.INTERNAL) -> None:

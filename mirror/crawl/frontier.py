@@ -216,7 +216,7 @@ class Frontier(Waits):
             self._buffered -= 1
             if item.mode != PAGE or not self.limit_reached:
                 return item
-            self.manifest.unlease([item.id])
+            self.manifest.urls.unlease([item.id])
         return None
 
     def _refill(self) -> bool:
@@ -227,7 +227,7 @@ class Frontier(Waits):
             return False
         self._last_refill = now
         full = [s for s, q in self._queues.items() if len(q) >= HOST_BUFFER]
-        items = self.manifest.lease(
+        items = self.manifest.urls.lease(
             self.batch, time.time(), exclude_sites=full, pages=not self.limit_reached
         )
         for item in items:
@@ -242,7 +242,7 @@ class Frontier(Waits):
         return bool(items)
 
     def _nothing_due_ever(self) -> bool:
-        return self.manifest.next_due(pages=not self.limit_reached) is None
+        return self.manifest.urls.next_due(pages=not self.limit_reached) is None
 
     def _next_wakeup(self) -> float:
         """Seconds until a host's delay or a retry becomes due (bounded by MAX_WAIT)."""
@@ -252,7 +252,7 @@ class Frontier(Waits):
             if self._queues.get(s) and self._active.get(s, 0) < self.per_host
         ]
         if not self._buffered:  # only then can a retry coming due be what we wait for
-            due = self.manifest.next_due(pages=not self.limit_reached)
+            due = self.manifest.urls.next_due(pages=not self.limit_reached)
             if due is not None:
                 waits.append(due - time.time())
         return min([MAX_WAIT, *[max(w, 0.001) for w in waits]])
@@ -263,4 +263,4 @@ class Frontier(Waits):
             q.clear()
         self._buffered = 0
         if ids:
-            self.manifest.unlease(ids)
+            self.manifest.urls.unlease(ids)

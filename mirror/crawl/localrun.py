@@ -61,7 +61,7 @@ class LocalRun:
             per_host=cfg.crawl.per_host,
             delay=cfg.crawl.delay,
             max_pages=cfg.scope.max_pages,
-            pages_done=m.count_done_pages(self._run_id),
+            pages_done=m.counts.done_pages(self._run_id),
             on_dry=store.commit_pending,  # the group's new URLs are not leasable yet
         )
         return Begun(self._run_id, resumed, store, frontier)
@@ -96,7 +96,7 @@ class LocalRun:
 
     async def finish(self, code: int, state: str) -> PushResult | None:
         assert self._parts is not None
-        self._parts.manifest.finish_run(self._run_id, now_iso(), state, code)
+        self._parts.manifest.runs.finish(self._run_id, now_iso(), state, code)
         return await self._last_push(self._parts.halt, self._parts.cfg.archive.store)
 
     async def _last_push(self, halt: Halt, store: str) -> PushResult | None:

@@ -87,7 +87,7 @@ class UrlOutcomes:
         if delay is not None:
             log.info("retrying %s in %.1fs after %s (try %d of %d)",
                      item.url, delay, error, tries, self.cfg.crawl.max_tries)
-            self.manifest.retry_later(self.run_id, item, error, time.time() + delay,
+            self.manifest.urls.retry_later(self.run_id, item, error, time.time() + delay,
                                       lease=self.lease_of(item))
             self.counters.retried += 1
             self.heartbeat()
@@ -97,7 +97,7 @@ class UrlOutcomes:
 
     def give_up(self, item: UrlItem, error: str) -> None:
         self.failing_since.pop(item.id, None)
-        self.manifest.give_up(self.run_id, item, error, lease=self.lease_of(item))
+        self.manifest.urls.give_up(self.run_id, item, error, lease=self.lease_of(item))
         self.counters.failed += 1
 
     def host_failed(self, site: str, exc: FetchError, *, first: bool = False) -> bool:

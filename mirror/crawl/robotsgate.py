@@ -144,11 +144,11 @@ class RunRobots:
     def lookup(self, url: str) -> RawRecord | str | None:
         site = site_key(url)
         lease = self.lease_for(site) if self.lease_for is not None else None
-        item = self.manifest.ensure_url(self.run_id(), url, site, Via.ROBOTS, lease=lease)
+        item = self.manifest.urls.ensure(self.run_id(), url, site, Via.ROBOTS, lease=lease)
         if item is not None:
             self._leased[url] = item
             return None
-        stored = self.manifest.capture_in_run(self.run_id(), url)
+        stored = self.manifest.captures.in_run(self.run_id(), url)
         if stored is None:
             return "robots.txt is being fetched by another worker"
         path = self.warc_path(stored.filename)
@@ -163,7 +163,7 @@ class RunRobots:
             return
         if isinstance(answer, str):
             lease = self.lease_for(item.site) if self.lease_for is not None else None
-            self.manifest.give_up(self.run_id(), item, answer, lease=lease)
+            self.manifest.urls.give_up(self.run_id(), item, answer, lease=lease)
         else:
             self.store(item, answer, self._links(item, answer))
 

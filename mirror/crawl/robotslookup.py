@@ -49,7 +49,7 @@ class ArchivedRobots:
             return None
         manifest = ManifestReader(self.layout.manifest)
         try:
-            stored = manifest.capture_in_run(None, url)
+            stored = manifest.captures.in_run(None, url)
         finally:
             manifest.close()
         if stored is None:

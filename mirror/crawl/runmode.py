@@ -135,6 +135,6 @@ def write_index(manifest: Manifest, path: Path, stop_check: Callable[[], bool]) 
     """index.cdxj from every capture of the manifest; StopRequested, the old index left
     as it was, when `stop_check` raises it while the index is written."""
     log.info("writing %s", path)
-    lines = (index.capture_line(row) for row in manifest.captures() if not stop_check())
+    lines = (index.capture_line(row) for row in manifest.captures.all() if not stop_check())
     n = index.write_index(path, lines)
     log.info("wrote %s (%d lines)", path, n)

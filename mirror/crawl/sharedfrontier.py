@@ -271,7 +271,7 @@ class SharedFrontier(Waits):
     def _give_back(self, held: _Held) -> None:
         """No more URLs under this lease: those buffered go back to pending."""
         if held.queue and not held.lost:
-            self.manifest.unlease([item.id for item in held.queue], lease=held.lease)
+            self.manifest.urls.unlease([item.id for item in held.queue], lease=held.lease)
         held.queue.clear()
         held.dry = True
 

@@ -88,7 +88,7 @@ class SharedRun:
                         "be fetched again", gone, len(lost))
         joined = m.sharedrun.join_or_start_run(now_iso(), cfg.digest(), seeds(cfg),
                                      may_start=not self.join_only)
-        last = m.last_run()
+        last = m.runs.last()
         self._run_id = run_id = joined.run_id if joined else (last.id if last else 0)
         m.sharedrun.register_worker(self.owner, run_id)
         workerfolder.mark(cfg.site.output_dir, self.owner)
@@ -108,7 +108,7 @@ class SharedRun:
             crashpoints.reached("run:started")
         store = parts.new_store(
             writer=parts.writer(f"{cfg.site.name}-{self.owner}", run_id),
-            history=m.has_captures_before(run_id), group_size=1, lease_of=self.lease_of,
+            history=m.captures.any_before(run_id), group_size=1, lease_of=self.lease_of,
             opened_file=functools.partial(m.filemarks.open_file, owner=self.owner),
             closed_file=files.closed)
         self.frontier = SharedFrontier(
@@ -118,7 +118,7 @@ class SharedRun:
             ttl=self.ttl or default_ttl(cfg.crawl.timeout),
             fetch_timeout=cfg.crawl.timeout,
             max_pages=cfg.scope.max_pages,
-            pages_done=m.count_done_pages(run_id),
+            pages_done=m.counts.done_pages(run_id),
             on_dry=store.commit_pending,
         )
         return Begun(run_id, not joined.started, store, self.frontier)
@@ -158,7 +158,7 @@ class SharedRun:
         if halt.fatal or halt.interrupted or m.sharedrun.unfinished(
                 self._run_id, pages=not self.frontier.limit_reached):
             return None
-        m.finish_run(self._run_id, now_iso(), state, code)
+        m.runs.finish(self._run_id, now_iso(), state, code)
         self.completed = True
         self.unsettled = m.filemarks.unsettled_files(self.owner, self.frontier.ttl)
         for worker, names in self.unsettled.items():

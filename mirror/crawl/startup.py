@@ -41,7 +41,7 @@ class RunSession:
 
     def __init__(self, manifest: Manifest, run_id: int) -> None:
         self.manifest = manifest
-        self.id = manifest.begin_session(run_id, time.time())
+        self.id = manifest.runs.begin_session(run_id, time.time())
         self._alive = time.monotonic()
 
     def beat(self, force: bool = False) -> bool:
@@ -49,7 +49,7 @@ class RunSession:
         now = time.monotonic()
         if force or now - self._alive >= 1.0:
             self._alive = now
-            self.manifest.touch_session(self.id, time.time())
+            self.manifest.runs.touch_session(self.id, time.time())
             return True
         return False
 
@@ -78,7 +78,7 @@ class Startup:
 
     def begin(self) -> tuple[int, bool]:
         """(the run to work on, whether it is resumed)."""
-        last = self.manifest.last_run()
+        last = self.manifest.runs.last()
         resumed = last is not None and last.state in UNFINISHED
         if last is not None and last.state == RunState.RUNNING:  # the last run died: check first
             damage = self.manifest.quick_check()
@@ -90,15 +90,15 @@ class Startup:
                 )
         if last is not None and resumed and self.force_new_run:
             self.recover(last.id)  # its open file still belongs to it
-            self.manifest.abandon_run(last.id, now_iso())
+            self.manifest.runs.abandon(last.id, now_iso())
             log.warning("run %d left unfinished (abandoned); starting a new run", last.id)
             resumed = False
         if last is not None and resumed:
-            back = self.manifest.resume_run(last.id)
+            back = self.manifest.runs.resume(last.id)
             log.info("resuming run %d (%d leased URLs back to pending)", last.id, back)
             run_id = last.id
         else:
-            run_id = self.manifest.start_run(now_iso(), self.cfg.digest(), seeds(self.cfg))
+            run_id = self.manifest.runs.start(now_iso(), self.cfg.digest(), seeds(self.cfg))
             crashpoints.reached("run:started")
         self.recover(run_id)
         return run_id, resumed
@@ -108,14 +108,14 @@ class Startup:
         them): torn tails cut, captures the manifest lost (a file cut short by power loss)
         re-queued, captures it never recorded adopted, .open files closed."""
         self.run_id = run_id
-        self.history = self.manifest.has_captures_before(run_id)
+        self.history = self.manifest.captures.any_before(run_id)
         store = self.new_store(history=self.history)
         warc_dir = store.warc_dir
         recovery.remove_temporaries(self.cfg.site.output_dir)
         open_paths = recovery.open_files(warc_dir)
         for path in open_paths:
             recovery.cut_torn_tail(path)
-        ends = self.manifest.committed_ends()
+        ends = self.manifest.captures.committed_ends()
         for name, end in ends.items():
             size = file_size(warc_dir / name) or file_size(warc_dir / (name + OPEN_SUFFIX))
             roll_back_short(self.manifest, run_id, name, size, end)
@@ -155,8 +155,9 @@ class Startup:
         outcome the normal path would have committed. False when that cannot be done
         exactly (its URL is not waiting in this run, or its revisit's original is unknown)."""
         ex, revisit = f.exchange, f.revisit
-        item = self.manifest.item_for(self.run_id, ex.url)
-        original = (self.manifest.original_by_record(revisit.refers_to, revisit.payload_digest)
+        item = self.manifest.urls.item_for(self.run_id, ex.url)
+        captures = self.manifest.captures
+        original = (captures.original_by_record(revisit.refers_to, revisit.payload_digest)
                     if item is not None and revisit is not None else None)
         if item is None or (revisit is not None and original is None):
             log.warning("cannot adopt the capture of %s at %s@%d; it will be fetched again",
@@ -192,7 +193,7 @@ def roll_back_short(manifest: Manifest, run_id: int, name: str, size: int,
     the captures past `size` are forgotten, their URLs fetched again. Whether it was."""
     if size >= end:
         return False
-    lost = manifest.rollback_past(run_id, name, size)
+    lost = manifest.captures.rollback_past(run_id, name, size)
     log.warning("%s is shorter than the manifest says (%d < %d): %d captures will be "
                 "fetched again", name, size, end, len(lost))
     return True

@@ -124,7 +124,7 @@ class CaptureStore:
     def previous(self, run_id: int, item: UrlItem) -> Previous | None:
         """The URL's latest capture from an earlier run (no query when there is none); in
         a shared run only one in this worker's own files (a 304 is read back from it)."""
-        prev = self.manifest.previous_capture(item.id, run_id) if self.history else None
+        prev = self.manifest.captures.previous(item.id, run_id) if self.history else None
         if prev is not None and not self._own(prev.original.filename):
             return None
         return prev
@@ -138,7 +138,7 @@ class CaptureStore:
         dedupable = history.dedupable(ex)
         if dedupable and (ex.payload_digest, ex.status) in self._originals:
             self.commit_group()  # the lookup sees committed captures only
-        same = (self.manifest.original_by_digest(ex.payload_digest, ex.status)
+        same = (self.manifest.captures.original_by_digest(ex.payload_digest, ex.status)
                 if dedupable else None)
         if same is not None and not self._own(same.filename):
             same = None  # another worker's file may yet be declared lost
@@ -193,7 +193,7 @@ class CaptureStore:
                     if crashpoints.hook is not None:
                         crashpoints.label = p.kind
                     lease = self.lease_of(p.item) if self.lease_of is not None else None
-                    if not self.manifest.commit_capture(
+                    if not self.manifest.captures.commit(
                             p.run_id, p.item, p.row, p.links.links, failed_reason=p.error,
                             note=p.links.note, text=p.links.text, lease=lease,
                             robots=p.links.robots):
@@ -242,7 +242,7 @@ class CaptureStore:
         assert self.writer is not None
         self.writer.undo(group[0].loc)
         try:
-            self.manifest.unlease([p.item.id for p in group])
+            self.manifest.urls.unlease([p.item.id for p in group])
         except ManifestWriteError:  # leased URLs go back to pending on resume anyway
             pass
 
@@ -255,7 +255,7 @@ class CaptureStore:
         row = capture_row(ex, loc, links.target, revisit, original, prev)
         crashpoints.reached("commit:before")
         with self.manifest.group():
-            self.manifest.commit_capture(run_id, item, row, links.links, failed_reason=error,
+            self.manifest.captures.commit(run_id, item, row, links.links, failed_reason=error,
                                          note=links.note, text=links.text, robots=links.robots)
             if self.learn is not None:
                 self.learn(run_id, item, links)

@@ -60,7 +60,7 @@ class UrlWork:
         self.sitemap_tasks: set[asyncio.Task[None]] = set()
         # responses fetched and waiting to be stored, at most one per worker
         self._backlog = asyncio.Semaphore(cfg.crawl.workers)
-        self._usage = manifest.host_usage(run_id)  # site -> (URLs, bytes) this run
+        self._usage = manifest.counts.host_usage(run_id)  # site -> (URLs, bytes) this run
 
     def stop(self) -> None:
         for task in self.sitemap_tasks:
@@ -71,7 +71,7 @@ class UrlWork:
             await asyncio.wait(set(self.finishing))
 
     def unlease(self, item: UrlItem) -> None:
-        self.manifest.unlease([item.id], lease=self.lease_of(item))
+        self.manifest.urls.unlease([item.id], lease=self.lease_of(item))
 
     async def work(self, session: object) -> None:
         """One worker task: URLs from the frontier until there is none."""
@@ -109,7 +109,7 @@ class UrlWork:
             self.fail_run(str(exc), ExitCode.INTERNAL)
         except Exception as exc:  # a bad page never stops the crawl
             log.exception("internal error on %s", item.url)
-            self.manifest.give_up(self.run_id, item, f"internal: {type(exc).__name__}",
+            self.manifest.urls.give_up(self.run_id, item, f"internal: {type(exc).__name__}",
                                   lease=self.lease_of(item))
             self.outcomes.counters.failed += 1
 
@@ -167,7 +167,7 @@ class UrlWork:
             if is_sitemap(item):
                 links = self.sitemap_budget.take(self.run_id, item, links)
             links = requisites.bounded(
-                links, item, functools.partial(self.manifest.requisite_chain, item.id),
+                links, item, functools.partial(self.manifest.urls.requisite_chain, item.id),
                 self.cfg.scope.max_requisite_depth)
             if self.learner is not None:
                 links = links._replace(links=self.learner.sift(links.links))
@@ -217,7 +217,7 @@ class UrlWork:
                 rule = ROBOTS_RULE
         if rule is not None:
             log.info("skipping %s (%s)", item.url, rule)
-            self.manifest.skip(self.run_id, item, rule, lease=self.lease_of(item))
+            self.manifest.urls.skip(self.run_id, item, rule, lease=self.lease_of(item))
             return False
         return True
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from mirror.manifest.captures import END
 from mirror.manifest.db import SqlDb, Tx
-from mirror.manifest.reader import END
 from mirror.manifest.sharedrun import retried
 
 

@@ -1,5 +1,5 @@
 """The robots directives of a run's pages in the manifest (table page_robots, written by
-Manifest.commit_capture(robots=...)): a part of ManifestReader (`reader.robots`)."""
+Manifest.captures.commit(robots=...)): a part of ManifestReader (`reader.robots`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The manifest's schema: its tables, version, migrations and indexes, and the states it records.
 
-A run (runs.state); Manifest's methods make each step:
+A run (runs.state); the methods of Manifest's parts (runs, urls, captures, sharedrun,
+filemarks, prune; named below as they were on Manifest) make each step:
 
     (none)      -> running        start_run: `mirror run` with no run to resume
     running     -> complete       finish_run: nothing left to fetch (ExitCode.OK, or
@@ -106,9 +107,10 @@ from pathlib import Path
 from typing import Any
 
 from mirror.manifest.db import ManifestError, SqlDb
+from mirror.manifest.migrations import MIGRATIONS, READ_AS_CURRENT
 from mirror.manifest.patterns import PATTERN_SCHEMA
 
-__all__ = ["INDEXES", "MIGRATIONS", "READ_AS_CURRENT", "SCHEMA", "SCHEMA_VERSION",
+__all__ = ["INDEXES", "SCHEMA", "SCHEMA_VERSION",
            "ManifestError", "create_or_upgrade", "create_or_upgrade_postgres", "postgres",
            "read_as_current", "schema_version"]
 
@@ -294,41 +296,6 @@ CREATE TABLE IF NOT EXISTS files (
 """
 
 SCHEMA += PATTERN_SCHEMA  # learned trap patterns (manifest/patterns.py)
-
-#: upgrades from each older schema version to the next, run in order by the writer
-MIGRATIONS = {
-    1: """
-ALTER TABLE captures ADD COLUMN record_type TEXT NOT NULL DEFAULT 'response';
-ALTER TABLE captures ADD COLUMN original_id INTEGER;
-""",
-    2: """
-ALTER TABLE captures ADD COLUMN text_id INTEGER;
-""",
-    3: """
-ALTER TABLE urls ADD COLUMN lease_owner TEXT;
-ALTER TABLE urls ADD COLUMN lease_epoch INTEGER;
-""",
-    4: "",  # (schema 5 gave SQLite's full-text index a prefix index; no longer: see SCHEMA)
-}
-
-#: for a reader, which never upgrades: temporary views (in its connection only) that show
-#: a manifest of each older schema version as the current schema, with the very values the
-#: migrations would write (schema 1 had no revisits: every capture is a response; before
-#: schema 3 no capture had a text)
-_URLS_V3 = """
-CREATE TEMP VIEW urls AS SELECT *, NULL AS lease_owner, NULL AS lease_epoch FROM main.urls;
-"""
-READ_AS_CURRENT = {
-    1: """
-CREATE TEMP VIEW captures AS SELECT *, 'response' AS record_type, NULL AS original_id,
-    NULL AS text_id FROM main.captures;
-""" + _URLS_V3,
-    2: """
-CREATE TEMP VIEW captures AS SELECT *, NULL AS text_id FROM main.captures;
-""" + _URLS_V3,
-    3: _URLS_V3,
-    4: "",  # the full-text index without its prefix index answers the same queries
-}
 
 #: created after the migrations, since they may name columns the migrations add
 INDEXES = """

@@ -12,7 +12,7 @@ state machines are in manifest.schema's docstring. Manifest has these verbs as i
     for lease in m.sharedrun.lease_hosts(owner, max_hosts, ttl):
         for item in m.sharedrun.lease_urls(lease, k):
             ... fetch, append to the worker's own WARC file, flush ...
-            if not m.commit_capture(run_id, item, row, found, lease=lease):
+            if not m.captures.commit(run_id, item, row, found, lease=lease):
                 ... cut the WARC file back to before the record ...
         m.sharedrun.release_host(lease, delay)
 """
@@ -27,6 +27,7 @@ from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from mirror.manifest.db import ManifestConflict, SqlDb, Tx
 from mirror.manifest.schema import FRONTIER_URLS, URL_ITEM_COLUMNS
+from mirror.manifest.sharedreads import SharedRunReads
 from mirror.model import UNFINISHED, HostLease, Joined, NewUrl, UrlItem
 
 #: times a transaction that the database rolled back to break a deadlock is run again
@@ -78,13 +79,13 @@ def fence(lease: HostLease | None) -> tuple[str, tuple[object, ...]]:
     return " AND lease_owner=? AND lease_epoch=?", (lease.owner, lease.epoch)
 
 
-class SharedRun:
+class SharedRun(SharedRunReads):
     """The writer's part for a run shared by several workers: joining the run, the
     workers' heartbeats, host leases (fenced by an epoch) and the run's fair share."""
 
     def __init__(self, sql: SqlDb, tx: Tx, new_run: Callable[[str, str, Sequence[NewUrl]], int],
                  count_done_pages: Callable[[int], int]) -> None:
-        self.sql = sql
+        super().__init__(sql)
         self.tx = tx
         self._tx = tx  # one transaction per verb, or the writer's open group
         self._new_run = new_run  # the writer's: a run row and its start URLs

@@ -1,7 +1,7 @@
 """The manifest's text index (SQLite FTS5): full-text search, a page's text, a URL's history.
 
 Each page (a 2xx HTML capture) has its title and visible text in `page_texts`, written in the
-capture's own transaction (Manifest.commit_capture); a revisit shares its original's row.
+capture's own transaction (Manifest.captures.commit); a revisit shares its original's row.
 The FTS5 table `texts` indexes them (external content), a batch at a time.
 `latest_texts` names the newest capture of each URL that has a text: a search looks there
 unless it is asked for one run or for every run.

@@ -66,7 +66,7 @@ def run_search(manifest: ManifestReader, form: SearchForm) -> SearchResults:
     its best-ranked one (as the app shows a site: manifest/searchpages.py), in the newest
     captures or in one run's. "Every version" folds nothing: it asks for each text a URL
     ever had, and a page's variants are versions of it too; one result per (URL, text)."""
-    runs, unindexed = [r.id for r in manifest.runs()], manifest.texts.unindexed_pages()
+    runs, unindexed = [r.id for r in manifest.runs.all()], manifest.texts.unindexed_pages()
     if not form.query:
         return SearchResults(runs, None, False, unindexed)
     try:

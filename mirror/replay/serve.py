@@ -145,7 +145,7 @@ class Source:
         return self.archive
 
     def runs(self) -> list[Run]:
-        return self._ask_manifest(lambda m: m.runs()) or []
+        return self._ask_manifest(lambda m: m.runs.all()) or []
 
     async def manifest(self, query: Callable[[ManifestReader], T]) -> T | None:
         """`query` on the manifest, opened for it in a thread; None when there is none."""

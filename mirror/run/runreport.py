@@ -23,7 +23,7 @@ def report_path(cfg: SiteConfig, run_id: int) -> Path:
 
 def changes(manifest: ManifestReader, run_id: int) -> Changes:
     """This run against the run before it (everything is new in the first run)."""
-    runs = manifest.runs()
+    runs = manifest.runs.all()
     earlier = [r.id for r in runs if r.id < run_id and r.state != RunState.ABANDONED]
     this = next(r for r in runs if r.id == run_id)
     return changes_between(manifest, earlier[-1] if earlier else None, this)
@@ -35,10 +35,10 @@ def changes_between(manifest: ManifestReader, before: int | None, run: Run) -> C
     it yet (pending), nor the URLs still in its frontier (pending too), and a URL that
     failed in `run` is a failure, not gone."""
     complete = run.state == RunState.COMPLETE
-    return compare(manifest.run_contents(before) if before is not None else {},
-                   manifest.run_contents(run.id), complete=complete,
-                   failed={url for url, _ in manifest.failed(run.id)},
-                   queued=() if complete else manifest.queued_urls(run.id))
+    return compare(manifest.runs.contents(before) if before is not None else {},
+                   manifest.runs.contents(run.id), complete=complete,
+                   failed={url for url, _ in manifest.counts.failed(run.id)},
+                   queued=() if complete else manifest.urls.queued(run.id))
 
 
 def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
@@ -47,12 +47,12 @@ def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
     from mirror.archive import index  # warcio: not for `mirror runs`, which takes changes
 
     m, run = manifest, run_id
-    stats = m.capture_stats(run)
-    info = next(r for r in m.runs() if r.id == run)
-    seconds, sessions = m.run_time(run)
+    stats = m.counts.capture_stats(run)
+    info = next(r for r in m.runs.all() if r.id == run)
+    seconds, sessions = m.runs.time(run)
     if not sessions:  # a run recorded before sessions were: its start and end
         seconds = _seconds_between(info.started_at, info.finished_at)
-    notes = m.needs_browser(run)  # a page's one note: why it needs a browser, or its budget
+    notes = m.counts.needs_browser(run)  # a page's one note: why it needs a browser, or its budget
     return RunData(
         site=cfg.site.name,
         run_id=run,
@@ -62,25 +62,25 @@ def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
         started_at=info.started_at,
         finished_at=info.finished_at or "",
         duration=seconds,
-        captures=m.count_captures(run),
-        url_states=m.url_states(run),
+        captures=m.counts.captures(run),
+        url_states=m.counts.url_states(run),
         status_classes=stats["status"],  # type: ignore[arg-type]
         content_types=stats["mime"],  # type: ignore[arg-type]
         payload_bytes=stats["payload_bytes"],  # type: ignore[arg-type]
         warc_bytes=stats["warc_bytes"],  # type: ignore[arg-type]
-        skipped=m.skip_counts(run),
-        top_errors=m.error_counts(run),
-        failed=m.failed(run),
-        broken_links=m.broken_links(run),
-        broken_links_total=m.count_broken_links(run),
-        sitemap_only_pages=m.count_sitemap_only_pages(run),
-        unreachable_hosts=m.unreachable_hosts(run, f"{UNREACHABLE}: "),
+        skipped=m.counts.skip_counts(run),
+        top_errors=m.counts.error_counts(run),
+        failed=m.counts.failed(run),
+        broken_links=m.counts.broken_links(run),
+        broken_links_total=m.counts.broken_links_total(run),
+        sitemap_only_pages=m.counts.sitemap_only_pages(run),
+        unreachable_hosts=m.counts.unreachable_hosts(run, f"{UNREACHABLE}: "),
         needs_browser=[n for n in notes if not n[1].startswith(PARSE_BUDGET)],
         parse_budget=[n for n in notes if n[1].startswith(PARSE_BUDGET)],
         changes=changes(m, run),
-        skipped_urls=m.skipped_urls(run),
-        pages_stored=m.count_pages_stored(run),
-        start_urls=[(u, start_problem(s, st, r)) for u, s, st, r in m.start_urls(run)],
+        skipped_urls=m.urls.skipped(run),
+        pages_stored=m.counts.pages_stored(run),
+        start_urls=[(u, start_problem(s, st, r)) for u, s, st, r in m.urls.starts(run)],
         meta_robots=replace(m.robots.counts(run), enabled=cfg.scope.meta_robots),
         learned_patterns=m.patterns.learned_report(run),
         warc_files=[p.name for p in index.warc_files(ArchiveLayout(cfg.site.output_dir).warc)],
@@ -107,7 +107,7 @@ def write_report(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> tupl
 
 def write_missing_report(cfg: SiteConfig, manifest: ManifestReader) -> None:
     """The last run finished, but its process died writing its report: write it now."""
-    last = manifest.last_run()
+    last = manifest.runs.last()
     if last is not None and last.state not in UNFINISHED \
             and not report_path(cfg, last.id).exists():
         write_report(cfg, manifest, last.id)

@@ -32,7 +32,7 @@ def last_run(archive: Path) -> Run | None:
     except ManifestError:
         return None
     try:
-        return reader.last_run()
+        return reader.runs.last()
     finally:
         reader.close()
 

@@ -230,16 +230,16 @@ def _push_snapshot(layout: ArchiveLayout, store: ObjectStore, in_store: set[str]
 
 def roll_back_missing(path: Path, present: set[str]) -> tuple[set[str], list[str]]:
     """In the manifest file at `path` (a copy, never the live one): forget the captures
-    in files not in `present`, their URLs pending again (Manifest.rollback_past, as
+    in files not in `present`, their URLs pending again (Manifest.captures.rollback_past, as
     recovery does for a file cut short). (the files it names after, those rolled back)"""
     manifest = Manifest(path)
     try:
-        names = set(manifest.committed_ends())
+        names = set(manifest.captures.committed_ends())
         missing = sorted(names - present)
-        last = manifest.last_run()
+        last = manifest.runs.last()
         for name in missing:
             assert last is not None  # a capture belongs to a run
-            manifest.rollback_past(last.id, name, 0)
+            manifest.captures.rollback_past(last.id, name, 0)
     finally:
         manifest.close()
     for suffix in ("-wal", "-shm"):
@@ -369,6 +369,6 @@ def _rebuild_index(layout: ArchiveLayout, result: RestoreResult) -> None:
     manifest = Manifest(layout.manifest)
     try:
         result.captures = index.write_index(
-            layout.index, (index.capture_line(row) for row in manifest.captures()))
+            layout.index, (index.capture_line(row) for row in manifest.captures.all()))
     finally:
         manifest.close()

@@ -221,7 +221,7 @@ def _beside(folder: ArchiveLayout) -> int:
 def _plan(reader: ManifestReader, folder: ArchiveLayout, policy: Retention,
           tz: tzinfo | None, *, dry_run: bool, recovered: str | None) -> PruneResult:
     """The prune as it would go, from the manifest (estimated sizes)."""
-    runs = reader.runs()
+    runs = reader.runs.all()
     keep = runs_to_keep(runs, policy.keep_last, policy.keep_daily, policy.keep_weekly,
                         policy.keep_monthly, tz=tz)
     dropped = tuple(r for r in runs if r.id not in keep)
@@ -287,7 +287,7 @@ def _finish(manifest: Manifest, folder: ArchiveLayout, journal: Journal) -> None
         crashpoints.reached("prune:renamed", "file")
     fsync_dir(warc)
     closed = {p.name for p in index.warc_files(warc)} - {old for old, _ in journal.files}
-    index.write_index(folder.index, (index.capture_line(row) for row in manifest.captures()
+    index.write_index(folder.index, (index.capture_line(row) for row in manifest.captures.all()
                                      if row["filename"] in closed))
     crashpoints.reached("prune:indexed")
     for old, _ in journal.files:

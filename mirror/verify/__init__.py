@@ -15,6 +15,7 @@ from mirror.archive import index
 from mirror.archive.damage import Damage, printable
 from mirror.archive.warcwriter import OPEN_SUFFIX
 from mirror.manifest.audit import Audit
+from mirror.manifest.captures import CaptureReads
 from mirror.model import CAPTURE_TYPES, RunState, UrlState
 from mirror.store.files import ArchiveFiles, LocalFiles, archive_files
 from mirror.store.objstore import StoreError
@@ -135,7 +136,8 @@ class ManifestLike(Protocol):
 
     @property
     def audit(self) -> Audit: ...
-    def captures(self) -> Iterable[_Row]: ...
+    @property
+    def captures(self) -> CaptureReads: ...
 
 
 def _check_row(row: _Row, seeker: _Seeker, originals: _OriginalIds) -> Iterator[tuple[str, str]]:
@@ -211,7 +213,7 @@ class _OriginalIds:
     def record_id(self, capture_id: int) -> str | None:
         """Capture `capture_id`'s original's record id; None if original_id names no capture.
 
-        Asked in rising capture_id order, as manifest.captures() gives them."""
+        Asked in rising capture_id order, as manifest.captures.all() gives them."""
         while self.row is not None and self.row[0] < capture_id:
             self.row = next(self.rows, None)
         return self.row[1] if self.row is not None and self.row[0] == capture_id else None
@@ -224,7 +226,7 @@ def _check_manifest(manifest: ManifestLike, seeker: _Seeker) -> Iterator[Problem
     missing: Counter[str] = Counter()
     originals = _OriginalIds(manifest)
     try:
-        for row in manifest.captures():
+        for row in manifest.captures.all():
             if row["filename"] not in seeker.tables:
                 missing[row["filename"]] += 1
                 continue

@@ -205,18 +205,18 @@ def verify_shared(reader: ManifestReader, store: ObjectStore) -> SharedVerdict:
     try:
         checked = check_archive(files, reader)
         listed = store.list(WARC_PREFIX)
-        run = reader.last_run()
+        run = reader.runs.last()
         problems = [
             *checked.problems,
             *capture_file_problems(reader.audit.unsettled_capture_files()),
-            *object_problems(listed, reader.files(), files.digest),
+            *object_problems(listed, reader.sharedrun.files(), files.digest),
             *twice_problems(reader.audit.captured_twice()),
             *complete_run_problems(run, [] if run is None or run.state != RunState.COMPLETE
                                    else reader.audit.unfinished_urls(run.id)),
         ]
     finally:
         files.close()
-    workers = sum(1 for w in reader.workers() if run is not None and w.run_id == run.id)
+    workers = sum(1 for w in reader.sharedrun.workers() if run is not None and w.run_id == run.id)
     return SharedVerdict(Verdict(tuple(problems), checked.files, checked.records),
                          reader.name, store.url, run, workers)
 
