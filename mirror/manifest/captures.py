@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from mirror import crashpoints
 from mirror.manifest.db import Row, SqlDb, Tx
 from mirror.manifest.sharedrun import retried
-from mirror.manifest.texts import Texts
 from mirror.manifest.urls import TO_PENDING, Urls
 from mirror.model import (
     CaptureRow,
@@ -22,6 +22,9 @@ from mirror.model import (
     UrlItem,
     UrlState,
 )
+
+if TYPE_CHECKING:
+    from mirror.manifest.texts import Texts
 
 #: the columns of an Original, from the capture `o` that holds the payload
 _ORIGINAL = ("o.id, o.url, o.warc_date, o.record_id, o.payload_digest, o.filename, "

@@ -5,22 +5,24 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mirror.archive.workerfolder import no_manifest
-from mirror.manifest.audit import Audit
 from mirror.manifest.captures import CaptureReads
 from mirror.manifest.counts import Counts
 from mirror.manifest.db import PostgresDb, SqlDb, SqliteDb, is_database_url
 from mirror.manifest.patterns import PatternReads
-from mirror.manifest.pruning import PruneReads
 from mirror.manifest.robots import Robots
 from mirror.manifest.runs import RunReads
 from mirror.manifest.schema import ManifestError, check_postgres, read_as_current
 from mirror.manifest.sharedreads import SharedRunReads
-from mirror.manifest.texts import TextReads
 from mirror.manifest.urls import UrlReads
 from mirror.model import Original, Previous, Run
+
+if TYPE_CHECKING:
+    from mirror.manifest.audit import Audit
+    from mirror.manifest.pruning import PruneReads
+    from mirror.manifest.texts import TextReads
 
 __all__ = ["ManifestError", "ManifestReader", "Original", "Previous", "Run",
            "open_reader"]
@@ -62,10 +64,20 @@ class ManifestReader:
         self.counts = Counts(self.sql)
         self.sharedrun = SharedRunReads(self.sql)
         self.patterns = PatternReads(self.sql)
-        self.audit = Audit(self.sql)
         self.robots = Robots(self.sql)
-        self.texts = TextReads(self.sql)
-        self.prune = PruneReads(self.sql)
+
+    #: parts made at their first use (`__getattr__`): their modules are the costly ones to
+    #: import (the full-text index and its ranking), and `mirror status` needs none of them
+    texts: TextReads
+    prune: PruneReads
+    audit: Audit
+
+    def __getattr__(self, name: str) -> object:
+        if name not in _LAZY_PARTS or "sql" not in self.__dict__:
+            raise AttributeError(name)
+        part = _LAZY_PARTS[name](self.sql)
+        setattr(self, name, part)
+        return part
 
     @property
     def name(self) -> str:
@@ -119,3 +131,25 @@ class ManifestReader:
         except sqlite3.DatabaseError as exc:
             return str(exc)
         return "; ".join(" ".join(str(r[0]).split()) for r in rows[:5])
+
+
+def _texts(sql: SqlDb) -> TextReads:
+    from mirror.manifest.texts import TextReads
+
+    return TextReads(sql)
+
+
+def _prune(sql: SqlDb) -> PruneReads:
+    from mirror.manifest.pruning import PruneReads
+
+    return PruneReads(sql)
+
+
+def _audit(sql: SqlDb) -> Audit:
+    from mirror.manifest.audit import Audit
+
+    return Audit(sql)
+
+
+_LAZY_PARTS: dict[str, Callable[[SqlDb], object]] = {
+    "texts": _texts, "prune": _prune, "audit": _audit}

@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from mirror.manifest.db import SqlDb, Tx
 from mirror.manifest.sharedrun import retried
-from mirror.manifest.texts import Texts
 from mirror.manifest.urls import TO_PENDING, Urls
 from mirror.model import NewUrl, Run
+
+if TYPE_CHECKING:
+    from mirror.manifest.texts import Texts
 
 #: the columns of runs, in the order of model.Run's fields
 _RUN = "id, started_at, finished_at, state, config_digest, exit_code"
