@@ -346,8 +346,11 @@ async def test_the_views_of_every_page_are_one_family(
                   "template are listed with it.</p><p>No pages link here.</p></body></html>")
     c = await crawl([site.base], crawl={"workers": 1}, scope=LEARN)
     assert {f"{site.base}wiki/{t}" for t in TITLES} <= set(c.responses())
-    # the verdict comes with the commit of a page: a few more may be fetched by then
-    assert _fetched(site, "/wiki/Linked_from/") <= SPREAD + 3 * SAMPLE  # of 40
+    # the verdict comes with the commit of a page, and captures wait up to GROUP_WAIT for
+    # their group's commit while the next are fetched: how many more are fetched by then
+    # depends on the machine's speed (21 of 40 once under load in a full run), so the
+    # bound is the family's being stopped before its end (below: skipped > 0)
+    assert _fetched(site, "/wiki/Linked_from/") < len(TITLES)
     host = site.base.split("://")[1].rstrip("/")
     report = json.loads((c.archive / "reports" / "1.json").read_text())
     family = next(p for p in report["learned_patterns"]
