@@ -10,7 +10,7 @@ from pathlib import Path
 class ArchiveLayout:
     """<root>/manifest.sqlite3, warc/, index.cdxj, reports/<run>.json, mirror.log, .lock,
     progress.json (only while a `mirror run` holds the lock: its live numbers), worker.json
-    (a worker's folder of a shared crawl: archive/workerfolder.py)"""
+    (a worker's folder of a shared run: archive/workerfolder.py)"""
 
     root: Path
 

@@ -202,7 +202,7 @@ class HostRow:
 
 @dataclass(frozen=True)
 class Worker:
-    """A worker of a shared crawl (times: database ms since the epoch)."""
+    """A worker of a shared run (times: database ms since the epoch)."""
 
     id: str
     run_id: int

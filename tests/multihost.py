@@ -370,7 +370,7 @@ def politeness(log: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]
     return out
 
 
-# -- the workers of a shared crawl -----------------------------------------------------------
+# -- the workers of a shared run -----------------------------------------------------------
 
 
 def site_file(path: Path, start: str, hosts: list[str], store: str, *, name: str = "multi",

@@ -1,4 +1,4 @@
-"""The mark a worker of a shared crawl (`mirror run --db`) leaves in its archive folder
+"""The mark a worker of a shared run (`mirror run --db`) leaves in its archive folder
 (ArchiveLayout.worker_mark), and what a command that reads a local archive says of such a
 folder: it holds that worker's own WARC files only, the run's manifest is in PostgreSQL,
 and the run as a whole is in the site's store. A folder whose mark is there but which has
@@ -22,7 +22,7 @@ def mark(root: Path, worker: str) -> None:
 
 def shared_worker_note(root: Path) -> str | None:
     """Why the archive in `root` cannot be read as a site's archive when it is a worker's
-    folder of a shared crawl, with what to run instead; None when it is not one."""
+    folder of a shared run, with what to run instead; None when it is not one."""
     layout = ArchiveLayout(root)
     if layout.manifest.exists():
         return None

@@ -56,7 +56,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def shared_run(cfg: SiteConfig, args: argparse.Namespace) -> SharedRun | None:
-    """`mirror run --db`: how this worker takes part in the shared crawl (usage errors
+    """`mirror run --db`: how this worker takes part in the shared run (usage errors
     named by their option)."""
     lone = [o for o, given in (("--join", args.join), ("--worker-id", args.worker_id),
                                ("--lease-ttl", args.lease_ttl is not None),

@@ -153,7 +153,7 @@ class Captures(CaptureReads):
         row, its page's text (a revisit shares its original's), what it linked to, a
         note on the page (why it may need a browser), and its robots directives
         ("noindex,nofollow": Discovered.robots), if any. With `lease` (a worker of a
-        shared crawl), only while the URL is still leased under it: else nothing is
+        shared run), only while the URL is still leased under it: else nothing is
         written and it returns False (the worker cuts its WARC file back to before the
         record: another worker has the URL, or will fetch it again)."""
         with self.tx():

@@ -13,7 +13,7 @@ filemarks, prune; named below as they were on Manifest) make each step:
                                   again, after PRAGMA quick_check
     interrupted -> running        resume_run: the next `mirror run`
     running | interrupted -> abandoned   abandon_run: `mirror run --new-run`
-    (none)      -> running        join_or_start_run: the first worker of a shared crawl (the
+    (none)      -> running        join_or_start_run: the first worker of a shared run (the
                                   others join the run; interrupted -> running likewise)
 
 complete, limit and abandoned are final: the next `mirror run` starts a new run. Nothing

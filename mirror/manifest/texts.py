@@ -10,7 +10,7 @@ A PostgreSQL manifest (a crawl shared by several workers) keeps `page_texts` and
 `latest_texts` the same way, but has no full-text index: search raises ManifestError.
 FTS5's query syntax, bm25 weights, highlight and snippet have no equal in PostgreSQL's
 tsquery, so a second engine would answer the same query differently; and an index built on
-every capture's commit would slow the shared crawl. The texts are all there for a search
+every capture's commit would slow the shared run. The texts are all there for a search
 index built later.
 """
 

@@ -271,7 +271,7 @@ class Urls(UrlReads):
                lease: HostLease | None = None) -> UrlItem | None:
         """Lease `url` for an out-of-band fetch (robots.txt), adding it if unknown; None
         when this run already has it done (or another worker holds it). With `lease` (a
-        worker of a shared crawl holding the URL's host): leased under it, also taken from
+        worker of a shared run holding the URL's host): leased under it, also taken from
         a lease of an older epoch (its worker lost the host, or died fetching it)."""
         stale = (" OR urls.state='leased' AND (urls.lease_epoch IS NULL "
                  "OR urls.lease_epoch < excluded.lease_epoch)") if lease else ""

@@ -111,7 +111,7 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
 
 
 def _worker_end(completed: bool, state: str) -> str:
-    """What a worker of a shared crawl says when it stops."""
+    """What a worker of a shared run says when it stops."""
     if not completed:
         return "done; the other workers finish the run"
     if state == RunState.LIMIT:
