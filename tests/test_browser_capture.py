@@ -29,9 +29,11 @@ if CHROMIUM is None:
 
 DELAY = 0.3
 #: how much earlier than `delay` after the one before a request may arrive: the frontier
-#: spaces the starts of requests, the site logs their arrivals; both are taken on this
-#: machine's monotonic clock, and an arrival lags its start by a varying few milliseconds
-SLACK = 0.1
+#: spaces the starts of requests, the site logs their arrivals in a thread of this process
+#: (it shares the GIL with the crawler and the browser's answerer), so an arrival lags its
+#: start by a varying time: up to 0.13 s seen at a load average of 22 on 2 cores. Half the
+#: delay still tells pacing from none (two tabs' requests unpaced arrive together).
+SLACK = DELAY / 2
 
 
 GLUED = "browser" in getattr(SiteConfig, "__dataclass_fields__", {})
