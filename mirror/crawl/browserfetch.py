@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from mirror import crashpoints
 from mirror.archive import warcread
 from mirror.browser.api import BrowserAnswer, BrowserRequest
 from mirror.crawl.fetch import FetchError
@@ -199,6 +200,7 @@ class BrowserFetcher:
             error = http_error(ex.status, ex.truncated)
             work.store.store(work.run_id, item, ex, error, prev, NOTHING)
             work.store.commit_group()  # archived before the page uses it
+            crashpoints.reached("render:requisite", "requisite")
         finally:
             ex.body.close()
         return True

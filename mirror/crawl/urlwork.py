@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from mirror import crashpoints
 from mirror.archive.warcwriter import Exchange
 from mirror.config import SiteConfig
 from mirror.crawl import history, requisites
@@ -195,11 +196,13 @@ class UrlWork:
         backlog place is free meanwhile: the workers go on with the plain pages."""
         assert self.renderer is not None and self.browser is not None
         requests = PageRequests(item, document_answer(ex, page))
+        crashpoints.reached("render:before", "page")
         self._backlog.release()
         try:
             rendered = await self.renderer.render(self.browser, requests)
         finally:
             await self._backlog.acquire()
+        crashpoints.reached("render:after", "page")
         if isinstance(rendered, str):
             return None, links._replace(note=rendered)
         return rendered, with_render(links, rendered, list(requests.used.values()),
