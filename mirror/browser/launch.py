@@ -5,6 +5,7 @@ pid, also when the caller is cancelled) and the memory of its process tree (from
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
@@ -84,6 +85,11 @@ class BrowserProcess:
     def pid(self) -> int:
         return self.proc.pid
 
+    def kill(self) -> None:
+        """SIGKILL the whole group and remove the profile, without waiting."""
+        kill_group(self.pid, signal.SIGKILL)
+        shutil.rmtree(self.profile, ignore_errors=True)
+
     def rss_mb(self) -> float | None:
         """The resident memory of the browser's processes together, in MB (None without
         /proc)."""
@@ -100,9 +106,8 @@ class BrowserProcess:
                 except TimeoutError:
                     pass
         finally:
-            kill_group(self.pid, signal.SIGKILL)
-            shutil.rmtree(self.profile, ignore_errors=True)
-        if self.proc.returncode is None:
+            self.kill()
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.proc.wait(), STOP_GRACE)
 
 
@@ -120,7 +125,8 @@ def kill_group(pid: int, sig: int) -> None:
 
 
 def group_members(leader: int) -> list[int]:
-    """The pids whose process group or session is `leader` (from /proc; [] without it)."""
+    """The living pids whose process group or session is `leader` (from /proc; [] without
+    it); zombies, already dead, are left out."""
     members = []
     try:
         entries = os.listdir("/proc")
@@ -133,8 +139,8 @@ def group_members(leader: int) -> list[int]:
             stat = Path("/proc", entry, "stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) "
-        if leader in (int(fields[2]), int(fields[3])):  # pgrp, session
+        fields = stat[stat.rfind(")") + 2:].split()  # state ppid pgrp session ...
+        if fields[0] != "Z" and leader in (int(fields[2]), int(fields[3])):
             members.append(int(entry))
     return members
 

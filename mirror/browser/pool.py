@@ -80,7 +80,17 @@ class BrowserPool:
         self._closed = True
         browser, self._browser = self._browser, None
         if browser is not None:
-            await asyncio.shield(browser.stop())
+            stopping = asyncio.ensure_future(browser.stop())
+            try:
+                await asyncio.shield(stopping)
+            except asyncio.CancelledError:
+                browser.process.kill()  # no waiting for a cancelled caller: killed now
+                raise
+
+    @property
+    def pid(self) -> int | None:
+        """The running browser's pid (its process group), None before the first render."""
+        return self._browser.process.pid if self._browser is not None else None
 
     async def render(self, url: str, answer: Answerer) -> Rendered:
         """Load `url` in a tab, every request answered by `answer`; see page.Tab. A crash of
