@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import struct
@@ -71,6 +72,25 @@ new IntersectionObserver(es => {
 </script></body></html>"""
 
 
+ENDLESS = """<!doctype html><title>Endless</title><style>#feed div { height: 600px }</style>
+<div id="feed"></div><p id="sentinel">more</p><script>
+let n = 0;
+new IntersectionObserver(es => { if (es[0].isIntersecting) load(); })
+  .observe(document.getElementById('sentinel'));
+function load() {
+  fetch('/api/endless/' + (++n) + '.json').then(r => r.json()).then(j => {
+    for (const t of j.items) { const d = document.createElement('div'); d.textContent = t;
+      document.getElementById('feed').appendChild(d); } }); }
+</script>"""
+#: a WebSocket (which the Fetch domain does not pause) to the site; the page's load waits
+#: for its outcome (the held image is answered once /api/ws-outcome is asked for)
+SOCKET = """<!doctype html><title>Socket</title><script>
+const ws = new WebSocket('ws://' + location.host + '/ws');
+const tell = what => () => fetch('/api/ws-outcome?' + what);
+ws.onopen = tell('open'); ws.onerror = tell('error');
+</script><img src="/img/held.png">"""
+
+
 def png() -> bytes:
     """A 1x1 PNG."""
     def chunk(kind: bytes, data: bytes) -> bytes:
@@ -87,6 +107,10 @@ CONTENT: dict[str, tuple[str, bytes]] = {
                b"<!doctype html><title>Plain</title><p>plain text <a href='/app'>app</a>"),
     "/hang-js": ("text/html", b"<title>Hang</title><script>for (;;) {}</script>"),
     "/hang-request": ("text/html", b"<title>Waits</title><script>fetch('/never')</script>"),
+    "/polling": ("text/html", b"<title>Polling</title><p>polled</p><script>setInterval("
+                 b"() => fetch('/api/content.json?_=' + Date.now()), 100)</script>"),
+    "/endless": ("text/html", ENDLESS.encode()),
+    "/socket": ("text/html", SOCKET.encode()),
     "/api/content.json": ("application/json", json.dumps(
         {"message": "content from JSON", "routes": ROUTES}).encode()),
     "/img/lazy1.png": ("image/png", png()),
@@ -94,6 +118,7 @@ CONTENT: dict[str, tuple[str, bytes]] = {
         {"items": [f"batch {n} item {i}" for i in (1, 2, 3)]}).encode()) for n in (1, 2, 3)},
 }
 NEVER = "/never"  # a request the answerers never answer
+REDIRECTS = {"/old": "/plain"}
 
 
 def browser_settings(**changes: Any) -> BrowserSettings:
@@ -114,6 +139,7 @@ class DictAnswerer:
         self.log: list[str] = []
         self.requests: list[BrowserRequest] = []
         self.on_request = on_request
+        self.ws_outcome = asyncio.Event()
 
     async def __call__(self, request: BrowserRequest) -> BrowserAnswer | None:
         parts = urlsplit(request.url)
@@ -123,6 +149,16 @@ class DictAnswerer:
             self.on_request(request)
         if parts.path == NEVER:
             await asyncio.Event().wait()
+        if parts.path == "/api/ws-outcome":
+            self.ws_outcome.set()
+        if parts.path == "/img/held.png":
+            await self.ws_outcome.wait()
+            return BrowserAnswer(200, [("Content-Type", "image/png")], png())
+        if parts.path in REDIRECTS:
+            return BrowserAnswer(301, [("Location", REDIRECTS[parts.path])], b"")
+        if parts.path.startswith("/api/endless/"):
+            return BrowserAnswer(200, [("Content-Type", "application/json")], json.dumps(
+                {"items": [f"{parts.path} {i}" for i in (1, 2)]}).encode())
         if parts.path not in CONTENT:
             return BrowserAnswer(404, [("Content-Type", "text/plain")], b"not here")
         kind, body = CONTENT[parts.path]
@@ -250,15 +286,17 @@ async def test_a_browser_killed_twice_fails_the_page_as_crashed(make_site: Any) 
         assert rendered.title == "Plain" and pool.restarts == 2
 
 
-async def test_the_browser_restarts_after_restart_pages_loads(make_site: Any) -> None:
+async def test_the_browser_restarts_after_restart_pages_loads(make_site: Any,
+                                                              caplog: Any) -> None:
+    caplog.set_level(logging.INFO, logger="mirror.browser")
     site = await serve_content(make_site)
     pids = []
     async with BrowserPool(browser_settings(restart_pages=2)) as pool:
         for _ in range(5):
             await pool.render(site.base + "plain", DictAnswerer())
             pids.append(pool.pid)
-        assert (pool.loads, pool.restarts) == (5, 2)
-    assert pids[0] == pids[1] != pids[2] == pids[3] != pids[4]
+        assert (pool.loads, pool.restarts) == (5, 2), caplog.text
+    assert pids[0] == pids[1] != pids[2] == pids[3] != pids[4], caplog.text
     assert all([await group_gone(pid) for pid in set(pids) if pid is not None])
 
 
@@ -322,3 +360,65 @@ async def test_a_page_answered_with_nothing_fails_to_load(make_site: Any) -> Non
         with pytest.raises(BrowserError, match="ERR_BLOCKED_BY_CLIENT"):
             await pool.render(site.base + "plain", nothing)
     assert site.log == []
+
+
+async def test_a_page_that_polls_forever_is_read_before_page_timeout(make_site: Any) -> None:
+    site = await serve_content(make_site)
+    answer = DictAnswerer()
+    async with BrowserPool(browser_settings(page_timeout=6.0)) as pool:
+        rendered = await pool.render(site.base + "polling", answer)
+    assert rendered.title == "Polling" and rendered.text == "polled"
+    assert rendered.requests == len(answer.log) >= 2
+
+
+@pytest.mark.parametrize("scroll", [0, 3])
+async def test_autoscroll_is_bounded_on_an_endless_page(make_site: Any, scroll: int) -> None:
+    site = await serve_content(make_site)
+    answer = DictAnswerer()
+    async with BrowserPool(browser_settings(scroll=scroll)) as pool:
+        rendered = await pool.render(site.base + "endless", answer)
+    batches = [p for p in answer.log if p.startswith("/api/endless/")]
+    if scroll == 0:
+        assert batches == ["/api/endless/1.json"]
+    else:  # one at load, at most one per scroll step
+        assert 2 <= len(batches) <= scroll + 1 and "/api/endless/2.json 1" in rendered.text
+
+
+async def test_a_websocket_never_reaches_the_site(make_site: Any) -> None:
+    """The Fetch domain does not pause WebSockets: the browser's dead proxy refuses them."""
+    site = await serve_content(make_site)
+    answer = DictAnswerer()
+    async with BrowserPool(browser_settings()) as pool:
+        rendered = await pool.render(site.base + "socket", answer)
+    assert rendered.title == "Socket"
+    assert "/api/ws-outcome?error" in answer.log and site.log == []
+
+
+async def test_a_redirect_answered_is_followed(make_site: Any) -> None:
+    site = await serve_content(make_site)
+    answer = DictAnswerer()
+    async with BrowserPool(browser_settings()) as pool:
+        rendered = await pool.render(site.base + "old", answer)
+    assert (rendered.url, rendered.title) == (site.base + "plain", "Plain")
+    assert answer.log[:2] == ["/old", "/plain"]
+    assert [r.is_navigation for r in answer.requests[:2]] == [True, True]
+
+
+async def test_a_renderer_killed_during_a_render_restarts_the_browser_once(
+        make_site: Any) -> None:
+    """Inspector.targetCrashed: the renderers killed, not the browser."""
+    site = await serve_content(make_site)
+    killed: list[int] = []
+
+    def kill_renderers(request: BrowserRequest) -> None:
+        if urlsplit(request.url).path == "/api/content.json" and not killed:
+            assert pool.pid is not None
+            for pid in group_members(pool.pid):
+                if b"--type=renderer" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+
+    async with BrowserPool(browser_settings()) as pool:
+        rendered = await pool.render(site.base + "app", DictAnswerer(kill_renderers))
+        assert killed and (pool.restarts, pool.loads) == (1, 2)
+    assert_app_rendered(rendered, site.base)

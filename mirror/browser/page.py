@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 
 #: the network is idle when no request has been in flight for this long (seconds)
 IDLE = 0.5
+#: past this share of page_timeout, a page whose network never rests (polling) is read as
+#: soon as no request is in flight: one whose request is never answered still times out
+PATIENCE = 0.75
 #: closing a tab (its browser context) may take this long before the browser is suspect
 CLOSE_TIMEOUT = 5.0
 #: headers a decoded, whole body no longer bears out
@@ -48,9 +51,7 @@ READ_PAGE = """(() => {
           text: d.body ? d.body.innerText : '',
           title: d.querySelector('title') ? d.title : null};
 })()"""
-SCROLL = """(() => { window.scrollBy(0, window.innerHeight);
-  const e = document.scrollingElement || document.documentElement;
-  return [e.scrollHeight, window.scrollY + window.innerHeight >= e.scrollHeight - 2]; })()"""
+SCROLL = "window.scrollBy(0, window.innerHeight)"
 HEIGHT = """(() => { const e = document.scrollingElement || document.documentElement;
   return [e.scrollHeight, window.scrollY + window.innerHeight >= e.scrollHeight - 2]; })()"""
 
@@ -92,6 +93,7 @@ class Tab:
         self.lifecycle: list[tuple[str, str, str]] = []  # (frame, loader, name)
         self.failure: asyncio.Future[BrowserError] = asyncio.get_running_loop().create_future()
         self.last_activity = asyncio.get_running_loop().time()
+        self.patience_ends = self.last_activity + settings.page_timeout * PATIENCE
 
     # ----------------------------------------------------------------- the whole render
 
@@ -183,9 +185,11 @@ class Tab:
             await asyncio.sleep(0.05)
 
     async def _idle(self) -> None:
-        """Until no request has been in flight for IDLE seconds."""
+        """Until no request has been in flight for IDLE seconds (or, once patience has run
+        out, until none is in flight)."""
         loop = asyncio.get_running_loop()
-        while self.in_flight or loop.time() - self.last_activity < IDLE:
+        while self.in_flight or (loop.time() - self.last_activity < IDLE
+                                 and loop.time() < self.patience_ends):
             quiet = loop.time() - self.last_activity
             await asyncio.sleep(0.05 if self.in_flight else max(0.02, IDLE - quiet))
 
@@ -197,7 +201,7 @@ class Tab:
         height, _ = await self._eval(HEIGHT)
         for _ in range(self.settings.scroll):
             await self._eval(SCROLL)
-            await asyncio.sleep(0.05)  # a frame for IntersectionObservers to see it
+            self._touch()  # the quiet period counts from the scroll: observers see it first
             await self._idle()
             grown, bottom = await self._eval(HEIGHT)
             if bottom and grown <= height:
