@@ -181,6 +181,15 @@ async def group_gone(pid: int) -> bool:
     return False
 
 
+async def render_plain(pool: BrowserPool, base: str, times: int) -> list[int | None]:
+    """Render /plain `times` times; the browser's pid after each."""
+    pids = []
+    for _ in range(times):
+        await pool.render(base + "plain", DictAnswerer())
+        pids.append(pool.pid)
+    return pids
+
+
 def assert_app_rendered(rendered: Any, base: str) -> None:
     assert rendered.title == "App"
     assert rendered.url == base + "app/start"  # replaceState: the URL after routing
@@ -290,11 +299,8 @@ async def test_the_browser_restarts_after_restart_pages_loads(make_site: Any,
                                                               caplog: Any) -> None:
     caplog.set_level(logging.INFO, logger="mirror.browser")
     site = await serve_content(make_site)
-    pids = []
     async with BrowserPool(browser_settings(restart_pages=2)) as pool:
-        for _ in range(5):
-            await pool.render(site.base + "plain", DictAnswerer())
-            pids.append(pool.pid)
+        pids = await render_plain(pool, site.base, 5)
         assert (pool.loads, pool.restarts) == (5, 2), caplog.text
     assert pids[0] == pids[1] != pids[2] == pids[3] != pids[4], caplog.text
     assert all([await group_gone(pid) for pid in set(pids) if pid is not None])
@@ -302,11 +308,8 @@ async def test_the_browser_restarts_after_restart_pages_loads(make_site: Any,
 
 async def test_the_browser_restarts_past_its_memory_ceiling(make_site: Any) -> None:
     site = await serve_content(make_site)
-    pids = []
     async with BrowserPool(browser_settings(max_rss_mb=1)) as pool:
-        for _ in range(3):
-            await pool.render(site.base + "plain", DictAnswerer())
-            pids.append(pool.pid)
+        pids = await render_plain(pool, site.base, 3)
         assert (pool.loads, pool.restarts) == (3, 2)
     assert len(set(pids)) == 3
 
