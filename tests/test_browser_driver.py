@@ -111,6 +111,14 @@ CONTENT: dict[str, tuple[str, bytes]] = {
                  b"() => fetch('/api/content.json?_=' + Date.now()), 100)</script>"),
     "/endless": ("text/html", ENDLESS.encode()),
     "/socket": ("text/html", SOCKET.encode()),
+    "/worker": ("text/html", b"<title>Worker</title><p id=out></p><script>new Worker("
+                b"'/worker.js').onmessage = e => { out.textContent = e.data; }</script>"),
+    "/worker.js": ("text/javascript", b"fetch('/api/content.json?from=worker')"
+                   b".then(r => r.json()).then(j => postMessage('worker: ' + j.message))"),
+    "/framed": ("text/html", b"<title>Framed</title><iframe src='http://other.test/inner'>"
+                b"</iframe>"),
+    "/inner": ("text/html", b"<p id=out></p><script>fetch('/api/content.json?from=frame')"
+               b".then(r => r.json()).then(j => { out.textContent = j.message; })</script>"),
     "/api/content.json": ("application/json", json.dumps(
         {"message": "content from JSON", "routes": ROUTES}).encode()),
     "/img/lazy1.png": ("image/png", png()),
@@ -425,3 +433,18 @@ async def test_a_renderer_killed_during_a_render_restarts_the_browser_once(
         rendered = await pool.render(site.base + "app", DictAnswerer(kill_renderers))
         assert killed and (pool.restarts, pool.loads) == (1, 2)
     assert_app_rendered(rendered, site.base)
+
+
+async def test_the_requests_of_a_worker_and_a_cross_site_frame_go_through_the_answerer(
+        make_site: Any) -> None:
+    site = await serve_content(make_site)
+    answer = DictAnswerer()
+    async with BrowserPool(browser_settings()) as pool:
+        worker = await pool.render(site.base + "worker", answer)
+        framed = await pool.render(site.base + "framed", answer)
+    assert worker.text == "worker: content from JSON"
+    asked = [r.url for r in answer.requests]
+    assert site.base + "api/content.json?from=worker" in asked
+    assert "http://other.test/inner" in asked  # a frame of another site: its own process
+    assert "http://other.test/api/content.json?from=frame" in asked
+    assert framed.title == "Framed" and site.log == []

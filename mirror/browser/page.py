@@ -33,8 +33,6 @@ PATIENCE = 0.75
 CLOSE_TIMEOUT = 5.0
 #: headers a decoded, whole body no longer bears out
 DROPPED_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
-#: the child targets whose requests are paused too
-CHILD_TYPES = frozenset({"iframe", "worker", "shared_worker"})
 
 READ_PAGE = """(() => {
   const d = document, seen = new Set(), links = [];
@@ -198,7 +196,9 @@ class Tab:
         between steps, until the bottom is reached and the page no longer grows."""
         if self.settings.scroll <= 0:
             return
-        height, _ = await self._eval(HEIGHT)
+        height, bottom = await self._eval(HEIGHT)
+        if bottom:  # the page fits in the viewport: nothing below to bring into view
+            return
         for _ in range(self.settings.scroll):
             await self._eval(SCROLL)
             self._touch()  # the quiet period counts from the scroll: observers see it first
@@ -262,21 +262,24 @@ class Tab:
     # ----------------------------------------------------------------- event work
 
     async def _child(self, params: dict[str, Any]) -> None:
-        """A frame or worker of the page: its requests are paused too, then it runs."""
+        """A frame of another site (its own process, its own session) or a worker of the
+        page: a frame's requests are paused too (a dedicated worker's already are, by the
+        page's Fetch domain), then it runs."""
         session = params["sessionId"]
         kind = params.get("targetInfo", {}).get("type", "")
         self._listen(session)
-        with contextlib.suppress(BrowserError):
-            if kind in CHILD_TYPES:
-                if kind == "iframe":
-                    await self._intercept(session)
-                    await self.conn.call("Target.setAutoAttach", {
-                        "autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True},
-                        session)
-                else:
-                    await self.conn.call("Fetch.enable", {"patterns": [
-                        {"urlPattern": "*", "requestStage": "Request"}]}, session)
-            await self.conn.call("Runtime.runIfWaitingForDebugger", {}, session)
+        try:
+            if kind == "iframe":
+                await self._intercept(session)
+                await self.conn.call("Target.setAutoAttach", {
+                    "autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True},
+                    session)
+        except BrowserError as exc:
+            log.warning("browser: the requests of a frame of the page cannot be paused: %s",
+                        exc)
+        finally:
+            with contextlib.suppress(BrowserError):
+                await self.conn.call("Runtime.runIfWaitingForDebugger", {}, session)
 
     async def _dialog(self, session: str) -> None:
         with contextlib.suppress(BrowserError):
