@@ -117,9 +117,11 @@ class BrowserPool:
                 browser.broken = str(exc)
             raise
         finally:
-            if not await asyncio.shield(tab.close()) and browser.broken is None:
-                browser.broken = "a tab did not close"
-            self._release()
+            try:  # a second cancellation may land here: the page is released all the same
+                if not await asyncio.shield(tab.close()) and browser.broken is None:
+                    browser.broken = "a tab did not close"
+            finally:
+                self._release()
 
     async def _acquire(self) -> Browser:
         """The browser for one more page: launched, or restarted first when it is due (once
