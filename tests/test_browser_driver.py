@@ -119,6 +119,12 @@ CONTENT: dict[str, tuple[str, bytes]] = {
                 b"</iframe>"),
     "/inner": ("text/html", b"<p id=out></p><script>fetch('/api/content.json?from=frame')"
                b".then(r => r.json()).then(j => { out.textContent = j.message; })</script>"),
+    "/sw": ("text/html", b"<title>SW</title><p id=out>waiting</p><script>"
+            b"navigator.serviceWorker.register('/sw.js').then(() => fetch('/api/content.json'))"
+            b".then(r => r.text()).then(x => { out.textContent = x; })"
+            b".catch(e => { out.textContent = 'refused'; })</script>"),
+    "/sw.js": ("text/javascript", b"self.addEventListener('fetch', e => "
+               b"e.respondWith(new Response('from the service worker')))"),
     "/api/content.json": ("application/json", json.dumps(
         {"message": "content from JSON", "routes": ROUTES}).encode()),
     "/img/lazy1.png": ("image/png", png()),
@@ -448,3 +454,14 @@ async def test_the_requests_of_a_worker_and_a_cross_site_frame_go_through_the_an
     assert "http://other.test/inner" in asked  # a frame of another site: its own process
     assert "http://other.test/api/content.json?from=frame" in asked
     assert framed.title == "Framed" and site.log == []
+
+
+async def test_a_service_worker_never_reaches_the_site(make_site: Any) -> None:
+    """The page's Fetch domain does not pause a service worker's script: the dead proxy
+    refuses it, so no service worker answers for the page either."""
+    site = await serve_content(make_site)
+    answer = DictAnswerer()
+    async with BrowserPool(browser_settings()) as pool:
+        rendered = await pool.render(site.base + "sw", answer)
+    assert rendered.text == "refused" and site.log == []
+    assert "/sw.js" not in answer.log

@@ -33,7 +33,8 @@ PLACES = (
     "/usr/lib/chromium/chromium",
 )
 #: headless, no background traffic of its own (updates, sync, safe browsing lists: refused many
-#: at a time here), and any request that escaped interception sent to a dead proxy
+#: at a time here), and whatever the Fetch domain does not pause (WebSockets, a service
+#: worker's script) sent to a dead proxy, loopback included: nothing reaches a server
 FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
