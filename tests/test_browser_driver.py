@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import struct
+import sys
 import zlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -30,7 +31,7 @@ from mirror.browser import (
     BrowserSettings,
     find_browser,
 )
-from mirror.browser.launch import group_members
+from mirror.browser.launch import group_members, kill_group
 
 pytestmark = pytest.mark.browser
 
@@ -465,3 +466,38 @@ async def test_a_service_worker_never_reaches_the_site(make_site: Any) -> None:
         rendered = await pool.render(site.base + "sw", answer)
     assert rendered.text == "refused" and site.log == []
     assert "/sw.js" not in answer.log
+
+
+#: a process that renders a page, says its browser's pid, and dies as by kill -9
+DIES_MID_RUN = """
+import asyncio, os, sys
+sys.path.insert(0, sys.argv[1])
+from test_browser_driver import DictAnswerer, browser_settings
+from mirror.browser import BrowserPool
+
+async def main():
+    pool = BrowserPool(browser_settings())
+    await pool.render("http://127.0.0.1:1/plain", DictAnswerer())
+    print(pool.pid, flush=True)
+    os._exit(9)
+
+asyncio.run(main())
+"""
+
+
+async def test_no_browser_process_outlives_a_killed_mirror(tmp_path: Path) -> None:
+    """The kernel kills the browser with the process that started it (PR_SET_PDEATHSIG);
+    a temporary folder too long for Chromium's socket is not used for the profile."""
+    browser_settings()  # skips without Chromium
+    long_tmp = tmp_path / ("t" * 80)
+    long_tmp.mkdir()
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", DIES_MID_RUN, str(Path(__file__).parent),
+        stdout=asyncio.subprocess.PIPE, env={**os.environ, "TMPDIR": str(long_tmp)})
+    out, _ = await asyncio.wait_for(child.communicate(), 120)
+    assert child.returncode == 9
+    pid = int(out.split()[-1])
+    try:
+        assert await group_gone(pid)
+    finally:
+        kill_group(pid, signal.SIGKILL)  # what a failure would leave behind
