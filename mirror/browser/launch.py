@@ -6,18 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
+import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from mirror.browser.api import BrowserError
 
 #: headless, no background traffic of its own (updates, sync, safe browsing lists: refused many
-#: at a time here), and whatever the Fetch domain does not pause (WebSockets, a service
-#: worker's script) sent to a dead proxy, loopback included: nothing reaches a server
+#: at a time here), and any request that escaped interception sent to a dead proxy
 FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -30,6 +32,9 @@ FLAGS = (
     "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
 )
 START_TIMEOUT = 30.0
+#: a temporary folder longer than this is not used for the profile (see short_temp_dir)
+MAX_TEMP_PATH = 40
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 STOP_GRACE = 2.0
 
 
@@ -130,16 +135,44 @@ def group_rss_mb(leader: int) -> float | None:
     return total_kb / 1024
 
 
+def short_temp_dir() -> str | None:
+    """Where the profile goes: the temporary folder, unless its path is long (Chromium puts a
+    Unix socket below its TMPDIR, and such a path is at most 107 bytes: a longer one aborts
+    it at start), then /tmp."""
+    base = tempfile.gettempdir()
+    return "/tmp" if len(base) > MAX_TEMP_PATH and os.path.isdir("/tmp") else None
+
+
+def dies_with_parent() -> Callable[[], None] | None:
+    """On Linux, what the child runs before exec so that the kernel SIGKILLs the browser when
+    mirror dies (kill -9 included; PR_SET_PDEATHSIG): its own processes then end with it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # mirror died before the signal was armed
+            os._exit(1)
+
+    return arm
+
+
 async def start_browser(executable: Path, viewport: tuple[int, int]) -> BrowserProcess:
     """Start the browser in its own session on a fresh profile and wait for its DevTools
     port; BrowserError("launch") naming the executable when it does not come up."""
-    profile = Path(tempfile.mkdtemp(prefix="mirror-browser-"))
+    profile = Path(tempfile.mkdtemp(prefix="mirror-browser-", dir=short_temp_dir()))
     log_path = profile / "stderr.log"
     try:
         with open(log_path, "wb") as log:
             proc = await asyncio.create_subprocess_exec(
                 *browser_argv(executable, profile, viewport), stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL, stderr=log, start_new_session=True)
+                stdout=asyncio.subprocess.DEVNULL, stderr=log, start_new_session=True,
+                env={**os.environ, "TMPDIR": str(profile)}, preexec_fn=dies_with_parent())
     except OSError as exc:
         shutil.rmtree(profile, ignore_errors=True)
         raise BrowserError("launch", f"cannot start the browser {executable}: {exc}") from exc
