@@ -197,6 +197,15 @@ class BrowserFetcher:
         item = work.manifest.urls.ensure(work.run_id, new.url, new.site, Via.BROWSER)
         if item is None:  # the frontier has it (or it failed in this run): wait for it
             return await self._wait_for_other(new.url)
+        try:
+            return await self._fetched(item)
+        except BaseException:  # cancelled with its tab, or a fault: the frontier fetches it
+            work.unlease(item)  # (a no-op once stored or handed back)
+            work.frontier.notify()
+            raise
+
+    async def _fetched(self, item: UrlItem) -> BrowserAnswer | bool:
+        work = self.work
         prev = work.store.previous(work.run_id, item)
         try:
             async with work.frontier.slot(item.site):
