@@ -28,7 +28,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from mirror import crashpoints
@@ -36,13 +36,13 @@ from mirror.archive import warcread
 from mirror.browser.api import BrowserAnswer, BrowserRequest
 from mirror.crawl.fetch import FetchError
 from mirror.crawl.politeness import http_error
+from mirror.crawl.robots import RobotsRules
 from mirror.model import NOTHING, Exchange, LinkKind, NewUrl, UrlItem, Via
 from mirror.web.codings import DecodeError, decode_body
 from mirror.web.urls import InvalidURL, normalize
 
 if TYPE_CHECKING:
     from mirror.crawl.parsehelper import Page
-    from mirror.crawl.urlwork import UrlWork
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +103,8 @@ class PageRequests:
 class BrowserFetcher:
     """Answers renders' requests for one run (see the module's docstring)."""
 
-    def __init__(self, work: UrlWork, session: object) -> None:
-        self.work = work
+    def __init__(self, work: Any, session: object) -> None:
+        self.work = work  # the run's UrlWork (its store, frontier, outcomes, robots gate)
         self.session = session
         self._inflight: dict[str, asyncio.Future[bool]] = {}
 
@@ -157,7 +157,7 @@ class BrowserFetcher:
             return False
         if not work.cfg.scope.robots:
             return True
-        rules = await work.robots.rules_for(self.session, new.url)
+        rules: RobotsRules = await work.robots.rules_for(self.session, new.url)
         return rules.allowed(new.url, work.cfg.crawl.user_agent)
 
     async def _archived_or_fetched(self, new: NewUrl) -> bool:

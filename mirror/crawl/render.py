@@ -110,6 +110,7 @@ class Renderer:
         from mirror.browser import BrowserError, BrowserPool
 
         if self._pool is None:
+            assert self.settings is not None  # mode "off" without settings renders nothing
             self._pool = BrowserPool(self.settings)
             await self._pool.__aenter__()
         try:

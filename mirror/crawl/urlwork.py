@@ -287,10 +287,8 @@ class UrlWork:
                prev: Previous | None, links: Discovered,
                rendered: Rendered | None = None) -> None:
         """The capture joins the store's group; `_stored` follows when it is committed."""
-        if rendered is None:
-            self.store.store(self.run_id, item, ex, error, prev, links)
-        else:
-            self.store.store(self.run_id, item, ex, error, prev, links, rendered=rendered)
+        self.store.store(self.run_id, item, ex, error, prev, links, rendered=rendered,
+                         browser=self.renderer.version or "" if self.renderer else "")
 
 def _plus(usage: tuple[int, int] | None, nbytes: int) -> tuple[int, int]:
     pages, total = usage or (0, 0)
