@@ -52,7 +52,10 @@ async def test_the_report_lists_pages_that_may_need_a_browser(make_site: Any,
     site.page("/doc", f"<html><body><h1>Doc</h1>{ARTICLE}</body></html>")
     site.page("/app.js", "document.getElementById('root').textContent = 'hi'",
               content_type="text/javascript")
-    c = await crawl([site.base])
+    c = await crawl([site.base], browser={"mode": "off"})  # auto would load it in one
     report = json.loads((c.archive / "reports" / "1.json").read_text())
     assert report["needs_browser"] == [
         {"url": site.base + "app", "reason": "an empty app root (root) that scripts fill"}]
+    assert report["browser"]["needing"] == (
+        '1 page may need a browser to archive (scripts build them); [browser] mode = "auto" '
+        "would load them in one")

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "mirror"
 #: modules that decide without I/O: no aiohttp, no SQL, no network client, however deep
 PURE = ("web.urls", "web.extract", "web.css", "web.codings", "web.rewrite", "web.charset",
-        "web.html", "web.http", "run.report", "run.health", "run.changes",
+        "web.html", "web.http", "run.report", "run.health", "run.changes", "run.browsernotes",
         "explain", "model", "crawl.scope", "crawl.traprules", "crawl.software", "crawl.growth",
         "crawl.history", "crawl.discover",
         "crawl.politeness", "crawl.robots", "replay.textdiff", "replay.pages",
@@ -49,7 +49,8 @@ LAYERS = {
     # store after it, hooks, its report and progress file (the report modules themselves
     # import nothing of crawl: test_the_run_report_reads_no_crawl_module)
     "run": {"run", "manifest", "archive", "store", "upkeep", "crawl", "model", "layout",
-            "config", "schedule", "outputdir", "storecmds", "terminal", "browserconfig"},
+            "config", "schedule", "outputdir", "storecmds", "terminal", "browserconfig",
+            "browser"},  # the report says whether a browser is found (browser.find)
     # the fleet (many sites on PostgreSQL + Procrastinate): registrations, the worker and
     # its jobs, which run `mirror run` as a child process; it restores and pushes archives
     # (store.sync) and reads a run's progress.json (run.progressfile)

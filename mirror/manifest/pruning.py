@@ -21,8 +21,9 @@ class PruneTargets:
     captures: int  # captures that go
     held: int  # captures of those runs that stay: a kept revisit's payload is in them
     #: each file holding a record that goes -> (id, offset, length, req_offset,
-    #: req_length) of each capture in it that stays (none: the file goes)
-    files: dict[str, list[tuple[int, int, int, int, int]]]
+    #: req_length, render_offset) of each capture in it that stays (none: the file goes);
+    #: render_offset: its rendered DOM's conversion record, None for a page not rendered
+    files: dict[str, list[tuple[int, int, int, int, int, int | None]]]
     revisits_without_original: int  # kept revisits whose original is unknown: unsafe
 
 
@@ -47,16 +48,18 @@ class PruneReads:
                                  (*runs, *runs)).fetchone()[0]
         kept = self.sql.execute(f"SELECT COUNT(*) FROM captures WHERE run_id IN ({marks}) "
                                 f"AND id IN ({held})", (*runs, *runs)).fetchone()[0]
-        files: dict[str, list[tuple[int, int, int, int, int]]] = {
+        files: dict[str, list[tuple[int, int, int, int, int, int | None]]] = {
             name: [] for (name,) in self.sql.execute(
                 f"SELECT DISTINCT filename FROM captures WHERE {gone}", (*runs, *runs))}
         if files:
             names = ",".join("?" * len(files))
-            for name, cid, offset, length, req_offset, req_length in self.sql.execute(
-                    'SELECT filename, id, "offset", length, req_offset, req_length FROM captures '
-                    f"WHERE filename IN ({names}) AND (run_id NOT IN ({marks}) OR id IN "
-                    f"({held})) ORDER BY id", (*files, *runs, *runs)):
-                files[name].append((cid, offset, length, req_offset, req_length))
+            for name, cid, offset, length, req_offset, req_length, render in self.sql.execute(
+                    'SELECT c.filename, c.id, c."offset", c.length, c.req_offset, '
+                    'c.req_length, r."offset" FROM captures c LEFT JOIN renders r ON '
+                    f"r.capture_id = c.id AND r.warc_file = c.filename "
+                    f"WHERE c.filename IN ({names}) AND (c.run_id NOT IN ({marks}) OR c.id IN "
+                    f"({held})) ORDER BY c.id", (*files, *runs, *runs)):
+                files[name].append((cid, offset, length, req_offset, req_length, render))
         orphans = self.sql.execute(
             f"SELECT COUNT(*) FROM captures WHERE run_id NOT IN ({marks}) "
             "AND record_type != 'response' AND original_id IS NULL", runs).fetchone()[0]
@@ -84,7 +87,8 @@ class Prune(PruneReads):
         """A prune's switch, in one transaction: the captures of `runs` go (with their
         texts, and the runs' rows, sessions, notes and errors), but those a capture of
         another run refers to; the captures of rewritten files move (`moves`: capture id,
-        filename, offset, length, req_offset, req_length); the journal says it is done."""
+        filename, offset, length, req_offset, req_length, render_offset: their rendered
+        DOM's with them); the journal says it is done."""
         marks = ",".join("?" * len(runs))
         gone = f"run_id IN ({marks}) AND id NOT IN ({HELD_BY_OTHERS.format(marks)})"
         with self._tx():
@@ -97,9 +101,13 @@ class Prune(PruneReads):
                 "(SELECT id FROM captures)").fetchall()])
             self._texts.drop(texts)
             self._texts.sync_latest(build=True)
+            moves = list(moves)
             self.sql.executemany(
                 'UPDATE captures SET filename=?, "offset"=?, length=?, req_offset=?, '
-                "req_length=? WHERE id=?", [(*m[1:], m[0]) for m in moves])
+                "req_length=? WHERE id=?", [(*m[1:6], m[0]) for m in moves])
+            self.sql.executemany(  # a rendered DOM moves with its capture
+                'UPDATE renders SET warc_file=?, "offset"=? WHERE capture_id=?',
+                [(m[1], m[6], m[0]) for m in moves if m[6] is not None])
             self.sql.execute(f"DELETE FROM runs WHERE id IN ({marks})", runs)
             for table in ("sessions", "notes", "page_robots", "errors", "sitemap_reads"):
                 self.sql.execute(f"DELETE FROM {table} WHERE run_id IN ({marks})", runs)

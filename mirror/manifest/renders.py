@@ -49,6 +49,12 @@ class RenderReads:
             "SELECT r.capture_id FROM renders r JOIN captures c ON c.id = r.capture_id "
             "WHERE c.run_id=?", (run_id,))}
 
+    def urls(self, run_id: int) -> set[str]:
+        """The URLs of the run's pages stored with a rendered DOM."""
+        return {str(u) for (u,) in self.sql.execute(
+            "SELECT c.url FROM renders r JOIN captures c ON c.id = r.capture_id "
+            "WHERE c.run_id=?", (run_id,))}
+
     def count(self, run_id: int) -> int:
         """How many of the run's pages were loaded in a browser."""
         return int(self.sql.execute(

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from mirror.crawl.growth import Dominant, explain_hint
 from mirror.model import UrlState
+from mirror.run.browsernotes import loaded_text, needing_text
 from mirror.run.progressfile import LiveProgress
 from mirror.run.report import (
     RunData,
@@ -156,9 +157,13 @@ def summary_table(d: RunData, max_items: int = 10) -> Table:
         row("meta robots", robots)
     if d.sitemap_only_pages:
         row("sitemaps", f"{d.sitemap_only_pages} pages reached only through a sitemap")
+    if loaded := loaded_text(d.browser):
+        row("browser", [loaded] + listed([f"{u}  ({why})" for u, why in d.browser.failed],
+                                         len(d.browser.failed)),
+            "yellow" if d.browser.failed else "")
     if d.needs_browser:
-        n = len(d.needs_browser)
-        row("needs a browser", f"{n} page{'s' if n > 1 else ''} may (see the report)", "yellow")
+        row("needs a browser", needing_text(d.browser, len(d.needs_browser))
+            + " (see the report)", "yellow")
     if d.top_errors:
         row("most frequent errors",
             listed([f"{n:>5}  {e}" for e, n in d.top_errors], len(d.top_errors)), "red")

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from mirror.model import UNFINISHED, RobotsCounts, RunState, UrlState
+from mirror.run.browsernotes import BrowserFacts, browser_json, loaded_text, needing_text
 from mirror.run.changes import Changes
 
 if TYPE_CHECKING:
@@ -50,6 +51,8 @@ class RunData:
     meta_robots: RobotsCounts = field(default_factory=RobotsCounts)
     # learned trap patterns the run stopped (ManifestReader.patterns.learned_report)
     learned_patterns: list[dict[str, object]] = field(default_factory=list)
+    # [browser]: pages loaded in a browser, failed renders (needs_browser: those left as fetched)
+    browser: BrowserFacts = field(default_factory=BrowserFacts)
 
     def health(self) -> Health:
         """Whether the run archived what it was asked to (run.health)."""
@@ -66,6 +69,7 @@ def build_report(d: RunData) -> dict[str, object]:
     out["top_errors"] = [{"error": e, "count": n} for e, n in d.top_errors]
     out["needs_browser"] = [{"url": u, "reason": r} for u, r in d.needs_browser]
     out["parse_budget"] = [{"url": u, "reason": r} for u, r in d.parse_budget]
+    out["browser"] = browser_json(d.browser, d.needs_browser)
     out["unreachable_hosts"] = [{"host": h, "reason": r, "urls": n}
                                 for h, r, n in d.unreachable_hosts]
     out["failed"] = [{"url": u, "error": e} for u, e in d.failed]
@@ -218,10 +222,12 @@ def render_summary(d: RunData, max_items: int = 10) -> str:
                  f"WARC {human_bytes(d.warc_bytes)}")
     if d.unreachable_hosts:
         lines.append(f"  {'unreachable':<14} {unreachable_line(d.unreachable_hosts)}")
+    if loaded := loaded_text(d.browser):
+        lines.append(f"  {'browser':<14} {loaded}")
+        lines += [f"    {u}  (browser: {why})" for u, why in d.browser.failed[:max_items]]
     if d.needs_browser:
-        n = len(d.needs_browser)
-        lines.append(f"  {'needs browser':<14} {n} page{'s' if n > 1 else ''} may need a browser "
-                     f"to archive (scripts build them), e.g. {d.needs_browser[0][0]}")
+        lines.append(f"  {'needs browser':<14} {needing_text(d.browser, len(d.needs_browser))}"
+                     f", e.g. {d.needs_browser[0][0]}")
     if d.parse_budget:
         n = len(d.parse_budget)
         lines.append(f"  {'parse budget':<14} {n} page{'s' if n > 1 else ''} over the parse "

@@ -77,7 +77,8 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
                         result = await crawler.run()
                 if result.run_id == 0:  # --join, and no unfinished run
                     return _joined_nothing(result)
-                data, report_path = write_report(cfg, crawler.manifest, result.run_id)
+                data, report_path = write_report(cfg, crawler.manifest, result.run_id,
+                                                 result.browser_loads)
                 if result.uploads is not None:  # [archive] store: what the run uploaded
                     from mirror.storecmds import add_to_report
 

@@ -12,6 +12,7 @@ from mirror.config import SiteConfig
 from mirror.layout import ArchiveLayout
 from mirror.manifest.reader import ManifestReader
 from mirror.model import PARSE_BUDGET, UNFINISHED, UNREACHABLE, ExitCode, Run, RunState
+from mirror.run.browsernotes import BrowserFacts, split_notes
 from mirror.run.changes import Changes, compare
 from mirror.run.health import Health, health, numbers_of, start_problem
 from mirror.run.report import RunData, build_report
@@ -41,9 +42,28 @@ def changes_between(manifest: ManifestReader, before: int | None, run: Run) -> C
                    queued=() if complete else manifest.urls.queued(run.id))
 
 
-def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
+def browser_facts(cfg: SiteConfig, manifest: ManifestReader, run_id: int,
+                  failed: list[tuple[str, str]], loads: int | None) -> BrowserFacts:
+    """[browser] as the run used it: the mode, whether a browser is found for it (and if
+    not, how to install one on this system), the pages rendered, the renders failed."""
+    from mirror.browser.find import find_browser
+    from mirror.browserconfig import enable_advice, this_system
+    from mirror.errors import MirrorError
+
+    mode = cfg.browser.mode
+    try:
+        found = mode != "off" and find_browser(cfg.browser.executable) is not None
+    except MirrorError:  # the configured one is gone since the site file was read
+        found = False
+    install = enable_advice(*this_system()) if mode != "off" and not found else ""
+    return BrowserFacts(mode, found, manifest.renders.count(run_id), loads, failed, install)
+
+
+def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int,
+           browser_loads: int | None = None) -> RunData:
     """Everything the report says, from the manifest alone (so that a later process can
-    write the report of a run whose process died writing it)."""
+    write the report of a run whose process died writing it); `browser_loads`: the page
+    loads of the run's process, which only it knows."""
     from mirror.archive import index  # warcio: not for `mirror runs`, which takes changes
 
     m, run = manifest, run_id
@@ -53,6 +73,8 @@ def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
     if not sessions:  # a run recorded before sessions were: its start and end
         seconds = _seconds_between(info.started_at, info.finished_at)
     notes = m.counts.needs_browser(run)  # a page's one note: why it needs a browser, or its budget
+    needing, failed = split_notes([n for n in notes if not n[1].startswith(PARSE_BUDGET)],
+                                  m.renders.urls(run))
     return RunData(
         site=cfg.site.name,
         run_id=run,
@@ -75,7 +97,8 @@ def gather(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> RunData:
         broken_links_total=m.counts.broken_links_total(run),
         sitemap_only_pages=m.counts.sitemap_only_pages(run),
         unreachable_hosts=m.counts.unreachable_hosts(run, f"{UNREACHABLE}: "),
-        needs_browser=[n for n in notes if not n[1].startswith(PARSE_BUDGET)],
+        needs_browser=needing,
+        browser=browser_facts(cfg, m, run, failed, browser_loads),
         parse_budget=[n for n in notes if n[1].startswith(PARSE_BUDGET)],
         changes=changes(m, run),
         skipped_urls=m.urls.skipped(run),
@@ -98,8 +121,9 @@ def health_of(cfg: SiteConfig, run: Run) -> Health:
         else Health()
 
 
-def write_report(cfg: SiteConfig, manifest: ManifestReader, run_id: int) -> tuple[RunData, Path]:
-    data = gather(cfg, manifest, run_id)
+def write_report(cfg: SiteConfig, manifest: ManifestReader, run_id: int,
+                 browser_loads: int | None = None) -> tuple[RunData, Path]:
+    data = gather(cfg, manifest, run_id, browser_loads)
     path = report_path(cfg, run_id)
     atomic_write_text(path, json.dumps(build_report(data), indent=2) + "\n")
     return data, path

@@ -269,8 +269,9 @@ def _execute(plan: PruneResult, manifest: Manifest, folder: ArchiveLayout) -> di
     return sizes
 
 
-def _row(m: Move) -> tuple[int, str, int, int, int, int]:
-    return (m.capture_id, m.filename, m.offset, m.length, m.req_offset, m.req_length)
+def _row(m: Move) -> tuple[int, str, int, int, int, int, int | None]:
+    return (m.capture_id, m.filename, m.offset, m.length, m.req_offset, m.req_length,
+            m.render_offset)
 
 
 # -- after the switch, and after a crash --------------------------------------------------

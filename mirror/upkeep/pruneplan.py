@@ -33,6 +33,16 @@ class Member:
     length: int
     req_offset: int
     req_length: int
+    #: a page loaded in a browser: its conversion record (and screenshot record), which lie
+    #: between its response and request records
+    render_offset: int | None = None
+
+    def spans(self) -> list[tuple[int, int]]:
+        """(offset, length) of its records: the rendered DOM's up to the request record."""
+        out = [(self.offset, self.length), (self.req_offset, self.req_length)]
+        if self.render_offset is not None:
+            out.append((self.render_offset, self.req_offset - self.render_offset))
+        return out
 
 
 @dataclass(frozen=True)
@@ -45,6 +55,7 @@ class Move:
     length: int
     req_offset: int
     req_length: int
+    render_offset: int | None = None
 
 
 @dataclass(frozen=True)
@@ -58,8 +69,7 @@ class FileChange:
 
     def ranges(self) -> list[tuple[int, int]]:
         """The (offset, length) of every record kept, in file order, checked to fit."""
-        spans = sorted({(m.offset, m.length) for m in self.members}
-                       | {(m.req_offset, m.req_length) for m in self.members})
+        spans = sorted({span for m in self.members for span in m.spans()})
         end = 0
         for offset, length in spans:
             if offset < end or length <= 0 or offset + length > self.old_size:
@@ -84,7 +94,9 @@ def layout(change: FileChange, head: int) -> tuple[list[tuple[int, int]], list[M
         new_offset[offset] = at
         at += length
     moves = [Move(m.capture_id, change.new, new_offset[m.offset], m.length,
-                  new_offset[m.req_offset], m.req_length) for m in change.members]
+                  new_offset[m.req_offset], m.req_length,
+                  None if m.render_offset is None else new_offset[m.render_offset])
+             for m in change.members]
     return spans, moves, at
 
 

@@ -1,0 +1,125 @@
+"""Pages built by scripts (issue 35): a mixed site crawled with [browser] mode off, auto and
+always.
+
+    python bench/browser.py --plain 1000 --apps 20 [--modes off,auto,always]
+
+The site is tests/spasite.py (plain pages and app pages of five kinds, on 127.0.0.1, in a
+thread of this process). Each mode runs `mirror run -q` in its own process over a fresh
+archive; every 0.1 s the RSS of that process and of all its descendants (the parse helpers,
+the browser and its renderer, GPU and utility processes: /proc/*/stat's parent links) is
+summed, the peak kept. Printed per mode: wall time, peak RSS, the pages loaded in the
+browser (the report's browser.loads) and rendered, the browser's restarts (mirror.log, with
+the first one's reason), the requests the site received, pages
+per second (HTML pages stored / wall), the load average at the start and the end; then the
+ratio auto/off of the wall times (the issue's target: at most 1.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+import spasite  # noqa: E402  (the fixture of the tests, parameterised by counts)
+
+from mirror.browser import find_browser  # noqa: E402
+
+
+def descendants_rss(root: int) -> int:
+    """RSS in bytes of `root` and every process below it (from /proc)."""
+    parent: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    page = os.sysconf("SC_PAGE_SIZE")
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry.name}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+        pid = int(entry.name)
+        parent[pid] = int(fields[1])
+        rss[pid] = int(fields[21]) * page
+    total, todo = 0, [root]
+    kids: dict[int, list[int]] = {}
+    for pid, ppid in parent.items():
+        kids.setdefault(ppid, []).append(pid)
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo += kids.get(pid, [])
+    return total
+
+
+def site_file(folder: Path, base: str, mode: str, browser: Path, extra: str) -> Path:
+    path = folder / "site.toml"
+    path.write_text(
+        f'[site]\nname = "spa"\nstart_urls = ["{base}"]\noutput_dir = "archive"\n'
+        "[scope]\nrobots = false\nsitemaps = false\n"
+        "[crawl]\ntimeout = 30\n"
+        f'[browser]\nmode = "{mode}"\nexecutable = "{browser}"\n{extra}', encoding="utf-8")
+    return path
+
+
+def one_mode(site: spasite.SpaSite, mode: str, browser: Path, extra: str
+             ) -> dict[str, object]:
+    with tempfile.TemporaryDirectory(prefix=f"mirror-browserbench-{mode}-") as tmp:
+        folder = Path(tmp)
+        path = site_file(folder, site.base, mode, browser, extra)
+        hits = len(site.hits)
+        load0 = os.getloadavg()[0]
+        start = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-m", "mirror", "run", "-q", str(path)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        peak = 0
+        while proc.poll() is None:
+            peak = max(peak, descendants_rss(proc.pid))
+            time.sleep(0.1)
+        wall = time.monotonic() - start
+        report = json.loads((folder / "archive" / "reports" / "1.json").read_text())
+        log = (folder / "archive" / "mirror.log").read_text(errors="replace")
+    restarts = [line.split("restarting it ", 1)[1] for line in log.splitlines()
+                if "browser: restarting it " in line]
+    b = report.get("browser", {})
+    html = report["content_types"].get("text/html", 0)
+    return {"mode": mode, "exit": proc.returncode, "wall_s": round(wall, 1),
+            "peak_rss_mb": round(peak / 1e6), "browser_loads": b.get("loads"),
+            "rendered": b.get("rendered"), "render_failures": len(b.get("failed", [])),
+            "browser_restarts": len(restarts), "first_restart": restarts[:1],
+            "requests": len(site.hits) - hits, "captures": report["captures"],
+            "html_pages": html, "pages_per_s": round(html / wall, 2),
+            "load": f"{load0:.1f} -> {os.getloadavg()[0]:.1f}"}
+
+
+def main() -> int:
+    args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    args.add_argument("--plain", type=int, default=1000)
+    args.add_argument("--apps", type=int, default=20)
+    args.add_argument("--modes", default="off,auto,always")
+    args.add_argument("--max-rss-mb", type=int, help="[browser] max_rss_mb (default: its own)")
+    opts = args.parse_args()
+    extra = f"max_rss_mb = {opts.max_rss_mb}\n" if opts.max_rss_mb else ""
+    browser = find_browser()
+    if browser is None:
+        print("no Chromium-family browser found", file=sys.stderr)
+        return 2
+    results = {}
+    with spasite.serve(plain=opts.plain, apps=opts.apps, lifetime=6 * 3600) as site:
+        for mode in opts.modes.split(","):
+            results[mode] = one_mode(site, mode, browser, extra)
+            print(json.dumps(results[mode]), flush=True)
+    if "off" in results and "auto" in results:
+        ratio = float(results["auto"]["wall_s"]) / float(results["off"]["wall_s"])  # type: ignore[arg-type]
+        print(f"auto/off wall time: {ratio:.2f} (target: at most 1.5)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
