@@ -20,6 +20,10 @@ any import cycle):
               layout (layout.py).
     upkeep/   between runs: prune and retention, start-up recovery (repair of WARC files
               a crash cut short, a prune finished), rebuilding the text index.
+    browser/  pages built by scripts: a Chromium-family browser driven over the DevTools
+              protocol (aiohttp's WebSocket), every request of a page answered by the
+              caller (BrowserPool.render(url, answer) -> Rendered DOM, text, links);
+              restarts, crashes, timeouts. Knows nothing of the archive.
     crawl/    the write side: frontier, fetch, politeness and retry policy (dead hosts,
               retry budget), robots.txt and sitemaps, cookies and login, scope (CMS
               traps), link discovery (in helper processes), revisit decisions, the

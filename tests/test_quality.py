@@ -34,8 +34,11 @@ LAYERS = {
     "store": {"store", "manifest", "archive", "layout"},
     # between runs: prune and retention, recovery after a crash, text index rebuilds
     "upkeep": {"upkeep", "manifest", "archive", "web", "model", "layout", "crashpoints"},
+    # a Chromium-family browser over the DevTools protocol (pages built by scripts): below
+    # crawl, which drives it; it knows nothing of the archive
+    "browser": {"browser", "model"},
     "crawl": {"crawl", "manifest", "archive", "store", "upkeep", "web", "model", "layout",
-              "crashpoints", "config", "launch"},
+              "crashpoints", "config", "launch", "browser"},
     "replay": {"replay", "manifest", "archive", "store", "web", "model", "layout", "webapp"},
     "verify": {"verify", "manifest", "archive", "store", "web", "model", "layout"},
     "demo": {"demo", "web", "webapp", "config"},
