@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
-from urllib.parse import urlencode
+from urllib.parse import unquote, urlencode
 
 from aiohttp import web
 from warcio.timeutils import datetime_to_http_date, iso_date_to_datetime
@@ -26,6 +26,7 @@ from mirror.replay.origins import CONTENT, Origins, listen_for_content
 from mirror.replay.pages import (
     PAGE,
     RAW,
+    Target,
     history_href,
     number,
     parse_target,
@@ -237,10 +238,14 @@ class Replay:
         return resp
 
     def _from_referer(self, request: web.Request) -> web.StreamResponse:
-        """A path a script built from the site's root (fetch('/api')): send it to the same
-        site and time as the page that asked, as pywb does (mp_ if it asked from a frame)."""
+        """A path a script built from the site's root (fetch('/api')), or the address an
+        archived page shows (static/fetch.js gives it its archived path): send it to the
+        same site and time as the page that asked, as pywb does (mp_ if it asked from a
+        frame); failing a Referer that says, the page's cookie (`mirror_at`) does."""
         referer = parse_target(_path_of(request.headers.get("Referer", "")))
         if referer is None or referer.mode == "list":
+            referer = _page_cookie(unquote(request.cookies.get(PAGE_COOKIE, "")))
+        if referer is None:
             return _ui(404, "Not found", "<p>Not a page of this server.</p>")
         url = join(referer.url, request.raw_path)
         raise web.HTTPFound(replay_path(referer.timestamp, url,
@@ -290,6 +295,16 @@ def _wants_frame(request: web.Request, archive: CaptureIndex, cap: Capture) -> b
         return False
     status, mime = archive.status_and_mime(cap)
     return mime in HTML_TYPES and not (status is not None and 300 <= status < 400)
+
+
+#: the cookie static/fetch.js sets: "<timestamp><modifier> <origin of the archived site>"
+PAGE_COOKIE = "mirror_at"
+
+
+def _page_cookie(value: str) -> Target | None:
+    stamp, _, site = value.partition(" ")
+    target = parse_target(f"/{stamp}/{site}/")
+    return target if target is not None and target.mode in ("page", "replay") else None
 
 
 def _path_of(url: str) -> str:
