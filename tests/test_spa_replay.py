@@ -8,7 +8,9 @@ are kept in the test's folder (tmp_path) to be looked at."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import re
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,6 @@ from typing import Any
 import pytest
 import spasite
 from test_browser import Browser, Tab, chromium
-from warcio.warcwriter import WARCWriter
 
 from mirror.replay.captures import CaptureIndex
 from mirror.replay.export import FolderWriter, plan_export
@@ -112,14 +113,18 @@ async def test_serve_answers_the_pages_fetch_calls_from_the_archive(
 
 
 def write_dom(warc: Path, url: str, dom: str) -> DomRef:
-    """A conversion record holding a rendered DOM, as the browser capture stores it."""
+    """A conversion record holding a rendered DOM, as the browser capture stores it (until
+    the crawl writes them: issue 35's CaptureStore.store(rendered=))."""
+    block = dom.encode()
+    head = ("WARC/1.1\r\nWARC-Type: conversion\r\n"
+            f"WARC-Record-ID: <urn:uuid:{uuid.uuid4()}>\r\nWARC-Target-URI: {url}\r\n"
+            "WARC-Date: 2026-01-01T00:00:00Z\r\nContent-Type: text/html; charset=utf-8\r\n"
+            f"Content-Length: {len(block)}\r\n\r\n").encode()
+    member = gzip.compress(head + block + b"\r\n\r\n")
     with open(warc, "ab") as f:
         offset = f.tell()
-        writer = WARCWriter(f, gzip=True)
-        record = writer.create_warc_record(url, "conversion", payload=__import__("io").BytesIO(
-            dom.encode()), warc_content_type="text/html; charset=utf-8")
-        writer.write_record(record)
-        return DomRef(warc.name, offset, f.tell() - offset)
+        f.write(member)
+    return DomRef(warc.name, offset, len(member))
 
 
 async def test_the_export_writes_the_rendered_dom_which_shows_from_file(
@@ -142,12 +147,13 @@ async def test_the_export_writes_the_rendered_dom_which_shows_from_file(
                                                      cap.url, dom)
     out = tmp_path / "export"
     out.mkdir()
-    writer = FolderWriter(archive, plan_export(archive), out)
+    plan = plan_export(archive)
+    writer = FolderWriter(archive, plan, out)
     writer.rendered = RenderedPages(refs)
     writer.run()
     async with chromium(scale=1) as browser:
         for path in spa.linked_app_paths():
-            page = next(out.glob("http_*")) / (path.strip("/") + ".html")
+            page = out / plan[archive.key(spa.base.rstrip("/") + path)].path
             html = page.read_text()
             assert "<script" not in html.split("</head>", 1)[1]  # the page's scripts are gone
             assert "You need to enable JavaScript" not in html
