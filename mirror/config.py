@@ -5,19 +5,18 @@ import json
 import os
 import re
 import tomllib
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
 from mirror import __version__
+from mirror.browserconfig import BrowserSection
 from mirror.configrules import (
     NO_CRLF,
     TRAPS,
     Bounds,
     Context,
     Invalid,
-    Rule,
     archive_dir,
     array,
     boolean,
@@ -44,6 +43,9 @@ from mirror.configrules import (
     string,
     success,
     trap_name,
+)
+from mirror.configrules import (
+    key as _key,
 )
 from mirror.errors import UsageError
 from mirror.schedule.spec import Schedule
@@ -106,18 +108,6 @@ def config_error(errors: list[ConfigError]) -> ConfigError:
 
 
 # --- the schema: how a key is declared -------------------------------------------------------
-
-def _key(rule: Rule, default: Any = dataclasses.MISSING, *,
-         default_from: Callable[[dict[str, Any]], object] | None = None,
-         show: Callable[[Any, bool], object] | None = None) -> Any:
-    """Declare a config key: its rule and default. A key with neither is required.
-
-    default_from computes a raw TOML default from the keys parsed before it;
-    show(value, redact) renders the value for effective() when the generic form won't do.
-    """
-    meta = {"rule": rule, "default_from": default_from, "show": show}
-    return field(default=default, metadata=meta)
-
 
 HOUR, DAY = 3600, 86400  # ceilings of the time keys, in seconds
 #: a learned URL pattern as the run report and `mirror explain` write it
@@ -300,6 +290,7 @@ class SiteConfig:
     schedule: ScheduleSection
     hooks: HooksSection
     retention: RetentionSection
+    browser: BrowserSection
 
     def headers_for(self, on_site: bool) -> dict[str, str]:
         """[crawl] headers for one request: secret ones (Authorization, Cookie,
@@ -326,6 +317,7 @@ class SiteConfig:
         del settings["archive"]["store"]  # where copies go does not shape the crawl
         for name in _NOT_CRAWL:
             del settings[name]
+        del settings["browser"]["executable"]  # where the program lives, as output_dir
         canonical = json.dumps(settings, sort_keys=True, separators=(",", ":"),
                                ensure_ascii=False)
         return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()

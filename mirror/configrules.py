@@ -1,6 +1,7 @@
 """The value rules of site files: each checks one raw TOML value and converts it (config.py
 declares which key has which rule)."""
 
+import dataclasses
 import datetime as dt
 import ipaddress
 import json
@@ -8,7 +9,7 @@ import math
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -37,6 +38,19 @@ class Invalid(UsageError):
 
 
 Rule = Callable[[Any, Context], Any]
+
+
+def key(rule: Rule, default: Any = dataclasses.MISSING, *,
+        default_from: Callable[[dict[str, Any]], object] | None = None,
+        show: Callable[[Any, bool], object] | None = None) -> Any:
+    """Declare a config key (a field of a section's dataclass): its rule and default. A key
+    with neither is required.
+
+    default_from computes a raw TOML default from the keys parsed before it;
+    show(value, redact) renders the value for effective() when the generic form won't do.
+    """
+    meta = {"rule": rule, "default_from": default_from, "show": show}
+    return field(default=default, metadata=meta)
 
 
 def _type_name(value: object) -> str:

@@ -51,6 +51,14 @@ SHARED_STEPS = (
     "upload:before",        # a closed file is recorded closed (size, SHA-256), not uploaded
     "upload:before-mark",   # ... uploaded, not yet marked uploaded in the manifest
 )
+#: the steps of a page loaded in the browser ([browser]; mirror.crawl.urlwork and
+#: mirror.crawl.browserfetch), besides the captures' steps its requisites pass; the kind
+#: is "page" or "requisite"
+BROWSER_STEPS = (
+    "render:before",        # a page fetched and its links read, about to be loaded
+    "render:requisite",     # a requisite the page asked for is committed, the page loading
+    "render:after",         # the page rendered, its requisites committed, itself not stored
+)
 #: the steps of `mirror prune` (mirror.upkeep.prune), in the order it passes them; a
 #: prune that stops at any of them is finished or undone by the next `mirror run`, `mirror
 #: prune` or `mirror verify` (index.cdxj is written through "file:before-rename" too)
@@ -83,9 +91,10 @@ class CrashSpec:
     def __init__(self, text: str) -> None:
         rest, _, nth = text.partition("#")
         self.step, _, self.kind = rest.partition("/")
-        if self.step not in STEPS + PRUNE_STEPS + SHARED_STEPS:
+        known = STEPS + PRUNE_STEPS + SHARED_STEPS + BROWSER_STEPS
+        if self.step not in known:
             raise ValueError(f"{ENV}={text!r}: unknown step {self.step!r}; one of "
-                             + ", ".join(STEPS + PRUNE_STEPS + SHARED_STEPS))
+                             + ", ".join(known))
         self.nth = int(nth) if nth else 1
         self.seen = 0
 

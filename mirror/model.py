@@ -66,6 +66,7 @@ class Via(StrEnum):
     REDIRECT = "redirect"
     ROBOTS = "robots"  # a robots.txt, fetched by the robots gate only
     SITEMAP = "sitemap"  # named by a robots.txt or a sitemap index, or /sitemap.xml
+    BROWSER = "browser"  # asked for by a page loaded in the browser (crawl/browserfetch.py)
 
 
 #: the rule of the URLs sitemaps listed past the run's [scope] max_sitemap_urls, and of the

@@ -238,10 +238,12 @@ class SpaSite:
     def posts(self) -> int:
         return sum(1 for h in self.hits if h.method != "GET")
 
-    def min_gap(self) -> float | None:
-        """The shortest time between two requests' arrivals (None under two requests)."""
-        times = sorted(h.at for h in self.hits)
-        return min((b - a for a, b in zip(times, times[1:], strict=False)), default=None)
+    def min_gap(self) -> tuple[float, Hit, Hit] | None:
+        """The shortest time between two requests' arrivals and those two requests (None
+        under two requests)."""
+        hits = sorted(self.hits, key=lambda h: h.at)
+        return min(((b.at - a.at, a, b) for a, b in zip(hits, hits[1:], strict=False)),
+                   default=None, key=lambda t: t[0])
 
     # -- the pages ----------------------------------------------------------------------------
     def app(self) -> web.Application:

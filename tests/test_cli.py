@@ -387,3 +387,40 @@ def test_runs_diff_and_new_run(cli: Cli, site_in_thread, tmp_path: Path,
     assert [run for run, _, _ in dates] == [1, 2, 4]
     for (_, _, last), (_, first, _) in pairwise(dates):
         assert last[:19] < first[:19], dates
+
+
+def test_check_names_the_browser_it_will_use(cli: Cli, tmp_path: Path):
+    """Issue 35: the default mode "auto" with the first browser found (Debian's chromium
+    here), "always" with a configured one, "off" with none."""
+    site = '[site]\nname = "x"\nstart_urls = ["http://a/"]\n'
+    (tmp_path / "site.toml").write_text(site)
+    code, out, err = cli("check", "site.toml")
+    assert (code, err) == (0, "")
+    assert re.search(r'^browser: /\S*chrom\S* loads the pages built by scripts '
+                     r'\(\[browser\] mode = "auto"\)$', out, re.MULTILINE), out
+    (tmp_path / "site.toml").write_text(site + "[browser]\nmode = 'always'\n"
+                                        "executable = '/usr/bin/chromium'\n")
+    out = cli("check", "site.toml")[1]
+    assert 'browser: /usr/bin/chromium loads every HTML page ([browser] mode = "always")' in out
+    (tmp_path / "site.toml").write_text(site + "[browser]\nmode = 'off'\n")
+    out = cli("check", "site.toml")[1]
+    assert 'browser: off ([browser] mode = "off")' in out
+
+
+def test_check_says_how_to_enable_a_browser_when_none_is_found(
+        cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """No browser on PATH nor in the usual places (both emptied for this test): the line says
+    what happens to such pages and how to install one on this system."""
+    from mirror.browser import find
+    from mirror.browserconfig import install_command, this_system
+
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(find, "PLACES", ())
+    (tmp_path / "site.toml").write_text('[site]\nname = "x"\nstart_urls = ["http://a/"]\n')
+    code, out, err = cli("check", "site.toml")
+    assert (code, err) == (0, "")
+    line = next(line for line in out.splitlines() if line.startswith("browser:"))
+    assert line == ('browser: none found ([browser] mode = "auto"): pages built by scripts '
+                    "will be stored as the server sends them; install a Chromium-family "
+                    f"browser ({install_command(*this_system())}) or set [browser] executable "
+                    "to one already installed; mirror never downloads one")

@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 from mirror import __version__
+from mirror.browserconfig import enable_advice, install_command
 from mirror.config import (
     ArchiveSection,
+    BrowserSection,
     ConfigError,
     ConfigErrors,
     CrawlSection,
@@ -146,7 +148,7 @@ CRAWL_KEYS = (
     "dead_host_after, cookies, cookies_file"
 )
 
-SECTIONS = "site, scope, crawl, login, archive, schedule, hooks, retention"
+SECTIONS = "site, scope, crawl, login, archive, schedule, hooks, retention, browser"
 FORMS = '"hourly", "daily HH:MM", "weekly DAY HH:MM" or a 5-field cron expression'
 
 CASES = [
@@ -609,3 +611,98 @@ def test_digest_leaves_schedule_hooks_and_retention_out() -> None:
                  "[retention]\nkeep_last = 3\n")
     assert plain.digest() == more.digest()
     assert set(more.effective()) >= {"schedule", "hooks", "retention"}
+
+
+# --- [browser] (issue 35) ------------------------------------------------------------------------
+
+
+def test_browser_defaults_to_auto_with_the_first_browser_found() -> None:
+    browser = parse(SITE).browser
+    assert browser == BrowserSection()
+    assert (browser.mode, browser.executable, browser.tabs, browser.page_timeout) == (
+        "auto", None, 2, 30.0)
+    assert (browser.scroll, browser.screenshot, browser.restart_pages, browser.max_rss_mb) == (
+        10, False, 100, 1024)
+    assert parse(SITE).effective()["browser"]["executable"] == ""
+
+
+def test_browser_values(tmp_path: Path) -> None:
+    program = tmp_path / "bin" / "my-chrome"
+    program.parent.mkdir()
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    config = parse(SITE + "[browser]\nmode = 'always'\nexecutable = 'bin/my-chrome'\n"
+                   "tabs = 4\npage_timeout = 5\nscroll = 0\nscreenshot = true\n"
+                   "restart_pages = 20\nmax_rss_mb = 512\n", str(tmp_path / "site.toml"))
+    assert config.browser == BrowserSection(
+        mode="always", executable=str(program), tabs=4, page_timeout=5.0, scroll=0,
+        screenshot=True, restart_pages=20, max_rss_mb=512)
+    assert parse(SITE + "[browser]\nexecutable = ' sh '\n").browser.executable == "sh"
+    assert parse(SITE + "[browser]\nexecutable = ''\n").browser.executable is None
+
+
+def test_browser_settings_for_the_pool() -> None:
+    from mirror.browser.api import BrowserSettings
+
+    section = parse(SITE + "[browser]\ntabs = 3\nscroll = 4\nscreenshot = true\n").browser
+    assert section.settings(Path("/usr/bin/chromium"), "mirror/test") == BrowserSettings(
+        executable=Path("/usr/bin/chromium"), tabs=3, page_timeout=30.0, scroll=4,
+        screenshot=True, restart_pages=100, max_rss_mb=1024, user_agent="mirror/test")
+
+
+BROWSER_CASES = [
+    ("mode = 'sometimes'", "browser.mode",
+     "[browser] mode: expected one of 'auto', 'always', 'off', found 'sometimes' (a string)"),
+    ("mode = true", "browser.mode",
+     "[browser] mode: expected one of 'auto', 'always', 'off', found True (a boolean)"),
+    ("executable = 'no-such-browser-here'", "browser.executable",
+     "[browser] executable: no command 'no-such-browser-here' on PATH; give the browser's "
+     "full path, or \"\" for the first one found"),
+    ("executable = '/no/such/chrome'", "browser.executable",
+     "[browser] executable: no browser program at /no/such/chrome (not a file, or not "
+     "executable)"),
+    ("executable = 3", "browser.executable",
+     "[browser] executable: expected a browser's program path or command name, such as "
+     "'chromium' or '/usr/bin/google-chrome' (\"\" for the first one found), found 3 "
+     "(an integer)"),
+    ("tabs = 0", "browser.tabs",
+     "[browser] tabs: expected an integer from 1 to 32, found 0 (an integer)"),
+    ("page_timeout = 0", "browser.page_timeout",
+     "[browser] page_timeout: expected a number > 0 and <= 3600, found 0 (an integer)"),
+    ("scroll = -1", "browser.scroll",
+     "[browser] scroll: expected an integer from 0 to 1,000, found -1 (an integer)"),
+    ("screenshot = 'yes'", "browser.screenshot",
+     "[browser] screenshot: expected true or false, found 'yes' (a string)"),
+    ("max_rss_mb = 10", "browser.max_rss_mb",
+     "[browser] max_rss_mb: expected an integer from 64 to 1,000,000, found 10 (an integer)"),
+    ("tab = 3", "browser.tab", "[browser] tab: unknown key; did you mean 'tabs'?"),
+]
+
+
+@pytest.mark.parametrize(("line", "key", "message"), BROWSER_CASES,
+                         ids=[c[0] for c in BROWSER_CASES])
+def test_browser_error_message(line: str, key: str, message: str) -> None:
+    exc = error(SITE + f"[browser]\n{line}\n")
+    assert (str(exc), exc.key) == (f"site.toml: {message}", key)
+
+
+def test_digest_leaves_the_browser_program_out(tmp_path: Path) -> None:
+    """Where the browser lives differs between machines, as output_dir does; the mode
+    shapes the crawl."""
+    plain = parse(SITE)
+    assert parse(SITE + "[browser]\nexecutable = 'sh'\n").digest() == plain.digest()
+    assert parse(SITE + "[browser]\nmode = 'off'\n").digest() != plain.digest()
+
+
+@pytest.mark.parametrize(("system", "distro", "command"), [
+    ("Linux", ("ubuntu", "debian"), "sudo apt install chromium"),
+    ("Linux", ("linuxmint", "ubuntu", "debian"), "sudo apt install chromium"),
+    ("Linux", ("fedora",), "sudo dnf install chromium"),
+    ("Linux", ("rocky", "rhel", "centos", "fedora"), "sudo dnf install chromium"),
+    ("Linux", ("arch",), "sudo apt install chromium, or sudo dnf install chromium"),
+    ("Darwin", (), "brew install --cask chromium (or install Google Chrome)"),
+    ("Windows", (), "winget install Google.Chrome (or Hibbiki.Chromium)"),
+])
+def test_install_command_by_system(system: str, distro: tuple[str, ...], command: str) -> None:
+    assert install_command(system, distro) == command
+    assert f"({command}) or set [browser] executable" in enable_advice(system, distro)

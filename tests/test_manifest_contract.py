@@ -703,3 +703,29 @@ def test_an_unreachable_database_is_a_manifest_error() -> None:
         open_manifest("postgresql://u:pw@127.0.0.1:1/x")
     with pytest.raises(ManifestError, match="cannot reach"):
         open_reader("postgresql://u:pw@127.0.0.1:1/x")
+
+
+# -- pages loaded in a browser (issue 35) -------------------------------------------------------
+def test_a_render_is_committed_with_its_capture_and_read_back(target: Path | str,
+                                                              manifest: Manifest) -> None:
+    from mirror.manifest.renders import RenderRef, RenderRow
+
+    m = manifest
+    run = m.runs.start("t", "d", [new("http://h.test/", via="start"), new("http://h.test/p")])
+    m.captures.commit(run, item(m, run, "http://h.test/"), capture(1), [],
+                      render=RenderRow("f.warc.gz", 150, 40, "mirror/x; C/1", 9, "t1"))
+    m.captures.commit(run, item(m, run, "http://h.test/p"), capture(2), [])
+    app, plain = (one(m, "SELECT id FROM captures WHERE url=?", (u,))
+                  for u in ("http://h.test/", "http://h.test/p"))
+    assert m.renders.of_capture(app) == RenderRef("f.warc.gz", 150, 40)
+    assert m.renders.of_capture(plain) is None
+    assert m.renders.captures(run) == {app} and m.renders.count(run) == 1
+    assert one(m, "SELECT browser FROM renders") == "mirror/x; C/1"
+    reader = open_reader(target)
+    try:
+        assert reader.renders.captures(run) == {app}
+        assert reader.renders.captures(run + 1) == set()
+    finally:
+        reader.close()
+    m.captures.forget(run, "id=?", (app,))  # a capture forgotten takes its render along
+    assert one(m, "SELECT COUNT(*) FROM renders") == 0

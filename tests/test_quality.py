@@ -49,7 +49,7 @@ LAYERS = {
     # store after it, hooks, its report and progress file (the report modules themselves
     # import nothing of crawl: test_the_run_report_reads_no_crawl_module)
     "run": {"run", "manifest", "archive", "store", "upkeep", "crawl", "model", "layout",
-            "config", "schedule", "outputdir", "storecmds", "terminal"},
+            "config", "schedule", "outputdir", "storecmds", "terminal", "browserconfig"},
     # the fleet (many sites on PostgreSQL + Procrastinate): registrations, the worker and
     # its jobs, which run `mirror run` as a child process; it restores and pushes archives
     # (store.sync) and reads a run's progress.json (run.progressfile)
@@ -57,7 +57,8 @@ LAYERS = {
               "schedule", "launch"},
     # the library app sits above everything but cli
     "app": {"app", "manifest", "archive", "web", "model", "layout", "config", "crawl", "replay",
-            "verify", "webapp", "run", "explain", "crashpoints", "schedule", "fleet", "launch"},
+            "verify", "webapp", "run", "explain", "crashpoints", "schedule", "fleet", "launch",
+            "browserconfig"},
 }
 for _allowed in LAYERS.values():  # the exception tree (mirror.errors, over model): everyone's
     _allowed.add("errors")

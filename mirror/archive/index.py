@@ -24,6 +24,9 @@ from mirror.model import CAPTURE_TYPES, RecordType
 from mirror.web.http import mime_of
 
 INDEXED_TYPES = CAPTURE_TYPES | {RecordType.RESOURCE}
+#: the WARC-Target-URI prefix of a page's screenshot (a resource record the WARC writer puts
+#: after a rendered page's conversion record): a URN no page asks for, left out of the index
+SCREENSHOT = "urn:mirror:screenshot:"
 #: the mime an index line gives a revisit record (the CDXJ convention pywb reads)
 REVISIT_MIME = "warc/revisit"
 OnDamage = Callable[[Damage], None]
@@ -125,7 +128,8 @@ def _lines_of(f: IO[bytes] | Window, filename: str, label: str, on_damage: OnDam
     it = ArchiveIterator(f)
     try:
         for record in it:
-            if record.rec_type in INDEXED_TYPES:
+            if record.rec_type in INDEXED_TYPES and not (
+                    record.rec_headers.get_header("WARC-Target-URI") or "").startswith(SCREENSHOT):
                 yield _record_line(record, it, filename)
     except Exception as exc:  # noqa: BLE001 - warcio raises assorted errors on bad records
         offset = it.offset if isinstance(it.offset, int) else start  # where the record began

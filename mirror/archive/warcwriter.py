@@ -22,6 +22,7 @@ from warcio.warcwriter import WARCWriter
 
 from mirror import __version__, crashpoints
 from mirror.archive.fsutil import fsync_dir
+from mirror.archive.index import SCREENSHOT as SCREENSHOT  # the writer's callers' name
 from mirror.model import IDENTICAL as IDENTICAL  # what the writer is given: in model.py,
 from mirror.model import NOT_MODIFIED as NOT_MODIFIED  # for the pure stages without
 from mirror.model import Exchange as Exchange  # warcio; named here for the writer's
@@ -61,6 +62,24 @@ class CaptureLocation:
     warc_date: str
     record_id: str
     payload_digest: str
+    #: a page loaded in a browser: its conversion record (the rendered DOM)
+    conversion: RecordLocation | None = None
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """A page's rendered DOM (and screenshot), written right after its response record:
+    a WARC conversion record (WARC/1.1 6.8) that refers to it, then the screenshot as a
+    resource record named SCREENSHOT + the page URL."""
+
+    html: bytes  # the serialised DOM, UTF-8
+    rendered_by: str  # WARC-Rendered-By: "mirror/<version>; <browser>/<version>"
+    screenshot: bytes | None = None  # PNG
+
+
+
+def _sha1_of(data: bytes) -> str:
+    return sha1_digest(hashlib.sha1(data))
 
 
 def sha1_digest(hasher: hashlib._Hash) -> str:
@@ -169,8 +188,10 @@ class WarcWriter:
         log.info("closed %s", self._filename)
 
     # -- writing --------------------------------------------------------------------
-    def write_capture(self, ex: Exchange, revisit: Revisit | None = None) -> CaptureLocation:
-        """Append a response (or revisit) record and its request record; return where.
+    def write_capture(self, ex: Exchange, revisit: Revisit | None = None,
+                      conversion: Conversion | None = None) -> CaptureLocation:
+        """Append a response (or revisit) record, the page's rendered DOM if it was loaded in
+        a browser (`conversion`), and the request record; return where.
 
         On any error the file is cut back to where the group started, so a failed write
         never leaves a partial record behind.
@@ -192,6 +213,8 @@ class WarcWriter:
             crashpoints.reached("append:before")
             resp_loc = self._append(response)
             crashpoints.reached("append:between")
+            conv_loc = (self._append_rendered(conversion, ex.url, date, resp_id)
+                        if conversion is not None else None)
             req_loc = self._append(request)
             crashpoints.reached("append:unflushed")
             self._flush()
@@ -200,7 +223,29 @@ class WarcWriter:
             raise
         digest = revisit.payload_digest if revisit else \
             response.rec_headers.get_header("WARC-Payload-Digest")
-        return CaptureLocation(resp_loc, req_loc, date, resp_id, digest)
+        return CaptureLocation(resp_loc, req_loc, date, resp_id, digest, conv_loc)
+
+    def _append_rendered(self, conv: Conversion, url: str, date: str,
+                         resp_id: str) -> RecordLocation:
+        """The conversion record (and the screenshot's resource record after it)."""
+        headers = {
+            "WARC-Record-ID": self.new_id(), "WARC-Date": date,
+            "WARC-Warcinfo-ID": self._warcinfo_id, "WARC-Refers-To": resp_id,
+            "WARC-Refers-To-Target-URI": url, "WARC-Refers-To-Date": date,
+            "WARC-Payload-Digest": _sha1_of(conv.html), "WARC-Rendered-By": conv.rendered_by,
+        }
+        loc = self._append(self._writer.create_warc_record(
+            url, "conversion", payload=BytesIO(conv.html), length=len(conv.html),
+            warc_content_type="text/html; charset=utf-8", warc_headers_dict=headers))
+        if conv.screenshot is not None:
+            self._append(self._writer.create_warc_record(
+                SCREENSHOT + url, "resource", payload=BytesIO(conv.screenshot),
+                length=len(conv.screenshot), warc_content_type="image/png",
+                warc_headers_dict={
+                    "WARC-Record-ID": self.new_id(), "WARC-Date": date,
+                    "WARC-Warcinfo-ID": self._warcinfo_id, "WARC-Concurrent-To": resp_id,
+                    "WARC-Payload-Digest": _sha1_of(conv.screenshot)}))
+        return loc
 
     def _response_record(self, ex: Exchange, date: str, record_id: str):  # type: ignore[no-untyped-def]
         http_headers = StatusAndHeaders(

@@ -12,25 +12,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from mirror.browser.api import BrowserError, BrowserNotFound
+from mirror.browser.api import BrowserError
 
-#: the command names tried on PATH, in order
-NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome",
-         "microsoft-edge", "brave-browser")
-#: the usual install places, tried after PATH
-PLACES = (
-    "/Applications/Chromium.app/Contents/MacOS/Chromium",
-    "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome",
-    "/Applications/Microsoft Edge.app/Contents/MacOS/Microsoft Edge",
-    "/Applications/Brave Browser.app/Contents/MacOS/Brave Browser",
-    r"C:\Program Files\Google\Chrome\Application\chrome.exe",
-    r"C:\Program Files (x86)\Google\Chrome\Application\chrome.exe",
-    r"C:\Program Files (x86)\Microsoft\Edge\Application\msedge.exe",
-    r"C:\Program Files\Microsoft\Edge\Application\msedge.exe",
-    r"C:\Program Files\BraveSoftware\Brave-Browser\Application\brave.exe",
-    "/snap/bin/chromium",
-    "/usr/lib/chromium/chromium",
-)
 #: headless, no background traffic of its own (updates, sync, safe browsing lists: refused many
 #: at a time here), and any request that escaped interception sent to a dead proxy
 FLAGS = (
@@ -46,23 +29,6 @@ FLAGS = (
 )
 START_TIMEOUT = 30.0
 STOP_GRACE = 2.0
-
-
-def find_browser(configured: str | None = None) -> Path | None:
-    """The browser to run: `configured` (a path or a command name; BrowserNotFound naming it
-    when it is neither), else the first of NAMES on PATH, else the first of PLACES; None when
-    there is none."""
-    if configured:
-        found = shutil.which(configured)
-        if found is None and os.path.isfile(configured) and os.access(configured, os.X_OK):
-            found = configured
-        if found is None:
-            raise BrowserNotFound(configured)
-        return Path(found)
-    for name in NAMES:
-        if found := shutil.which(name):
-            return Path(found)
-    return next((Path(p) for p in PLACES if os.path.isfile(p) and os.access(p, os.X_OK)), None)
 
 
 def browser_argv(executable: Path, profile: Path, viewport: tuple[int, int]) -> list[str]:

@@ -26,6 +26,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     print("\n".join(rule_lines(cfg.scope.traps)))
     print(f"archive: {cfg.site.output_dir}")
+    print(browser_line(cfg))
     if cfg.schedule.every is not None:
         from datetime import datetime
 
@@ -34,6 +35,22 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"next scheduled run: {next_text(cfg.schedule.every, datetime.now())} "
               f"(once `mirror schedule apply {cfg.path}` has installed its timer)")
     return ExitCode.OK
+
+
+def browser_line(cfg: SiteConfig) -> str:
+    """Which browser the run will load pages built by scripts in, or how to have one."""
+    mode = cfg.browser.mode
+    if mode == "off":
+        return "browser: off ([browser] mode = \"off\"): pages are stored as the server sends them"
+    from mirror.browser.find import find_browser
+    from mirror.browserconfig import enable_advice, this_system
+
+    found = find_browser(cfg.browser.executable)
+    if found is None:
+        return (f"browser: none found ([browser] mode = \"{mode}\"): pages built by scripts "
+                f"will be stored as the server sends them; {enable_advice(*this_system())}")
+    which = "every HTML page" if mode == "always" else "the pages built by scripts"
+    return f"browser: {found} loads {which} ([browser] mode = \"{mode}\")"
 
 
 def explain_arguments(explain: argparse.ArgumentParser) -> None:

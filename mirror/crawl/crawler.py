@@ -27,6 +27,7 @@ from mirror.crawl.login import LoginError, LoginKeeper
 from mirror.crawl.outcomes import Counters, UrlOutcomes
 from mirror.crawl.parsepool import ParserPool, helper_count
 from mirror.crawl.politeness import BACKOFF_BASE
+from mirror.crawl.render import Renderer
 from mirror.crawl.runmode import Begun, RunMode, RunParts, StopRequested
 from mirror.crawl.scope import Scope
 from mirror.crawl.sharedfrontier import SharedFrontier
@@ -55,6 +56,7 @@ class RunResult:
     error: str | None = None  # why the run stopped early (e.g. the disk is full)
     uploads: PushResult | None = None  # [archive] store: what the run's last push did
     files: FilesResult | None = None  # a shared run: this worker's files and uploads
+    browser_loads: int = 0  # pages loaded in the browser by this process ([browser])
 
 
 class Crawler:
@@ -95,6 +97,7 @@ class Crawler:
         self._session: RunSession | None = None  # this process's time on the run
         self.login: LoginKeeper | None = None  # [login]: keeps the run logged in
         self.scope = Scope.from_config(cfg)
+        self.renderer = Renderer.from_config(cfg)  # [browser]: launched at its first page
         self.limits = Limits.from_config(cfg.crawl)
         discovery = Discovery(cfg, self.scope)
         self.parsers = ParserPool(cfg, discovery, helper_count(cfg.crawl.parse_processes))
@@ -155,7 +158,7 @@ class Crawler:
             async with open_session(
                 self.cfg.crawl.user_agent, self.cfg.crawl.workers, self._cookie_jar(),
                 self._sent,
-            ) as session:
+            ) as session, self.renderer:
                 await self._log_in(session)
                 await self._crawl(session, self._url_work(begun))
         finally:
@@ -165,9 +168,11 @@ class Crawler:
         code, state = self._outcome()
         self._heartbeat(force=True)
         uploads = await self.mode.finish(code, state)
+        if self.renderer.loads:
+            log.info("browser: %d page loads (%s)", self.renderer.loads, self.renderer.version)
         return RunResult(self.run_id, code, state, begun.resumed,
                          self.manifest.runs.time(self.run_id)[0], self._fatal, uploads,
-                         self.mode.files())
+                         self.mode.files(), self.renderer.loads)
 
     def _begun(self, begun: Begun) -> None:
         self.run_id, self.store, self.frontier = begun.run_id, begun.store, begun.frontier
@@ -182,7 +187,8 @@ class Crawler:
                             parsers=self.parsers,
                             learner=self.learner, login=self.login,
                             fail_run=self._fail_run, lease_of=self.mode.lease_of,
-                            robots_lease=self.mode.robots_lease)
+                            robots_lease=self.mode.robots_lease,
+                            renderer=None if self.renderer.mode == "off" else self.renderer)
         return self.work
 
     async def _crawl(self, session: Session, work: UrlWork) -> None:

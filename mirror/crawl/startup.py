@@ -159,6 +159,11 @@ class Startup:
         captures = self.manifest.captures
         original = (captures.original_by_record(revisit.refers_to, revisit.payload_digest)
                     if item is not None and revisit is not None else None)
+        if f.rendered:  # its links and text came from the browser: fetched, rendered again
+            log.warning("not adopting the page %s loaded in a browser at %s@%d; it will be "
+                        "fetched and rendered again", ex.url, f.location.response.filename,
+                        f.location.response.offset)
+            return False
         if item is None or (revisit is not None and original is None):
             log.warning("cannot adopt the capture of %s at %s@%d; it will be fetched again",
                         ex.url, f.location.response.filename, f.location.response.offset)

@@ -8,13 +8,15 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mirror import crashpoints
+from mirror import __version__, crashpoints
 from mirror.archive import warcread
 from mirror.archive.warcwriter import (
     NOT_MODIFIED,
     OPEN_SUFFIX,
     CaptureLocation,
+    Conversion,
     Exchange,
     Revisit,
     WarcWriter,
@@ -23,6 +25,7 @@ from mirror.crawl import history
 from mirror.crawl.discover import MAX_PARSE_BYTES
 from mirror.crawl.parsehelper import Page
 from mirror.errors import MirrorError
+from mirror.manifest.renders import RenderRow
 from mirror.manifest.writer import (
     CaptureRow,
     Manifest,
@@ -32,9 +35,12 @@ from mirror.manifest.writer import (
     Previous,
     UrlItem,
 )
-from mirror.model import Discovered, HostLease
+from mirror.model import Discovered, HostLease, PageText
 from mirror.web.http import header_map, mime_of
 from mirror.web.robotsmeta import HEADER, header_values
+
+if TYPE_CHECKING:
+    from mirror.browser.api import Rendered
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +75,7 @@ class _Pending:
     loc: CaptureLocation
     row: CaptureRow
     kind: str  # for the crash-point tests (set while a hook is)
+    render: RenderRow | None = None  # a page loaded in a browser: its conversion record
 
 
 class CaptureStore:
@@ -130,11 +137,20 @@ class CaptureStore:
         return prev
 
     def store(self, run_id: int, item: UrlItem, ex: Exchange, error: str | None,
-              prev: Previous | None, links: Discovered) -> None:
+              prev: Previous | None, links: Discovered, rendered: Rendered | None = None,
+              browser: str = "") -> None:
         """Append the capture's records and flush them; the capture joins the group (which
         may be committed now). Raises StorageError when the archive cannot be written (the
-        URL is then not done: it is fetched again on resume)."""
+        URL is then not done: it is fetched again on resume). A page loaded in a browser
+        (`rendered`, by `browser`, e.g. "Chromium/120.0") has its DOM written as a
+        conversion record after the response record, a renders row, and its rendered text
+        as its text (search, diffs)."""
         assert self.writer is not None
+        conversion = None
+        if rendered is not None:
+            conversion = Conversion(rendered.html.encode("utf-8", "surrogatepass"),
+                                    rendered_by(browser), rendered.screenshot)
+            links = links._replace(text=PageText(rendered.title, rendered.text))
         dedupable = history.dedupable(ex)
         if dedupable and (ex.payload_digest, ex.status) in self._originals:
             self.commit_group()  # the lookup sees committed captures only
@@ -150,12 +166,14 @@ class CaptureStore:
         if self._group:
             crashpoints.reached("group:between")
         try:
-            loc = self.writer.write_capture(ex, revisit)
+            loc = self.writer.write_capture(ex, revisit, conversion)
         except OSError as exc:
             raise StorageError(f"cannot write to the archive: {exc.strerror or exc}") from exc
         self._note_file(loc.response.filename)
         row = capture_row(ex, loc, links.target, revisit, original, prev)
-        self._join(_Pending(run_id, item, ex, error, links, loc, row, kind))
+        render = render_row(loc, rendered_by(browser), rendered.requests) \
+            if rendered is not None else None
+        self._join(_Pending(run_id, item, ex, error, links, loc, row, kind, render))
         crashpoints.reached("commit:before")
         # the writer rotates before the next capture once the file is this long, and a
         # file is closed only when the manifest has every capture in it
@@ -196,7 +214,7 @@ class CaptureStore:
                     if not self.manifest.captures.commit(
                             p.run_id, p.item, p.row, p.links.links, failed_reason=p.error,
                             note=p.links.note, text=p.links.text, lease=lease,
-                            robots=p.links.robots):
+                            robots=p.links.robots, render=p.render):
                         fenced.append(p)
                     elif self.learn is not None:
                         self.learn(p.run_id, p.item, p.links)
@@ -359,3 +377,16 @@ def capture_row(ex: Exchange, loc: CaptureLocation, location: str | None,
         # (the 304's own headers are not stored: its revisit record has an empty block)
         row = replace(row, mime=original.mime, etag=prev.etag, last_modified=prev.last_modified)
     return row
+
+
+def rendered_by(browser: str) -> str:
+    """WARC-Rendered-By of a conversion record: mirror's version, then the browser's."""
+    return f"mirror/{__version__}; {browser or 'unknown browser'}"
+
+
+def render_row(loc: CaptureLocation, browser: str, requests: int) -> RenderRow | None:
+    """The renders row of a capture written with its conversion record."""
+    if loc.conversion is None:
+        return None
+    return RenderRow(loc.conversion.filename, loc.conversion.offset, loc.conversion.length,
+                     browser, requests, loc.warc_date)

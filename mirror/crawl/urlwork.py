@@ -9,19 +9,23 @@ import functools
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from mirror import crashpoints
 from mirror.archive.warcwriter import Exchange
 from mirror.config import SiteConfig
 from mirror.crawl import history, requisites
+from mirror.crawl.browserfetch import BrowserFetcher, PageRequests, document_answer
 from mirror.crawl.discover import MAX_PARSE_BYTES, is_sitemap
 from mirror.crawl.fetch import FetchError, Limits, fetch
 from mirror.crawl.frontier import Frontier
 from mirror.crawl.learned import Learner
 from mirror.crawl.login import LoginError, LoginKeeper
 from mirror.crawl.outcomes import UrlOutcomes
+from mirror.crawl.parsehelper import Page
 from mirror.crawl.parsepool import ParserPool, parse_cut
 from mirror.crawl.politeness import host_delay, http_error
+from mirror.crawl.render import Renderer, with_render
 from mirror.crawl.robots import ROBOTS_RULE, RobotsRules, robots_url
 from mirror.crawl.robotsgate import RobotsGate, RunRobots
 from mirror.crawl.scope import PAGE, Scope
@@ -30,6 +34,9 @@ from mirror.crawl.sitemapbudget import SitemapBudget
 from mirror.crawl.store import CaptureStore, StorageError, warc_path
 from mirror.manifest.writer import Manifest, Previous, UrlItem
 from mirror.model import NOTHING, SITEMAP_BUDGET, Discovered, ExitCode, HostLease
+
+if TYPE_CHECKING:
+    from mirror.browser import Rendered
 from mirror.web.urls import site_key
 
 log = logging.getLogger(__name__)
@@ -45,7 +52,8 @@ class UrlWork:
                  login: LoginKeeper | None,
                  fail_run: Callable[[str, ExitCode], None],
                  lease_of: Callable[[UrlItem], HostLease | None],
-                 robots_lease: Callable[[str], HostLease | None] | None) -> None:
+                 robots_lease: Callable[[str], HostLease | None] | None,
+                 renderer: Renderer | None = None) -> None:
         self.cfg, self.manifest, self.run_id = cfg, manifest, run_id
         self.store, self.frontier, self.outcomes = store, frontier, outcomes
         self.parsers, self.learner, self.login = parsers, learner, login
@@ -61,6 +69,8 @@ class UrlWork:
         # responses fetched and waiting to be stored, at most one per worker
         self._backlog = asyncio.Semaphore(cfg.crawl.workers)
         self._usage = manifest.counts.host_usage(run_id)  # site -> (URLs, bytes) this run
+        self.renderer = renderer  # [browser]: pages loaded in a browser before they are stored
+        self.browser: BrowserFetcher | None = None  # its requests, once the session is known
 
     def stop(self) -> None:
         for task in self.sitemap_tasks:
@@ -76,6 +86,8 @@ class UrlWork:
     async def work(self, session: object) -> None:
         """One worker task: URLs from the frontier until there is none."""
         frontier = self.frontier
+        if self.renderer is not None and self.browser is None:
+            self.browser = BrowserFetcher(self, session)
         while (item := await frontier.take()) is not None:
             handed_off = False
             try:
@@ -124,7 +136,7 @@ class UrlWork:
         if not await self.frontier.turn(item.site):
             return False  # a shared run's lease on the host is lost: not fetched here
         try:
-            ex = await self._fetch_item(session, item, prev)
+            ex = await self.fetch_item(session, item, prev)
         except LoginError as exc:  # logging in again failed: stop, resume later
             self.unlease(item)
             self.fail_run(str(exc), ExitCode.USAGE)
@@ -171,8 +183,30 @@ class UrlWork:
                 self.cfg.scope.max_requisite_depth)
             if self.learner is not None:
                 links = links._replace(links=self.learner.sift(links.links))
-            self._store(item, ex, error, prev, links)
+            rendered = None
+            if self.renderer is not None and self.renderer.wants(page, links):
+                rendered, links = await self._render(item, ex, page, links)
+            self._store(item, ex, error, prev, links, rendered)
             self._usage[item.site] = _plus(self._usage.get(item.site), ex.body_length)
+
+    async def _render(self, item: UrlItem, ex: Exchange, page: Page, links: Discovered
+                      ) -> tuple[Rendered | None, Discovered]:
+        """The page loaded in the browser (crawl/render.py): its rendered links join its
+        links; a failed render leaves the page as fetched, with the reason as its note. Its
+        backlog place is free meanwhile: the workers go on with the plain pages."""
+        assert self.renderer is not None and self.browser is not None
+        requests = PageRequests(item, document_answer(ex, page))
+        crashpoints.reached("render:before", "page")
+        self._backlog.release()
+        try:
+            rendered = await self.renderer.render(self.browser, requests)
+        finally:
+            await self._backlog.acquire()
+        crashpoints.reached("render:after", "page")
+        if isinstance(rendered, str):
+            return None, links._replace(note=rendered)
+        return rendered, with_render(links, rendered, list(requests.used.values()),
+                                     self.parsers.discovery.decide, item)
 
     def _finished(self, item: UrlItem, ex: Exchange, task: asyncio.Task[None]) -> None:
         """After `_finish`, however it ended: also when it was cancelled before it began."""
@@ -184,7 +218,7 @@ class UrlWork:
             self.unlease(item)  # not stored: fetched again on resume
         self.frontier.release(item, slot_held=False)
 
-    async def _fetch_item(self, session: object, item: UrlItem,
+    async def fetch_item(self, session: object, item: UrlItem,
                           prev: Previous | None) -> Exchange:
         """fetch(), through the login keeper with [login]: when the answer asks to log in,
         it logs in again and fetches once more."""
@@ -250,9 +284,11 @@ class UrlWork:
         self.store.commit_group()
 
     def _store(self, item: UrlItem, ex: Exchange, error: str | None,
-               prev: Previous | None, links: Discovered) -> None:
+               prev: Previous | None, links: Discovered,
+               rendered: Rendered | None = None) -> None:
         """The capture joins the store's group; `_stored` follows when it is committed."""
-        self.store.store(self.run_id, item, ex, error, prev, links)
+        self.store.store(self.run_id, item, ex, error, prev, links, rendered=rendered,
+                         browser=self.renderer.version or "" if self.renderer else "")
 
 def _plus(usage: tuple[int, int] | None, nbytes: int) -> tuple[int, int]:
     pages, total = usage or (0, 0)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from mirror import crashpoints
 from mirror.manifest.db import Row, SqlDb, Tx
+from mirror.manifest.renders import RenderRow, insert_render
 from mirror.manifest.sharedrun import retried
 from mirror.manifest.urls import TO_PENDING, Urls
 from mirror.model import (
@@ -148,10 +149,12 @@ class Captures(CaptureReads):
         text: PageText | None = None,
         lease: HostLease | None = None,
         robots: str | None = None,
+        render: RenderRow | None = None,
     ) -> bool:
         """One transaction (or a part of a group's): the URL done (or failed), the capture
         row, its page's text (a revisit shares its original's), what it linked to, a
-        note on the page (why it may need a browser), and its robots directives
+        note on the page (why it may need a browser), its rendered DOM's place (`render`,
+        a page loaded in a browser), and its robots directives
         ("noindex,nofollow": Discovered.robots), if any. With `lease` (a worker of a
         shared run), only while the URL is still leased under it: else nothing is
         written and it returns False (the worker cuts its WARC file back to before the
@@ -163,15 +166,19 @@ class Captures(CaptureReads):
                                         (state, cap.status, failed_reason)):
                 return False
             text_id = self._texts.text_id(cap.original_id, text)
-            cur = self.sql.execute(  # its id is needed only for latest_texts
-                _INSERT_CAPTURE if text_id is None else f"{_INSERT_CAPTURE} RETURNING id",
+            want_id = text_id is not None or render is not None
+            cur = self.sql.execute(  # its id is needed only for latest_texts and renders
+                f"{_INSERT_CAPTURE} RETURNING id" if want_id else _INSERT_CAPTURE,
                 (item.id, run_id, item.url, cap.warc_date, cap.record_id, cap.filename,
                  cap.offset, cap.length, cap.req_offset, cap.req_length, cap.status, cap.mime,
                  cap.payload_digest, cap.payload_length, cap.etag, cap.last_modified,
                  cap.location, cap.truncated, cap.record_type, cap.original_id, text_id),
             )
+            capture_id = int(cur.fetchone()[0]) if want_id else 0  # 0: not asked for
             if text_id is not None:
-                self._texts.latest(item.id, cur.fetchone()[0], text_id)
+                self._texts.latest(item.id, capture_id, text_id)
+            if render is not None:
+                insert_render(self.sql, capture_id, render)
             if failed_reason:
                 self._urls.log_error(run_id, item.id, failed_reason)
             if note:
@@ -211,6 +218,7 @@ class Captures(CaptureReads):
             f"SELECT DISTINCT text_id FROM captures WHERE {where} AND text_id IS NOT NULL",
             params)]
         self.sql.executemany("DELETE FROM captures WHERE id=?", [(r[0],) for r in rows])
+        self.sql.executemany("DELETE FROM renders WHERE capture_id=?", [(r[0],) for r in rows])
         self._texts.drop(texts)
         self._texts.relatest({r[1] for r in rows})
         self._texts.sync_latest(build=False)

@@ -18,6 +18,11 @@ ALTER TABLE urls ADD COLUMN lease_owner TEXT;
 ALTER TABLE urls ADD COLUMN lease_epoch INTEGER;
 """,
     4: "",  # (schema 5 gave SQLite's full-text index a prefix index; no longer: see SCHEMA)
+    5: """
+CREATE TABLE IF NOT EXISTS renders (capture_id INTEGER PRIMARY KEY, warc_file TEXT NOT NULL,
+    "offset" INTEGER NOT NULL, length INTEGER NOT NULL, browser TEXT NOT NULL,
+    requests INTEGER NOT NULL, at TEXT NOT NULL);
+""",
 }
 
 #: for a reader, which never upgrades: temporary views (in its connection only) that show
@@ -37,4 +42,5 @@ CREATE TEMP VIEW captures AS SELECT *, NULL AS text_id FROM main.captures;
 """ + _URLS_V3,
     3: _URLS_V3,
     4: "",  # the full-text index without its prefix index answers the same queries
+    5: "",  # renders: an empty temporary table, as for each table the file lacks
 }

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from mirror import crashpoints
 from mirror.manifest.db import SqlDb, Tx
+from mirror.manifest.renders import DROP_ORPHANS
 from mirror.manifest.schema import HELD_BY_OTHERS, SET_META
 from mirror.manifest.texts import Texts
 
@@ -90,6 +91,7 @@ class Prune(PruneReads):
             texts = self.sql.execute(f"SELECT DISTINCT text_id FROM captures WHERE {gone} "
                                     "AND text_id IS NOT NULL", (*runs, *runs)).fetchall()
             self.sql.execute(f"DELETE FROM captures WHERE {gone}", (*runs, *runs))
+            self.sql.execute(DROP_ORPHANS)
             self._texts.relatest([u for (u,) in self.sql.execute(
                 "SELECT url_id FROM latest_texts WHERE capture_id NOT IN "
                 "(SELECT id FROM captures)").fetchall()])

@@ -12,6 +12,7 @@ from mirror.manifest.captures import CaptureReads
 from mirror.manifest.counts import Counts
 from mirror.manifest.db import PostgresDb, SqlDb, SqliteDb, is_database_url
 from mirror.manifest.patterns import PatternReads
+from mirror.manifest.renders import RenderReads
 from mirror.manifest.robots import Robots
 from mirror.manifest.runs import RunReads
 from mirror.manifest.schema import ManifestError, check_postgres, read_as_current
@@ -62,6 +63,7 @@ class ManifestReader:
         self.urls = UrlReads(self.sql)
         self.captures = CaptureReads(self.sql)
         self.counts = Counts(self.sql)
+        self.renders = RenderReads(self.sql)  # pages loaded in a browser
         self.sharedrun = SharedRunReads(self.sql)
         self.patterns = PatternReads(self.sql)
         self.robots = Robots(self.sql)

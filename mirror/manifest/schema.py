@@ -114,7 +114,7 @@ __all__ = ["INDEXES", "SCHEMA", "SCHEMA_VERSION",
            "ManifestError", "create_or_upgrade", "create_or_upgrade_postgres", "postgres",
            "read_as_current", "schema_version"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -188,6 +188,17 @@ CREATE TABLE IF NOT EXISTS sessions (
     run_id INTEGER NOT NULL,
     started REAL NOT NULL,          -- Unix time
     alive REAL NOT NULL
+);
+-- The rendered DOM of a page loaded in a browser (manifest/renders.py): its WARC conversion
+-- record (right after the page's response record), the browser, the requests the page made.
+CREATE TABLE IF NOT EXISTS renders (
+    capture_id INTEGER PRIMARY KEY,
+    warc_file TEXT NOT NULL,
+    "offset" INTEGER NOT NULL,
+    length INTEGER NOT NULL,
+    browser TEXT NOT NULL,
+    requests INTEGER NOT NULL,
+    at TEXT NOT NULL
 );
 -- What a run noticed about a page it stored: why it may need a browser to archive.
 CREATE TABLE IF NOT EXISTS notes (

@@ -31,6 +31,9 @@ from mirror.web.http import header_map
 log = logging.getLogger(__name__)
 
 SPOOL = 1 << 20
+#: the records a page loaded in a browser has between its response and request records:
+#: its rendered DOM (conversion) and screenshot (resource)
+RENDER_TYPES = ("conversion", "resource")
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class Found:
     exchange: Exchange
     location: CaptureLocation
     revisit: Revisit | None = None
+    rendered: bool = False  # the page's rendered DOM (a conversion record) is in the group
 
 
 def remove_temporaries(output_dir: Path) -> None:
@@ -113,6 +117,8 @@ def scan_groups(path: Path, start: int, final_name: str) -> tuple[list[Found], i
                     found.append(_found(pending[0], _request_parts(record), final_name,
                                         pending[1:], q))
                     good_end, pending = sum(q), None
+            elif pending is not None and kind in RENDER_TYPES:  # between response and request
+                pending[0]["rendered"] = True
             elif pending is None:  # warcinfo, metadata: complete on their own
                 good_end = offset + _length(it)
             else:
@@ -186,7 +192,7 @@ def _found(
         RecordLocation(filename, *r), RecordLocation(filename, *q),
         resp["date"], resp["id"], resp["digest"],
     )
-    return Found(ex, loc, revisit)
+    return Found(ex, loc, revisit, bool(resp.get("rendered")))
 
 
 def _revisit(resp: dict[str, Any]) -> Revisit | None:

@@ -256,7 +256,8 @@ class FileCheck:
         self.ids.add(rid)
         yield from self._warcinfo(head, rec_type, rid, where)
         self.pairs.add(head, where)
-        self.pairs.excused = rid if rec_type in CAPTURE_TYPES else None
+        if rec_type not in ("conversion", "resource"):  # a render between response and request
+            self.pairs.excused = rid if rec_type in CAPTURE_TYPES else None
         if rec_type in CAPTURE_TYPES:
             self.originals.add(head)
             if member_at is not None and self.gzipped:

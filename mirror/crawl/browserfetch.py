@@ -1,0 +1,228 @@
+"""The browser's requests, answered through mirror (the Answerer of a render).
+
+A page loaded in the browser asks for its document, scripts, JSON, images... Each request is
+answered here, never by the network directly:
+
+- the document request: from the exchange mirror just fetched (or, for a 304 that confirms
+  an earlier capture, from that capture);
+- a URL this run already archived: from the archive (no request);
+- any other GET: fetched by mirror under the run's politeness (its host's turn under
+  `delay`, robots.txt, dead hosts, 429/503 and Retry-After), with the conditional headers of
+  an earlier run's capture, and stored as an ordinary capture with its own URL row (mode
+  requisite, via "browser"), committed before the page gets it: a crash after that point
+  finds it archived, and the page, fetched and rendered again, is answered from the archive.
+
+Requests mirror does not make fail in the page (the Answerer returns None): a method other
+than GET (a POST may change something on the server: a vote, a form, an analytics hit, and
+mirror's promise is that it only reads), a URL out of scope (the site's requisite rules, as
+for a link), one robots.txt disallows, one on a host known dead, one that fails.
+
+A jQuery-style cache-busting parameter (`_=<digits>`) is dropped before anything else: the
+page's `fetch('/api/x.json?_=' + Date.now())` is the same resource at every load, fetched
+once and answered from the archive afterwards (replay matches it the same way).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from mirror import crashpoints
+from mirror.archive import warcread
+from mirror.browser.api import BrowserAnswer, BrowserRequest
+from mirror.crawl.fetch import FetchError
+from mirror.crawl.politeness import http_error
+from mirror.crawl.robots import RobotsRules
+from mirror.model import NOTHING, Exchange, LinkKind, NewUrl, UrlItem, Via
+from mirror.web.codings import DecodeError, decode_body
+from mirror.web.urls import InvalidURL, normalize
+
+if TYPE_CHECKING:
+    from mirror.crawl.parsehelper import Page
+
+log = logging.getLogger(__name__)
+
+#: the query parameter jQuery (cache: false) and many apps add to defeat caches
+CACHE_BUSTER = "_"
+#: headers the answer does not pass on: the body is given decoded and whole
+_DROPPED = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+#: largest body given to the browser (a bigger one is given cut)
+MAX_ANSWER_BYTES = 64 << 20
+#: how long a request waits for a URL another worker is fetching to be archived
+WAIT_OTHER = 30.0
+
+
+def without_cache_buster(url: str) -> str:
+    """`url` without `_=<digits>` query parameters."""
+    parts = urlsplit(url)
+    if CACHE_BUSTER + "=" not in parts.query:
+        return url
+    kept = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+            if not (k == CACHE_BUSTER and v.isdigit())]
+    return urlunsplit(parts._replace(query=urlencode(kept)))
+
+
+def answer_of(status: int, headers: tuple[tuple[str, str], ...] | list[tuple[str, str]],
+              body: bytes, reason: str = "") -> BrowserAnswer:
+    """The answer a browser gets for a stored response: the body decoded of its
+    Content-Encoding, the headers that no longer fit it dropped."""
+    coding = next((v for k, v in headers if k.lower() == "content-encoding"), None)
+    try:
+        data, _ = decode_body(body, coding, MAX_ANSWER_BYTES)
+    except DecodeError:
+        data = body
+    kept = [(k, v) for k, v in headers if k.lower() not in _DROPPED]
+    return BrowserAnswer(status, kept, data, reason)
+
+
+def document_answer(ex: Exchange, page: Page) -> BrowserAnswer:
+    """The page's document as the browser gets it: the exchange just fetched, or for a 304
+    that confirms an archived capture, that capture as discovery read it."""
+    if ex.status != page.status and page.body is not None:
+        return answer_of(page.status, list(page.headers.items()), page.body)
+    ex.body.seek(0)
+    body = ex.body.read(MAX_ANSWER_BYTES)
+    ex.body.seek(0)
+    return answer_of(ex.status, ex.response_headers, body, ex.reason)
+
+
+@dataclass
+class PageRequests:
+    """What one render asked mirror for: the requisites it used (links of the page)."""
+
+    page: UrlItem
+    document: BrowserAnswer
+    used: dict[str, NewUrl] = field(default_factory=dict)
+    refused: int = 0
+
+
+class BrowserFetcher:
+    """Answers renders' requests for one run (see the module's docstring)."""
+
+    def __init__(self, work: Any, session: object) -> None:
+        self.work = work  # the run's UrlWork (its store, frontier, outcomes, robots gate)
+        self.session = session
+        self._inflight: dict[str, asyncio.Future[bool]] = {}
+
+    def answerer(self, requests: PageRequests
+                 ) -> Callable[[BrowserRequest], Awaitable[BrowserAnswer | None]]:
+        async def answer(request: BrowserRequest) -> BrowserAnswer | None:
+            try:
+                found = await self._answer(requests, request)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bad request never stops the render, nor the run
+                log.exception("browser request %s of %s", request.url, requests.page.url)
+                found = None
+            if found is None:
+                requests.refused += 1
+            return found
+        return answer
+
+    async def _answer(self, requests: PageRequests,
+                      request: BrowserRequest) -> BrowserAnswer | None:
+        if request.is_navigation:
+            return requests.document if _same_page(request.url, requests.page.url) else None
+        if request.method != "GET":
+            return None
+        new = self._scoped(requests.page, request.url)
+        if new is None:
+            return None
+        if not await self._allowed(new):
+            return None
+        requests.used.setdefault(new.url, new)
+        if await self._archived_or_fetched(new):
+            return self._from_archive(new.url)
+        return None
+
+    def _scoped(self, page: UrlItem, raw: str) -> NewUrl | None:
+        """The requisite row of a URL the page asked for, None when out of scope."""
+        work = self.work
+        try:
+            url = without_cache_buster(normalize(raw, work.cfg.scope.ignore_query))
+        except InvalidURL:
+            return None
+        new = work.parsers.discovery.decide(url, page.depth + 1, work.cfg.crawl.max_redirects,
+                                            True, LinkKind.REQUISITE)
+        return None if new.skip_reason else new._replace(via=Via.BROWSER)
+
+    async def _allowed(self, new: NewUrl) -> bool:
+        """robots.txt and the dead hosts: what the frontier checks before a fetch."""
+        work = self.work
+        if work.outcomes.dead.reason(new.site) is not None:
+            return False
+        if not work.cfg.scope.robots:
+            return True
+        rules: RobotsRules = await work.robots.rules_for(self.session, new.url)
+        return rules.allowed(new.url, work.cfg.crawl.user_agent)
+
+    async def _archived_or_fetched(self, new: NewUrl) -> bool:
+        """Whether `new.url` is in this run's captures, fetching and storing it if not."""
+        work = self.work
+        while True:
+            if work.manifest.captures.in_run(work.run_id, new.url) is not None:
+                return True
+            pending = self._inflight.get(new.url)
+            if pending is None:
+                break
+            await asyncio.shield(pending)
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._inflight[new.url] = done
+        try:
+            ok = await self._fetch_and_store(new)
+            done.set_result(ok)
+            return ok
+        finally:
+            if not done.done():
+                done.set_result(False)
+            del self._inflight[new.url]
+
+    async def _fetch_and_store(self, new: NewUrl) -> bool:
+        work = self.work
+        item = work.manifest.urls.ensure(work.run_id, new.url, new.site, Via.BROWSER)
+        if item is None:  # the frontier has it (or it failed in this run): wait for it
+            return await self._wait_for_other(new.url)
+        prev = work.store.previous(work.run_id, item)
+        await work.frontier.turn(item.site)
+        try:
+            ex = await work.fetch_item(self.session, item, prev)
+        except FetchError as exc:
+            work.outcomes.host_failed(item.site, exc)
+            work.outcomes.give_up(item, str(exc))
+            return False
+        try:
+            work.outcomes.dead.answered(item.site)
+            work.outcomes.host_feedback(item.site, ex)
+            error = http_error(ex.status, ex.truncated)
+            work.store.store(work.run_id, item, ex, error, prev, NOTHING)
+            work.store.commit_group()  # archived before the page uses it
+            crashpoints.reached("render:requisite", "requisite")
+        finally:
+            ex.body.close()
+        return True
+
+    async def _wait_for_other(self, url: str) -> bool:
+        """A URL another worker holds: answered once it is archived (bounded)."""
+        work = self.work
+        for _ in range(int(WAIT_OTHER * 10)):
+            work.store.commit_group()
+            if work.manifest.captures.in_run(work.run_id, url) is not None:
+                return True
+            await asyncio.sleep(0.1)
+        return False
+
+    def _from_archive(self, url: str) -> BrowserAnswer | None:
+        work = self.work
+        stored = work.manifest.captures.in_run(work.run_id, url)
+        if stored is None:
+            return None
+        raw = warcread.read_raw(work.store.warc_path(stored.filename), stored.offset)
+        return answer_of(raw.status or stored.status, raw.headers or (), raw.payload)
+
+
+def _same_page(asked: str, page: str) -> bool:
+    return asked.split("#", 1)[0] == page or normalize(asked.split("#", 1)[0]) == page
