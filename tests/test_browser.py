@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import os
 import re
 import shutil
@@ -19,8 +18,9 @@ from typing import Any
 
 import offline_site as site_def
 import pytest
-from aiohttp import ClientSession, ClientWebSocketResponse
 
+from mirror.browser import BrowserError
+from mirror.browser.cdp import CDPConnection
 from mirror.replay.captures import CaptureIndex
 from mirror.replay.export import export_folder
 from mirror.replay.serve import Site, make_app
@@ -37,30 +37,14 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 
 
 class Browser:
-    """A minimal DevTools protocol client: commands over one websocket, flat sessions."""
+    """Commands over mirror's DevTools protocol client (mirror/browser/cdp.py), flat sessions."""
 
-    def __init__(self, ws: ClientWebSocketResponse) -> None:
-        self.ws = ws
-        self.next_id = 0
-        self.waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
-
-    async def read(self) -> None:
-        async for message in self.ws:
-            data = json.loads(message.data)
-            future = self.waiting.pop(data.get("id", -1), None)
-            if future is not None and not future.done():
-                if "error" in data:
-                    future.set_exception(RuntimeError(str(data["error"])))
-                else:
-                    future.set_result(data.get("result", {}))
+    def __init__(self, conn: CDPConnection) -> None:
+        self.conn = conn
 
     async def call(self, method: str, params: dict[str, Any] | None = None,
                    session: str | None = None) -> dict[str, Any]:
-        self.next_id += 1
-        future = self.waiting[self.next_id] = asyncio.get_running_loop().create_future()
-        message = {"id": self.next_id, "method": method, "params": params or {}}
-        await self.ws.send_json({**message, **({"sessionId": session} if session else {})})
-        return await asyncio.wait_for(future, 30)
+        return await self.conn.call(method, params, session, timeout=30)
 
     async def open(self, url: str) -> Tab:
         target = await self.call("Target.createTarget", {"url": "about:blank"})
@@ -100,7 +84,7 @@ class Tab:
         as "not yet" instead of an error."""
         try:
             return await self.eval(expression)
-        except RuntimeError as exc:
+        except BrowserError as exc:
             if "navigated or closed" in str(exc) or "context was destroyed" in str(exc):
                 return False
             raise
@@ -127,15 +111,11 @@ async def chromium(scale: int = 2) -> AsyncIterator[Browser]:
                 break
             await asyncio.sleep(0.05)
         port, path = port_file.read_text().split()
-        async with ClientSession() as http, http.ws_connect(
-                f"ws://127.0.0.1:{port}{path}", max_msg_size=0) as ws:
-            browser = Browser(ws)
-            reader = asyncio.create_task(browser.read())
-            try:
-                yield browser
-            finally:
-                reader.cancel()
-                await asyncio.gather(reader, return_exceptions=True)
+        conn = await CDPConnection.connect(f"ws://127.0.0.1:{port}{path}")
+        try:
+            yield Browser(conn)
+        finally:
+            await conn.close()
     finally:
         for sig in (signal.SIGTERM, signal.SIGKILL):
             if proc.returncode is None:

@@ -5,10 +5,14 @@ pid, also when the caller is cancelled) and the memory of its process tree (from
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
 import os
 import shutil
 import signal
+import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +32,9 @@ FLAGS = (
     "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
 )
 START_TIMEOUT = 30.0
+#: a temporary folder longer than this is not used for the profile (see short_temp_dir)
+MAX_TEMP_PATH = 40
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 STOP_GRACE = 2.0
 
 
@@ -50,6 +57,11 @@ class BrowserProcess:
     def pid(self) -> int:
         return self.proc.pid
 
+    def kill(self) -> None:
+        """SIGKILL the whole group and remove the profile, without waiting."""
+        kill_group(self.pid, signal.SIGKILL)
+        shutil.rmtree(self.profile, ignore_errors=True)
+
     def rss_mb(self) -> float | None:
         """The resident memory of the browser's processes together, in MB (None without
         /proc)."""
@@ -66,9 +78,8 @@ class BrowserProcess:
                 except TimeoutError:
                     pass
         finally:
-            kill_group(self.pid, signal.SIGKILL)
-            shutil.rmtree(self.profile, ignore_errors=True)
-        if self.proc.returncode is None:
+            self.kill()
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.proc.wait(), STOP_GRACE)
 
 
@@ -86,7 +97,8 @@ def kill_group(pid: int, sig: int) -> None:
 
 
 def group_members(leader: int) -> list[int]:
-    """The pids whose process group or session is `leader` (from /proc; [] without it)."""
+    """The living pids whose process group or session is `leader` (from /proc; [] without
+    it); zombies, already dead, are left out."""
     members = []
     try:
         entries = os.listdir("/proc")
@@ -99,36 +111,68 @@ def group_members(leader: int) -> list[int]:
             stat = Path("/proc", entry, "stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) "
-        if leader in (int(fields[2]), int(fields[3])):  # pgrp, session
+        fields = stat[stat.rfind(")") + 2:].split()  # state ppid pgrp session ...
+        if fields[0] != "Z" and leader in (int(fields[2]), int(fields[3])):
             members.append(int(entry))
     return members
 
 
 def group_rss_mb(leader: int) -> float | None:
-    """The summed resident set of the process group `leader` leads, in MB."""
+    """The resident memory of the process group `leader` leads, in MB: the sum of each
+    process's anonymous resident memory (RssAnon in /proc/PID/status: heaps, DOM, caches).
+    Summing whole RSS would count the shared binary once per process (a browser of 8
+    processes: 850-1010 MB summed RSS for 210-260 MB RssAnon and 213-264 MB PSS)."""
     if not os.path.isdir("/proc"):
         return None
-    page = os.sysconf("SC_PAGE_SIZE")
-    total = 0
+    total_kb = 0
     for pid in group_members(leader):
         try:
-            total += int(Path("/proc", str(pid), "statm").read_text().split()[1]) * page
-        except (OSError, IndexError, ValueError):
+            status = Path("/proc", str(pid), "status").read_text()
+        except OSError:
             continue
-    return total / 2**20
+        total_kb += next((int(line.split()[1]) for line in status.splitlines()
+                          if line.startswith("RssAnon:")), 0)
+    return total_kb / 1024
+
+
+def short_temp_dir() -> str | None:
+    """Where the profile goes: the temporary folder, unless its path is long (Chromium puts a
+    Unix socket below its TMPDIR, and such a path is at most 107 bytes: a longer one aborts
+    it at start), then /tmp."""
+    base = tempfile.gettempdir()
+    return "/tmp" if len(base) > MAX_TEMP_PATH and os.path.isdir("/tmp") else None
+
+
+def dies_with_parent() -> Callable[[], None] | None:
+    """On Linux, what the child runs before exec so that the kernel SIGKILLs the browser when
+    mirror dies (kill -9 included; PR_SET_PDEATHSIG): its own processes then end with it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # mirror died before the signal was armed
+            os._exit(1)
+
+    return arm
 
 
 async def start_browser(executable: Path, viewport: tuple[int, int]) -> BrowserProcess:
     """Start the browser in its own session on a fresh profile and wait for its DevTools
     port; BrowserError("launch") naming the executable when it does not come up."""
-    profile = Path(tempfile.mkdtemp(prefix="mirror-browser-"))
+    profile = Path(tempfile.mkdtemp(prefix="mirror-browser-", dir=short_temp_dir()))
     log_path = profile / "stderr.log"
     try:
         with open(log_path, "wb") as log:
             proc = await asyncio.create_subprocess_exec(
                 *browser_argv(executable, profile, viewport), stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL, stderr=log, start_new_session=True)
+                stdout=asyncio.subprocess.DEVNULL, stderr=log, start_new_session=True,
+                env={**os.environ, "TMPDIR": str(profile)}, preexec_fn=dies_with_parent())
     except OSError as exc:
         shutil.rmtree(profile, ignore_errors=True)
         raise BrowserError("launch", f"cannot start the browser {executable}: {exc}") from exc

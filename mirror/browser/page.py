@@ -26,12 +26,13 @@ log = logging.getLogger(__name__)
 
 #: the network is idle when no request has been in flight for this long (seconds)
 IDLE = 0.5
+#: past this share of page_timeout, a page whose network never rests (polling) is read as
+#: soon as no request is in flight: one whose request is never answered still times out
+PATIENCE = 0.75
 #: closing a tab (its browser context) may take this long before the browser is suspect
 CLOSE_TIMEOUT = 5.0
 #: headers a decoded, whole body no longer bears out
 DROPPED_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
-#: the child targets whose requests are paused too
-CHILD_TYPES = frozenset({"iframe", "worker", "shared_worker"})
 
 READ_PAGE = """(() => {
   const d = document, seen = new Set(), links = [];
@@ -48,9 +49,7 @@ READ_PAGE = """(() => {
           text: d.body ? d.body.innerText : '',
           title: d.querySelector('title') ? d.title : null};
 })()"""
-SCROLL = """(() => { window.scrollBy(0, window.innerHeight);
-  const e = document.scrollingElement || document.documentElement;
-  return [e.scrollHeight, window.scrollY + window.innerHeight >= e.scrollHeight - 2]; })()"""
+SCROLL = "window.scrollBy(0, window.innerHeight)"
 HEIGHT = """(() => { const e = document.scrollingElement || document.documentElement;
   return [e.scrollHeight, window.scrollY + window.innerHeight >= e.scrollHeight - 2]; })()"""
 
@@ -92,6 +91,7 @@ class Tab:
         self.lifecycle: list[tuple[str, str, str]] = []  # (frame, loader, name)
         self.failure: asyncio.Future[BrowserError] = asyncio.get_running_loop().create_future()
         self.last_activity = asyncio.get_running_loop().time()
+        self.patience_ends = self.last_activity + settings.page_timeout * PATIENCE
 
     # ----------------------------------------------------------------- the whole render
 
@@ -183,9 +183,11 @@ class Tab:
             await asyncio.sleep(0.05)
 
     async def _idle(self) -> None:
-        """Until no request has been in flight for IDLE seconds."""
+        """Until no request has been in flight for IDLE seconds (or, once patience has run
+        out, until none is in flight)."""
         loop = asyncio.get_running_loop()
-        while self.in_flight or loop.time() - self.last_activity < IDLE:
+        while self.in_flight or (loop.time() - self.last_activity < IDLE
+                                 and loop.time() < self.patience_ends):
             quiet = loop.time() - self.last_activity
             await asyncio.sleep(0.05 if self.in_flight else max(0.02, IDLE - quiet))
 
@@ -194,10 +196,12 @@ class Tab:
         between steps, until the bottom is reached and the page no longer grows."""
         if self.settings.scroll <= 0:
             return
-        height, _ = await self._eval(HEIGHT)
+        height, bottom = await self._eval(HEIGHT)
+        if bottom:  # the page fits in the viewport: nothing below to bring into view
+            return
         for _ in range(self.settings.scroll):
             await self._eval(SCROLL)
-            await asyncio.sleep(0.05)  # a frame for IntersectionObservers to see it
+            self._touch()  # the quiet period counts from the scroll: observers see it first
             await self._idle()
             grown, bottom = await self._eval(HEIGHT)
             if bottom and grown <= height:
@@ -258,21 +262,24 @@ class Tab:
     # ----------------------------------------------------------------- event work
 
     async def _child(self, params: dict[str, Any]) -> None:
-        """A frame or worker of the page: its requests are paused too, then it runs."""
+        """A frame of another site (its own process, its own session) or a worker of the
+        page: a frame's requests are paused too (a dedicated worker's already are, by the
+        page's Fetch domain), then it runs."""
         session = params["sessionId"]
         kind = params.get("targetInfo", {}).get("type", "")
         self._listen(session)
-        with contextlib.suppress(BrowserError):
-            if kind in CHILD_TYPES:
-                if kind == "iframe":
-                    await self._intercept(session)
-                    await self.conn.call("Target.setAutoAttach", {
-                        "autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True},
-                        session)
-                else:
-                    await self.conn.call("Fetch.enable", {"patterns": [
-                        {"urlPattern": "*", "requestStage": "Request"}]}, session)
-            await self.conn.call("Runtime.runIfWaitingForDebugger", {}, session)
+        try:
+            if kind == "iframe":
+                await self._intercept(session)
+                await self.conn.call("Target.setAutoAttach", {
+                    "autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True},
+                    session)
+        except BrowserError as exc:
+            log.warning("browser: the requests of a frame of the page cannot be paused: %s",
+                        exc)
+        finally:
+            with contextlib.suppress(BrowserError):
+                await self.conn.call("Runtime.runIfWaitingForDebugger", {}, session)
 
     async def _dialog(self, session: str) -> None:
         with contextlib.suppress(BrowserError):

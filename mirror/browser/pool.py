@@ -80,7 +80,17 @@ class BrowserPool:
         self._closed = True
         browser, self._browser = self._browser, None
         if browser is not None:
-            await asyncio.shield(browser.stop())
+            stopping = asyncio.ensure_future(browser.stop())
+            try:
+                await asyncio.shield(stopping)
+            except asyncio.CancelledError:
+                browser.process.kill()  # no waiting for a cancelled caller: killed now
+                raise
+
+    @property
+    def pid(self) -> int | None:
+        """The running browser's pid (its process group), None before the first render."""
+        return self._browser.process.pid if self._browser is not None else None
 
     async def render(self, url: str, answer: Answerer) -> Rendered:
         """Load `url` in a tab, every request answered by `answer`; see page.Tab. A crash of
@@ -107,9 +117,11 @@ class BrowserPool:
                 browser.broken = str(exc)
             raise
         finally:
-            if not await asyncio.shield(tab.close()) and browser.broken is None:
-                browser.broken = "a tab did not close"
-            self._release()
+            try:  # a second cancellation may land here: the page is released all the same
+                if not await asyncio.shield(tab.close()) and browser.broken is None:
+                    browser.broken = "a tab did not close"
+            finally:
+                self._release()
 
     async def _acquire(self) -> Browser:
         """The browser for one more page: launched, or restarted first when it is due (once
