@@ -28,7 +28,8 @@ from mirror.replay.captures import CaptureIndex
 
 CHROMIUM = find_browser()
 WIDTHS = {"wide": (1280, 900, False), "phone": (390, 844, True)}
-IMAGES_SHOWN = ("[...document.images].filter(i => i.complete && i.naturalWidth > 0)"
+#: the app's own images that show (a replayer's toolbar may add images of its own)
+IMAGES_SHOWN = ("[...document.querySelectorAll('#root img')].filter(i => i.complete && i.naturalWidth > 0)"
                 ".map(i => i.getAttribute('src'))")
 #: each image scrolled into view in turn, as a reader would (the lazy ones load then)
 SCROLL_IMAGES = """(async () => { for (const i of document.images) { i.scrollIntoView();
@@ -60,7 +61,8 @@ def captured(folder: Path, plain: int = 1, apps: int = len(spasite.KINDS)) -> It
         pytest.skip("no Chromium-family browser installed")
     with spasite.serve(plain=plain, apps=apps) as site:
         cfg = load_config(write_config(
-            folder, [site.base], crawl={"workers": 2, "parse_processes": 0, "timeout": 10},
+            folder, [site.base], scope={"robots": True},
+            crawl={"workers": 2, "parse_processes": 0, "timeout": 10},
             browser={"mode": "auto", "executable": str(CHROMIUM), "page_timeout": 60}))
         result = asyncio.run(crawl_to_end(cfg, timeout=300))
         assert result.exit_code == ExitCode.OK, result
