@@ -23,6 +23,7 @@ from mirror.archive import index
 from mirror.archive.damage import Damage, report
 from mirror.archive.warcread import RawRecord, ReadError, complete_prefix, read_raw_from
 from mirror.archive.warcwriter import OPEN_SUFFIX
+from mirror.replay.fuzzy import base_of, best_matches
 from mirror.store.files import ArchiveFiles, LocalFiles, archive_files
 from mirror.store.objstore import StoreError
 from mirror.web.codings import DecodeError, decode_body
@@ -147,6 +148,7 @@ class CaptureIndex:
         self.captures = sorted(captures, key=lambda c: (c.url, c.timestamp))
         self._by_url: dict[str, list[Capture]] = {}
         self._by_digest: dict[str, Capture] = {}
+        self._by_base: dict[str, list[str]] | None = None  # made at the first fuzzy lookup
         for cap in self.captures:
             self._by_url.setdefault(cap.url, []).append(cap)
             if not cap.is_revisit and cap.digest:
@@ -189,6 +191,21 @@ class CaptureIndex:
         i = bisect.bisect_left([c.timestamp for c in caps], want)
         near = caps[max(i - 1, 0) : i + 1]
         return min(near, key=lambda c: (_distance(c.timestamp, want), c.timestamp))
+
+    def fuzzy(self, url: str, timestamp: str) -> Capture | None:
+        """For a URL not archived as asked: the capture nearest in time among the URLs of the
+        same path that differ from it only by what fuzzy.py ignores (a cache-busting `?_=`,
+        a per-request callback name), or None."""
+        if self._by_base is None:
+            self._by_base = {}
+            for stored in self._by_url:
+                self._by_base.setdefault(base_of(stored), []).append(stored)
+        key = self.key(url)
+        near = [self.closest(match, timestamp)
+                for match in best_matches(key, self._by_base.get(base_of(key), ()))]
+        want = pad_timestamp(timestamp[:14], PAD_14_DOWN)
+        return min((c for c in near if c is not None), default=None,
+                   key=lambda c: (_distance(c.timestamp, want), c.timestamp, c.url))
 
     def latest(self, at: str | None = None) -> list[Capture]:
         """The last capture of every URL at or before a timestamp (default: the newest);

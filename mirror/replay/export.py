@@ -19,6 +19,7 @@ from mirror.archive.warcread import ReadError
 from mirror.errors import UsageError
 from mirror.replay.captures import Capture, CaptureIndex, Record
 from mirror.replay.exportpath import export_path, relative_ref
+from mirror.replay.renders import RenderedPages, page_source
 from mirror.replay.seal import SEAL_SCRIPT
 from mirror.replay.sitesearch import ASSETS, INDEX_SCRIPT, SEARCH_PAGE, SearchIndex, asset
 from mirror.web.extract import extract_html
@@ -135,6 +136,7 @@ class FolderWriter:
         self.links = Links(archive, plan)
         self.root = os.path.realpath(out)
         self.search: SearchIndex | None = None
+        self.rendered = RenderedPages.load(archive)  # browser-captured pages: their DOMs
 
     def run(self) -> ExportResult:
         started = time.monotonic()
@@ -184,9 +186,12 @@ class FolderWriter:
             self._write(entry.path, notice_page("Not readable", url, "could not be decoded"))
             return None, 0
         if entry.mime in HTML_TYPES:
-            page = rewrite_html(body, url, record.content_type, self.links.mapper(entry.path),
-                                head=EXPORT_HEAD)
-            self._index(url, entry, page.title, body, record)
+            source = page_source(self.rendered, self.archive, entry.capture, body,
+                                 record.content_type)
+            page = rewrite_html(source.body, url, source.content_type,
+                                self.links.mapper(entry.path), head=EXPORT_HEAD,
+                                prepare=source.prepare)
+            self._index(url, entry, page.title, source.body, source.content_type)
             body, title = page.body, page.title
             result.pages += 1
         elif entry.mime == "text/css":
@@ -195,10 +200,11 @@ class FolderWriter:
         return title, len(body)
 
     def _index(self, url: str, entry: Entry, title: str | None, body: bytes,
-               record: Record) -> None:
-        """Add the page's text, as archived, to the search index: pages that answered 2xx."""
+               content_type: str | None) -> None:
+        """Add the page's text, as archived (as rendered, for a browser-captured page), to
+        the search index: pages that answered 2xx."""
         if self.search is not None and _searchable(entry):
-            text = extract_html(body, url, record.content_type).text
+            text = extract_html(body, url, content_type).text
             self.search.add(quote(entry.path, safe="/="), shown_url(url), title, text,
                             entry.capture.digest, url)
 

@@ -15,3 +15,7 @@ SEAL_SCRIPT = f"<script>{SEAL_JS}</script>"
 FRAMES_SELF = "frame-src 'self'; object-src 'self'"
 #: a page as archived (not rewritten, so not sealed) runs no script at all
 NO_SCRIPT = "sandbox allow-same-origin"
+#: mirror serve's second script (static/fetch.js): a page's own fetch(), XMLHttpRequest and
+#: history addresses into this server's archive, on its own origin
+FETCH_SCRIPT = ("<script>" + (Path(__file__).parent / "static" / "fetch.js").read_text(
+    encoding="utf-8") + "</script>")

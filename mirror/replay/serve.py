@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
-from urllib.parse import urlencode
+from urllib.parse import unquote, urlencode
 
 from aiohttp import web
 from warcio.timeutils import datetime_to_http_date, iso_date_to_datetime
@@ -21,17 +21,19 @@ from mirror.layout import ArchiveLayout
 from mirror.manifest.reader import ManifestError, ManifestReader, Run
 from mirror.replay.captures import Capture, CaptureIndex, Record
 from mirror.replay.export import REWRITTEN_TYPES, page_rows
+from mirror.replay.fuzzy import rename_callback
 from mirror.replay.origins import CONTENT, Origins, listen_for_content
 from mirror.replay.pages import (
     PAGE,
     RAW,
+    Target,
     history_href,
     number,
     parse_target,
     replay_path,
     run_timestamp,
 )
-from mirror.replay.seal import FRAMES_SELF, NO_SCRIPT, SEAL_SCRIPT
+from mirror.replay.seal import FETCH_SCRIPT, FRAMES_SELF, NO_SCRIPT, SEAL_SCRIPT
 from mirror.replay.views import Views, library_link, not_archived, ui_response
 from mirror.store.files import ArchiveFiles, archive_files
 from mirror.web.http import HTML_TYPES
@@ -83,11 +85,12 @@ def replay_headers(record: Record, content_type: str | None, encoded: bool) -> d
 
 
 def render(record: Record, url: str, timestamp: str, raw: bool = False,
-           modifier: str = "") -> web.Response:
+           modifier: str = "", asked: str | None = None) -> web.Response:
     """The response for one archived record: redirects to the rewritten target, HTML and CSS
     rewritten to point into this server (links and redirects keep `modifier`: inside a
     frame page's mp_ frame they stay mp_, so no banner is ever nested), every body served
-    decoded (identity)."""
+    decoded (identity). `asked`: the URL a fuzzy match answers, whose JSONP callback name
+    the body then calls."""
     if 300 <= record.status < 400 and record.header("Location") and not raw:
         target = join(url, record.header("Location") or "")
         return web.Response(status=302, headers={
@@ -101,11 +104,14 @@ def render(record: Record, url: str, timestamp: str, raw: bool = False,
         return _ui(502, "Undecodable", "<p>This capture's body cannot be decoded, so its "
                    f'links cannot be rewritten: <a href="{raw_link}">as archived</a>.</p>')
     if decoded and not raw and record.mime in HTML_TYPES:
-        body = rewrite_html(body, url, content_type, mapper, head=SEAL_SCRIPT).body
+        body = rewrite_html(body, url, content_type, mapper,
+                            head=SEAL_SCRIPT + FETCH_SCRIPT).body
         content_type = "text/html; charset=utf-8"  # re-serialised as HTML, XHTML too
     elif decoded and not raw and record.mime == "text/css":
         body = rewrite_css_bytes(body, url, content_type, mapper)
         content_type = "text/css; charset=utf-8"
+    elif decoded and asked is not None:
+        body = rename_callback(body, asked, url)
     headers = replay_headers(record, content_type, not decoded)
     if raw:  # as archived: not sealed, so no script runs
         headers["Content-Security-Policy"] += f"; {NO_SCRIPT}"
@@ -205,31 +211,41 @@ class Replay:
             raise web.HTTPFound(history_href(target.url))
         archive = await self.source.get()
         cap = archive.closest(target.url, target.timestamp)
+        asked: str | None = None  # the URL asked, when a fuzzy match stands for it
         if cap is None:
-            return not_archived(archive, target.url)
+            cap, asked = archive.fuzzy(target.url, target.timestamp), target.url
+            if cap is None:
+                return not_archived(archive, target.url)
         if target.mode == "latest":
             raise web.HTTPFound(replay_path(cap.timestamp, cap.url))
         if target.mode == "replay" and _wants_frame(request, archive, cap):
             return await self.views.frame(archive, cap, request.get(CONTENT, ""))
-        return await self._record(archive, cap, target.mode)
+        return await self._record(archive, cap, target.mode, asked)
 
-    async def _record(self, archive: CaptureIndex, cap: Capture, mode: str) -> web.Response:
+    async def _record(self, archive: CaptureIndex, cap: Capture, mode: str,
+                      asked: str | None = None) -> web.Response:
         try:
             record = await asyncio.to_thread(archive.read, cap)
         except ReadError as exc:
             log.warning("cannot replay %s: %s", cap.url, exc)
             return _ui(500, "Unreadable", f"<p>{html.escape(str(exc))}</p>")
         resp = await asyncio.to_thread(render, record, cap.url, cap.timestamp, mode == "raw",
-                                       PAGE if mode == "page" else "")
+                                       PAGE if mode == "page" else "", asked)
+        if asked is not None:  # answered by another URL of the same path (fuzzy.py)
+            resp.headers["X-Archive-Fuzzy-Match"] = cap.url
         if mode == "replay":  # a browser's page gets the frame page at this address
             resp.headers["Vary"] = "Sec-Fetch-Dest"
         return resp
 
     def _from_referer(self, request: web.Request) -> web.StreamResponse:
-        """A path a script built from the site's root (fetch('/api')): send it to the same
-        site and time as the page that asked, as pywb does (mp_ if it asked from a frame)."""
+        """A path a script built from the site's root (fetch('/api')), or the address an
+        archived page shows (static/fetch.js gives it its archived path): send it to the
+        same site and time as the page that asked, as pywb does (mp_ if it asked from a
+        frame); failing a Referer that says, the page's cookie (`mirror_at`) does."""
         referer = parse_target(_path_of(request.headers.get("Referer", "")))
         if referer is None or referer.mode == "list":
+            referer = _page_cookie(unquote(request.cookies.get(PAGE_COOKIE, "")))
+        if referer is None:
             return _ui(404, "Not found", "<p>Not a page of this server.</p>")
         url = join(referer.url, request.raw_path)
         raise web.HTTPFound(replay_path(referer.timestamp, url,
@@ -279,6 +295,16 @@ def _wants_frame(request: web.Request, archive: CaptureIndex, cap: Capture) -> b
         return False
     status, mime = archive.status_and_mime(cap)
     return mime in HTML_TYPES and not (status is not None and 300 <= status < 400)
+
+
+#: the cookie static/fetch.js sets: "<timestamp><modifier> <origin of the archived site>"
+PAGE_COOKIE = "mirror_at"
+
+
+def _page_cookie(value: str) -> Target | None:
+    stamp, _, site = value.partition(" ")
+    target = parse_target(f"/{stamp}/{site}/")
+    return target if target is not None and target.mode in ("page", "replay") else None
 
 
 def _path_of(url: str) -> str:

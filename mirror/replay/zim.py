@@ -47,6 +47,7 @@ from mirror.replay.export import (
     shown_url,
 )
 from mirror.replay.exportpath import relative_ref
+from mirror.replay.renders import RenderedPages, page_source
 from mirror.replay.seal import FRAMES_SELF, SEAL_SCRIPT
 from mirror.web.extract import extract_html
 from mirror.web.http import HTML_TYPES
@@ -279,6 +280,7 @@ class ZimWriter:
         self.on_progress = on_progress
         self.links = Links(archive, plan)
         self.records = self.links.read_redirects(self.read)
+        self.rendered = RenderedPages.load(archive)  # browser-captured pages: their DOMs
 
     def read(self, entry: Entry) -> Record | None:
         record = read_entry(self.archive, entry)
@@ -334,8 +336,11 @@ class ZimWriter:
             return self.ref(entry.path, ref)
 
         if entry.mime in HTML_TYPES:
-            page = rewrite_html(body, url, record.content_type, mapper, head=ZIM_HEAD)
-            text = extract_html(body, url, record.content_type).text
+            src = page_source(self.rendered, self.archive, entry.capture, body,
+                              record.content_type)
+            page = rewrite_html(src.body, url, src.content_type, mapper, head=ZIM_HEAD,
+                                prepare=src.prepare)
+            text = extract_html(src.body, url, src.content_type).text
             self.result.pages += 1
             return Content(page.body, "text/html", page.title or shown_url(url), text, True)
         if entry.mime == "text/css":

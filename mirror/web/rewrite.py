@@ -119,7 +119,8 @@ def html_title(body: bytes, content_type: str | None) -> str | None:
 
 
 def rewrite_html(
-    body: bytes, url: str, content_type: str | None, mapper: Mapper, *, head: str = ""
+    body: bytes, url: str, content_type: str | None, mapper: Mapper, *, head: str = "",
+    prepare: Callable[[Any], None] | None = None,
 ) -> Rewritten:
     """An HTML page with every reference mapped, re-encoded as UTF-8.
 
@@ -127,10 +128,13 @@ def rewrite_html(
     one <meta charset="utf-8"> (followed by `head`, markup to add) at the top of the head,
     archived CSP and set-cookie <meta> made inert; a reference the mapper does not know is
     made inert: the attribute moves to data-mirror-<attr> (CSS gets about:invalid).
+    `prepare` changes the parsed tree first (a rendered DOM made inert: web/inert.py).
     """
     text, root = parse_html(body, content_type)
     if root is None:  # not markup at all: nothing to rewrite
         return Rewritten(text.encode("utf-8"), None)
+    if prepare is not None:
+        prepare(root)
     base = _base_url(root, url)
     for el in list(root.iter(etree.Element)):
         if el.tag == "meta" and _charset_meta(el):

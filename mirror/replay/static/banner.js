@@ -47,12 +47,13 @@
     if (answer.ok) show(await answer.json(), title); else notArchived(path);
   };
 
-  // the frame's seal answers on the port it is given; a page without one (an error page)
-  // never does, and the banner then says so
-  const ask = () => {
+  // the frame's seal answers on the port it is given; a page without one (an error page,
+  // one of the server's own pages) never does, and the banner then says so, or does what
+  // `silence` says
+  const ask = (silence = () => notArchived("")) => {
     const question = ++asked;
     const channel = new MessageChannel();
-    const silent = setTimeout(() => { if (question === asked) notArchived(""); }, 3000);
+    const silent = setTimeout(() => { if (question === asked) silence(); }, 3000);
     channel.port1.onmessage = (e) => {
       clearTimeout(silent);
       channel.port1.close();
@@ -74,8 +75,12 @@
     }
     if (where.protocol === "about:") return;
     const path = where.pathname + where.search;
-    if (!framed.test(path)) {  // one of the server's own pages: it needs no banner
-      location.assign(where.href);
+    if (!framed.test(path)) {
+      // an archived page showing its archived path (static/fetch.js: /app/1 for
+      // /<ts>mp_/http://site/app/1), whose seal says where it was loaded from; else one of
+      // the server's own pages, which needs no banner
+      const href = where.href;
+      ask(() => location.assign(href));
       return;
     }
     showPath(path, title, ++asked);
