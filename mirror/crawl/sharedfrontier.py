@@ -34,6 +34,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from mirror import crashpoints
 from mirror.crawl.frontier import Waits
 from mirror.manifest.writer import Manifest, UrlItem
 from mirror.model import HostLease
@@ -113,6 +114,7 @@ class SharedFrontier(Waits):
         self._held: dict[int, _Held] = {}  # host row id -> the slot
         self._by_item: dict[int, _Held] = {}  # url id -> the slot it was taken from
         self._last_poll = -POLL_EVERY
+        self._outages = 0  # the database outages whose leases were re-validated
 
     # -- Frontier's interface --------------------------------------------------------------
     @property
@@ -128,6 +130,7 @@ class SharedFrontier(Waits):
         """The next URL of a held slot that is free and due; None when the run is over
         (or this worker stops)."""
         while not self._stopping and not self._finished:
+            self._revalidate()
             self._tidy()
             item = self._pick()
             if item is not None:
@@ -165,7 +168,7 @@ class SharedFrontier(Waits):
         cannot be renewed to outlast the request)."""
         def lasts() -> bool:
             held = [h for h in self._held.values() if h.lease.site == site and h.busy]
-            return bool(held) and all(self._lasts(h) for h in held)
+            return bool(held) and all(self._lasts(h) and self._checked(h) for h in held)
         return await self._turn(site, lasts)
 
     def hold(self, site: str, seconds: float) -> None:
@@ -256,17 +259,68 @@ class SharedFrontier(Waits):
             return True
         renewed = self.manifest.sharedrun.renew_host(held.lease, self.ttl)
         if renewed is None:
-            log.warning("lost site=%s slot=%d epoch=%d owner=%s: another worker has the "
-                        "host now", held.lease.site, held.lease.slot, held.lease.epoch,
-                        held.lease.owner)
-            held.lost = True
-            held.queue.clear()  # the worker that took the host over re-queued them
-            held.dry = True
+            self._mark_lost(held)
             return False
         held.lease = renewed
         held.until = now + self.ttl
         log.info("renew %s until=%d", held.line(), renewed.until)
         return True
+
+    def _checked(self, held: _Held) -> bool:
+        """Right before the request leaves: the lease outlasts it by the database's clock
+        (lease_left; renewed when it would not), and no more time passed since that answer
+        than the lease can spare (this process was frozen after the check: look again, and
+        find the lease lost if another worker took the host meanwhile). False: lost."""
+        need = self.fetch_timeout + MARGIN
+        while True:
+            asked = self.clock()
+            left = self.manifest.sharedrun.lease_left(held.lease)
+            if left is not None and left < need:
+                renewed = self.manifest.sharedrun.renew_host(held.lease, self.ttl)
+                left = None if renewed is None else self.ttl
+                if renewed is not None:
+                    held.lease = renewed
+            if left is None:
+                self._mark_lost(held)
+                return False
+            held.until = asked + left
+            crashpoints.reached("send:checked")
+            if self.clock() - asked <= left - need:
+                return True
+            log.warning("site=%s slot=%d epoch=%d: %.1f s passed since the lease was "
+                        "checked (frozen?): checked again", held.lease.site,
+                        held.lease.slot, held.lease.epoch, self.clock() - asked)
+
+    def _revalidate(self) -> None:
+        """After the database connection was lost and made again: each held lease renewed
+        (kept), or found lost (taken over by another worker meanwhile: given up, and what
+        is still stored under it is refused by its fenced commit)."""
+        outages = self.manifest.sql.outages
+        if len(outages) == self._outages:
+            return
+        self._outages = len(outages)
+        kept = lost = 0
+        for held in self._held.values():
+            if held.lost:
+                continue
+            before = self.clock()
+            renewed = self.manifest.sharedrun.renew_host(held.lease, self.ttl)
+            if renewed is None:
+                self._mark_lost(held)
+                lost += 1
+            else:
+                held.lease, held.until = renewed, before + self.ttl
+                kept += 1
+        last = outages[-1]
+        log.warning("database connection lost: %s; reconnected after %.1f s; leases "
+                    "re-validated: %d kept, %d lost", last.reason, last.seconds, kept, lost)
+
+    def _mark_lost(self, held: _Held) -> None:
+        log.warning("lost site=%s slot=%d epoch=%d owner=%s: another worker has the host now",
+                    held.lease.site, held.lease.slot, held.lease.epoch, held.lease.owner)
+        held.lost = True
+        held.queue.clear()  # the worker that took the host over re-queued them
+        held.dry = True
 
     def _give_back(self, held: _Held) -> None:
         """No more URLs under this lease: those buffered go back to pending."""
@@ -324,6 +378,7 @@ class SharedFrontier(Waits):
             held = _Held(lease, before + (lease.until - lease.acquired) / 1000)
             self._held[lease.host_id] = held
             log.info("lease %s taken=%d until=%d", held.line(), lease.acquired, lease.until)
+            crashpoints.reached("lease:taken")
         return bool(leases)
 
     def _next_wakeup(self) -> float:
