@@ -317,7 +317,9 @@ class PostgresDb(SqlDb):
         if self._read_only:
             self.raw.execute("BEGIN")
             return None
-        return str(self.raw.execute("BEGIN; SELECT pg_current_xact_id()").fetchone()[0])
+        cur = self.raw.execute("BEGIN; SELECT pg_current_xact_id()")  # one round trip
+        cur.nextset()  # past BEGIN's result
+        return str(cur.fetchone()[0])
 
     def commit(self) -> None:
         """COMMIT. When the connection is lost before its answer came, the transaction may

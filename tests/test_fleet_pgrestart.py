@@ -1,0 +1,121 @@
+"""The fleet through PostgreSQL restarts (issue 37): the test's own server (tests/pgserver.py,
+synchronous_commit on, so that an immediate stop keeps what it answered) is restarted
+twice, once as `pg_ctl restart -m fast` does (SIGINT) and once as `-m immediate` does
+(SIGQUIT: no shutdown checkpoint, crash recovery at the start), while several workers
+crawl. What is asserted comes from the artefacts: every URL stored exactly once in the
+bucket's WARC objects, `mirror verify` ok, the run not marked failed, every worker exiting
+0, and each worker's log naming the loss and the reconnection (README "Scaling out").
+
+The time from each restart to the first commit after it is printed (a timing: not
+asserted; with the load average beside it)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from multihost import MultiHost, SharedWorker, query, read_store, site_file
+
+pytestmark = pytest.mark.slow
+
+NAME = "multi"
+PAGES = 900
+DELAY = 0.05
+TTL = 6  # --lease-ttl: more than [crawl] timeout (3) + 2
+DEADLINE = 240.0
+
+
+@pytest.fixture
+def pg() -> Iterator[Any]:
+    """A server of this test's own (it is restarted): synchronous_commit on."""
+    import pgserver
+
+    reason = pgserver.why_not()
+    if reason:
+        pytest.skip(reason)
+    with pgserver.pg_server(durable_commit=True) as server:
+        yield server
+
+
+def _count(dsn: str) -> int:
+    try:
+        return int(query(dsn, "SELECT count(*) AS n FROM captures")[0]["n"])
+    except Exception:  # noqa: BLE001 - not made yet, or the server is restarting
+        return -1
+
+
+def _until(predicate: Callable[[], Any], timeout: float, what: str,
+           workers: list[SharedWorker]) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.01)
+    said = "\n".join(f"--- {w.id}\n{w.output()}" for w in workers)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{said}")
+
+
+def restart_and_time(pg: Any, dsn: str, mode: str, workers: list[SharedWorker]
+                     ) -> dict[str, float]:
+    """Restart the server in `mode`; seconds to accepting again and to the first commit
+    of a capture after the restart began."""
+    before = _count(dsn)
+    began = time.monotonic()
+    up = pg.postmaster.restart(mode)
+    _until(lambda: _count(dsn) > before, 120, f"a commit after the {mode} restart", workers)
+    return {"up_s": round(up, 2), "first_commit_s": round(time.monotonic() - began, 2),
+            "load": round(os.getloadavg()[0], 1)}
+
+
+def test_a_shared_run_goes_on_through_two_database_restarts(
+        tmp_path: Path, pg: Any, s3: Any) -> None:
+    import pgserver
+
+    dsn = pgserver.create_database(pg, "shared")
+    site = MultiHost(tmp_path / "site", PAGES)
+    store = f"{s3.url}/{NAME}"
+    workers = [SharedWorker(f"w{n}", site_file(tmp_path / f"w{n}" / "site.toml",
+                                                site.start_url, site.hosts, store,
+                                                name=NAME, delay=DELAY, workers=3),
+                            dsn, "--lease-ttl", str(TTL)) for n in (1, 2, 3)]
+    timings = {}
+    try:
+        for w in workers:
+            w.start()
+        _until(lambda: _count(dsn) >= 60, 90, "the crawl to be under way", workers)
+        timings["fast"] = restart_and_time(pg, dsn, "fast", workers)
+        _until(lambda: _count(dsn) >= 200, 90, "more captures", workers)
+        timings["immediate"] = restart_and_time(pg, dsn, "immediate", workers)
+        _until(lambda: not any(w.running() for w in workers), DEADLINE,
+               "every worker to exit", workers)
+    finally:
+        for w in workers:
+            w.stop()
+        site.stop()
+    said = {w.id: w.output(tail=20000) + w.mirror_log.read_text(errors="replace")
+            for w in workers}
+    assert all(w.exits == [0] for w in workers), {w.id: (w.exits, w.output()) for w in workers}
+    runs = query(dsn, "SELECT state FROM runs")
+    assert [r["state"] for r in runs] == ["complete"], runs
+    stored = Counter(r.uri for r in read_store(store, tmp_path / "bucket")
+                     if r.type in ("response", "revisit"))
+    urls = site.urls()
+    assert sorted(u for u in stored if u in set(urls)) == sorted(urls)
+    twice = {u: n for u, n in stored.items() if n > 1}
+    assert not twice, twice
+    verify = subprocess.run([sys.executable, "-m", "mirror", "verify", str(workers[0].site),
+                             "--db", dsn], capture_output=True, text=True, timeout=300)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    # every worker met both restarts and says so
+    for wid, text in said.items():
+        assert text.count("database connection lost:") >= 2, (wid, text[-3000:])
+        assert "reconnected after" in text, (wid, text[-3000:])
+    revalidated = sum(text.count("leases re-validated") for text in said.values())
+    print(f"\nrestart -> first commit: {timings}; lease re-validations logged: {revalidated}")
