@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 
 #: seconds a lease must outlast a request's timeout for the request to start under it
 MARGIN = 2.0
+#: seconds a lease must have left beyond MARGIN at the check before a send (else it is
+#: renewed), so that only a stall of this long between the check and the send (this
+#: process frozen) makes the worker look again
+RECHECK = 1.0
 #: URLs fetched from a slot under one lease before this worker looks whether it holds
 #: more than its fair share of the hosts (then it releases the slot for another worker)
 SLICE = 64
@@ -275,7 +279,7 @@ class SharedFrontier(Waits):
         while True:
             asked = self.clock()
             left = self.manifest.sharedrun.lease_left(held.lease)
-            if left is not None and left < need:
+            if left is not None and left < need + RECHECK:
                 renewed = self.manifest.sharedrun.renew_host(held.lease, self.ttl)
                 left = None if renewed is None else self.ttl
                 if renewed is not None:
