@@ -86,6 +86,32 @@ class _Held:
         return f"site={lease.site} slot={lease.slot} epoch={lease.epoch} owner={lease.owner}"
 
 
+def checked_before_send(manifest: Manifest, held: _Held, need: float, ttl: float,
+                        clock: Callable[[], float]) -> bool:
+    """Right before a request leaves: the lease outlasts it by `need` seconds by the
+    database's clock (lease_left; renewed when it would not, by RECHECK), and no more time
+    passed since that answer than the lease can spare (this process was frozen after the
+    check: look again, and find the lease lost if another worker took the host meanwhile).
+    False: lost."""
+    while True:
+        asked = clock()
+        left = manifest.sharedrun.lease_left(held.lease)
+        if left is not None and left < need + RECHECK:
+            renewed = manifest.sharedrun.renew_host(held.lease, ttl)
+            left = None if renewed is None else ttl
+            if renewed is not None:
+                held.lease = renewed
+        if left is None:
+            return False
+        held.until = asked + left
+        crashpoints.reached("send:checked")
+        if clock() - asked <= left - need:
+            return True
+        log.warning("site=%s slot=%d epoch=%d: %.1f s passed since the lease was checked "
+                    "(frozen?): checked again", held.lease.site, held.lease.slot,
+                    held.lease.epoch, clock() - asked)
+
+
 class SharedFrontier(Waits):
     """Hands URLs to this worker's fetchers from the host slots it leases."""
 
@@ -271,29 +297,11 @@ class SharedFrontier(Waits):
         return True
 
     def _checked(self, held: _Held) -> bool:
-        """Right before the request leaves: the lease outlasts it by the database's clock
-        (lease_left; renewed when it would not), and no more time passed since that answer
-        than the lease can spare (this process was frozen after the check: look again, and
-        find the lease lost if another worker took the host meanwhile). False: lost."""
-        need = self.fetch_timeout + MARGIN
-        while True:
-            asked = self.clock()
-            left = self.manifest.sharedrun.lease_left(held.lease)
-            if left is not None and left < need + RECHECK:
-                renewed = self.manifest.sharedrun.renew_host(held.lease, self.ttl)
-                left = None if renewed is None else self.ttl
-                if renewed is not None:
-                    held.lease = renewed
-            if left is None:
-                self._mark_lost(held)
-                return False
-            held.until = asked + left
-            crashpoints.reached("send:checked")
-            if self.clock() - asked <= left - need:
-                return True
-            log.warning("site=%s slot=%d epoch=%d: %.1f s passed since the lease was "
-                        "checked (frozen?): checked again", held.lease.site,
-                        held.lease.slot, held.lease.epoch, self.clock() - asked)
+        if checked_before_send(self.manifest, held, self.fetch_timeout + MARGIN, self.ttl,
+                               self.clock):
+            return True
+        self._mark_lost(held)
+        return False
 
     def _revalidate(self) -> None:
         """After the database connection was lost and made again: each held lease renewed
