@@ -109,13 +109,30 @@ class Postmaster:
                                    .read_text(errors="replace")[-2000:])
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    pass
+                if self._ready():
                     return proc
+                time.sleep(0.05)
             except OSError:
                 if time.monotonic() > deadline:
                     proc.kill()
                     raise RuntimeError("postgres did not start within "
                                        f"{START_TIMEOUT:.0f} s") from None
                 time.sleep(0.05)
+
+    def _ready(self) -> bool:
+        """The server takes a session (it accepts connections before it has recovered:
+        "the database system is starting up")."""
+        try:
+            import psycopg
+        except ImportError:  # no driver here: accepting is as far as can be told
+            return True
+        try:
+            psycopg.connect(f"postgresql://postgres@127.0.0.1:{self.port}/postgres",
+                            connect_timeout=5).close()
+        except psycopg.OperationalError:
+            return False
+        return True
 
     def stop(self, mode: str = "fast") -> None:
         if self.proc.poll() is None:
