@@ -119,3 +119,86 @@ def test_a_shared_run_goes_on_through_two_database_restarts(
         assert "reconnected after" in text, (wid, text[-3000:])
     revalidated = sum(text.count("leases re-validated") for text in said.values())
     print(f"\nrestart -> first commit: {timings}; lease re-validations logged: {revalidated}")
+
+
+# --- the many-sites fleet (`mirror worker`, Procrastinate) through the same two restarts ---
+
+SITES = ("s1", "s2", "s3", "s4", "s5")
+SITE_PAGES = 25
+#: --stall-after for this test: a restart (seconds here, under load) is shorter than the
+#: fence (half of it: a run whose worker cannot reach the database for that long is
+#: stopped, before the fleet may hand it over)
+STALL_AFTER = "20"
+
+
+def _fleet_progress(dsn: str) -> int:
+    """Pages the fleet's runs have done (their last progress), -1 while unreadable."""
+    try:
+        rows = query(dsn, "SELECT coalesce(sum((progress->>'done')::int), 0) AS n, "
+                          "count(*) FILTER (WHERE state = 'complete') AS c "
+                          "FROM mirror_fleet_runs")
+    except Exception:  # noqa: BLE001 - the server is restarting
+        return -1
+    return int(rows[0]["n"]) + 1000 * int(rows[0]["c"])
+
+
+def test_a_many_sites_fleet_goes_on_through_two_database_restarts(
+        tmp_path: Path, pg: Any, s3: Any, site_in_thread: Callable[[], Any]) -> None:
+    import pgserver
+    from fleetproc import WorkerProcess, mirror, runs, site_file, until
+    from test_fleet import chain
+    from test_fleet_takeover import _records, _restored_archive_verifies
+
+    dsn = pgserver.create_database(pg, "fleet")
+    library = tmp_path / "library"
+    sites = {}
+    for name in SITES:
+        sites[name] = chain(site_in_thread(), SITE_PAGES, latency=0.1)
+        site_file(library, name, sites[name].base, f"{s3.url}/{name}", workers=1,
+                  per_host=1, archive={"warc_max_bytes": 4000})
+    assert mirror("schedule", "apply", str(library), "--db", dsn).returncode == 0
+    workers = tuple(WorkerProcess.start(dsn, tmp_path / f"w{n}", "--concurrency", "2",
+                                        "--stall-after", STALL_AFTER, name=f"w{n}")
+                    for n in (1, 2))
+    timings = {}
+    try:
+        until(lambda: query(dsn, "SELECT count(*) AS n FROM mirror_fleet_workers")[0]["n"]
+              == 2, 60, "both workers to start", workers=workers)
+        queued = mirror("schedule", "run-now", str(library), "--db", dsn)
+        assert queued.returncode == 0, queued.stdout + queued.stderr
+        for mode, at in (("fast", 10), ("immediate", 40)):
+            until(lambda at=at: _fleet_progress(dsn) >= at, 120, f"{at} pages done",
+                  workers=workers)
+            began = time.monotonic()
+            up = pg.postmaster.restart(mode)
+            timings[mode] = {"up_s": round(up, 2), "load": round(os.getloadavg()[0], 1),
+                             "first_write_s": None}
+            before = _fleet_progress(dsn)
+            until(lambda before=before: _fleet_progress(dsn) > before, 60,
+                  f"a run's progress after the {mode} restart", workers=workers)
+            timings[mode]["first_write_s"] = round(time.monotonic() - began, 2)
+        until(lambda: len([r for r in runs(dsn) if r["finished_at"]]) >= len(SITES), 300,
+              "every site's run to finish", workers=workers)
+    finally:
+        codes = [w.stop() for w in workers]
+    said = {w.log.name: w.output() for w in workers}
+    assert codes == [0, 0], said
+    done = runs(dsn)
+    assert sorted((r["site"], r["state"], r["exit_code"]) for r in done) == \
+        [(name, "complete", 0) for name in SITES], done
+    failed = query(dsn, "SELECT id, status::text AS status FROM procrastinate_jobs "
+                        "WHERE status IN ('failed', 'doing', 'todo') "
+                        "AND task_name = 'mirror.fleet.run_site'")
+    assert failed == [], failed
+    bucket = s3.url.removeprefix("s3://")
+    for name, site in sites.items():
+        records = _records(s3.objects(bucket, f"{name}/"))
+        captures = Counter(uri for _, kind, uri, _ in records if kind in ("response", "revisit"))
+        expected = {site.base} | {f"{site.base}p{i}.html" for i in range(SITE_PAGES)}
+        assert set(captures) == expected, name
+        assert {u: n for u, n in captures.items() if n != 1} == {}, name
+        _restored_archive_verifies(tmp_path / "check" / name, f"{s3.url}/{name}")
+    for name, text in said.items():
+        assert text.count("database connection lost") >= 2, (name, text[-4000:])
+        assert "reconnected after" in text, (name, text[-4000:])
+    print(f"\nmany sites, restart -> first progress written: {timings}")
