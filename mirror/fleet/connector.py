@@ -24,21 +24,20 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
-
-from procrastinate import PsycopgConnector, exceptions, sql
-from procrastinate.connector import LISTEN_TIMEOUT
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mirror.manifest.db import ManifestWriteError
 from mirror.manifest.reconnect import LOST_STATES, give_up_after, waits
+
+if TYPE_CHECKING:
+    from procrastinate import PsycopgConnector as _Base
+else:
+    _Base = object  # the connector is made by new_connector (procrastinate imported there)
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-#: Procrastinate's statements whose lost answer is looked up rather than assumed undone
-_FETCH = sql.queries["fetch_job"]
-_ENDS = (sql.queries["finish_job"], sql.queries["retry_job"])
 #: a job fetched under this worker whose answer was lost: "doing", never handed out
 _ORPHAN = ("SELECT id, status, task_name, priority, lock, queueing_lock, args, scheduled_at, "
            "queue_name, attempts, worker_id FROM procrastinate_jobs WHERE status = 'doing' "
@@ -57,15 +56,20 @@ def lost(exc: BaseException) -> bool:
     sessions (LOST_STATES, class 08)."""
     import psycopg
 
-    cause = exc.__cause__ if isinstance(exc, exceptions.ConnectorException) else exc
+    cause = _cause(exc)
     state = getattr(cause, "sqlstate", None) or ""
     return isinstance(cause, psycopg.OperationalError) or state in LOST_STATES \
         or state.startswith("08")
 
 
+def _cause(exc: BaseException) -> BaseException:
+    from procrastinate.exceptions import ConnectorException
+
+    return (exc.__cause__ or exc) if isinstance(exc, ConnectorException) else exc
+
+
 def words(exc: BaseException) -> str:
-    cause = exc.__cause__ if isinstance(exc, exceptions.ConnectorException) else exc
-    return " ".join(str(cause or exc).split()) or type(exc).__name__
+    return " ".join(str(_cause(exc)).split()) or type(exc).__name__
 
 
 @dataclass
@@ -116,13 +120,27 @@ async def again(outages: Outages, call: Callable[[], Awaitable[T]], what: str) -
     raise AssertionError("unreachable")  # waits() never ends
 
 
-class ReconnectingConnector(PsycopgConnector):
-    """PsycopgConnector whose queries and LISTEN outlast a lost connection (see above)."""
+def new_connector(**kwargs: Any) -> Any:
+    """A PsycopgConnector (its arguments: the pool's) whose queries and LISTEN outlast a
+    lost connection."""
+    from procrastinate import PsycopgConnector
+
+    kind = type("ReconnectingConnector", (Reconnecting, PsycopgConnector), {})
+    return kind(**kwargs)
+
+
+class Reconnecting(_Base):
+    """What new_connector adds to Procrastinate's PsycopgConnector (see above)."""
 
     def __init__(self, **kwargs: Any) -> None:
+        from procrastinate import sql
+
         super().__init__(**kwargs)
         self.outages = Outages()
         self._handed: set[int] = set()  # job ids fetch_job returned to this worker
+        #: Procrastinate's statements whose lost answer is looked up, not assumed undone
+        self._fetch = sql.queries["fetch_job"]
+        self._ends = (sql.queries["finish_job"], sql.queries["retry_job"])
 
     async def execute_query_async(self, query: Any, **arguments: Any) -> None:
         call = super().execute_query_async
@@ -134,13 +152,13 @@ class ReconnectingConnector(PsycopgConnector):
 
     async def execute_query_one_async(self, query: Any, **arguments: Any) -> dict[str, Any]:
         call = super().execute_query_one_async
-        if query == _FETCH:
-            return await self._fetch(call, query, arguments)
-        if query in _ENDS:
+        if query == self._fetch:
+            return await self._fetched(call, query, arguments)
+        if query in self._ends:
             return await self._end(call, query, arguments)
         return await again(self.outages, lambda: call(query, **arguments), "a query")
 
-    async def _fetch(self, call: Callable[..., Awaitable[dict[str, Any]]], query: Any,
+    async def _fetched(self, call: Callable[..., Awaitable[dict[str, Any]]], query: Any,
                      arguments: dict[str, Any]) -> dict[str, Any]:
         """fetch_job; after a loss, a job it took whose answer was lost first."""
         count = self.outages.count
@@ -174,7 +192,7 @@ class ReconnectingConnector(PsycopgConnector):
         count = self.outages.count
         try:
             return await again(self.outages, lambda: call(query, **arguments), "ending a job")
-        except exceptions.ConnectorException as exc:
+        except Exception as exc:
             if self.outages.count == count or 'not in "doing"' not in words(exc):
                 raise
             log.warning("job %s: its status was written before the connection was lost "
@@ -182,7 +200,7 @@ class ReconnectingConnector(PsycopgConnector):
             return {}
 
     async def _loop_notify(self, on_notification: Any, connection: Any,
-                           timeout: float = LISTEN_TIMEOUT) -> None:
+                           timeout: float = 30.0) -> None:  # Procrastinate's LISTEN_TIMEOUT
         """Procrastinate's wait for notifications, which returns only when its connection
         is dead (and is made again at once, silently): the loss is logged here, the
         reconnection by the next query that gets through (the pool replaces its dead
