@@ -143,6 +143,12 @@ class Postmaster:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
 
+    def start(self) -> None:
+        """Start the server again after stop() (same port, same data folder)."""
+        if self.proc.poll() is None:
+            raise RuntimeError("the server is running already")
+        self.proc = self._start()
+
     def restart(self, mode: str = "fast") -> float:
         """Stop in `mode` and start again; the seconds from the signal to accepting."""
         began = time.monotonic()

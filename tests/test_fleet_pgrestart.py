@@ -202,3 +202,47 @@ def test_a_many_sites_fleet_goes_on_through_two_database_restarts(
         assert text.count("database connection lost") >= 2, (name, text[-4000:])
         assert "reconnected after" in text, (name, text[-4000:])
     print(f"\nmany sites, restart -> first progress written: {timings}")
+
+
+# --- the give-up: the database gone for longer than MIRROR_DB_GIVE_UP ---
+
+GIVE_UP = 3  # seconds
+
+
+def test_a_worker_gives_up_on_a_database_gone_for_good_and_loses_nothing(
+        tmp_path: Path, pg: Any, s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server stopped mid-run and not started again: the worker stops after
+    MIRROR_DB_GIVE_UP seconds with ManifestWriteError's exit code and words. The server
+    started again, the same worker with --join finishes the run: every URL once."""
+    import pgserver
+
+    from mirror.manifest.db import ManifestWriteError
+
+    monkeypatch.setenv("MIRROR_DB_GIVE_UP", str(GIVE_UP))
+    dsn = pgserver.create_database(pg, "giveup")
+    site = MultiHost(tmp_path / "site", 300)
+    store = f"{s3.url}/{NAME}"
+    worker = SharedWorker("w1", site_file(tmp_path / "w1" / "site.toml", site.start_url,
+                                          site.hosts, store, name=NAME, delay=DELAY),
+                          dsn, "--lease-ttl", str(TTL))
+    try:
+        worker.start()
+        _until(lambda: _count(dsn) >= 40, 90, "the crawl to be under way", [worker])
+        pg.postmaster.stop("fast")
+        _until(lambda: not worker.running(), 120, "the worker to give up", [worker])
+        said = worker.output(tail=20000)
+        pg.postmaster.start()
+        worker.start(join=True)
+        _until(lambda: not worker.running(), DEADLINE, "the joined worker to finish", [worker])
+    finally:
+        worker.stop()
+        site.stop()
+    assert worker.exits == [int(ManifestWriteError.exit_code), 0], (worker.exits, said)
+    assert f"and not back after {GIVE_UP} s" in said and "gave up" in said, said
+    assert "Traceback" not in said, said
+    runs = query(dsn, "SELECT state FROM runs")
+    assert [r["state"] for r in runs] == ["complete"], runs
+    stored = Counter(r.uri for r in read_store(store, tmp_path / "bucket")
+                     if r.type in ("response", "revisit"))
+    assert sorted(u for u in stored if u in set(site.urls())) == sorted(site.urls())
+    assert {u: n for u, n in stored.items() if n > 1} == {}

@@ -25,6 +25,7 @@ from mirror.crawl.parsehelper import Page
 from mirror.errors import MirrorError
 from mirror.manifest.writer import (
     CaptureRow,
+    DatabaseGone,
     Manifest,
     ManifestReconnected,
     ManifestWriteError,
@@ -33,7 +34,7 @@ from mirror.manifest.writer import (
     Previous,
     UrlItem,
 )
-from mirror.model import Discovered, HostLease
+from mirror.model import Discovered, ExitCode, HostLease
 from mirror.web.http import header_map, mime_of
 from mirror.web.robotsmeta import HEADER, header_values
 
@@ -97,7 +98,7 @@ class CaptureStore:
                  writer: WarcWriter | None = None, history: bool = False,
                  group_size: int | None = None, group_wait: float | None = None,
                  committed: Committed | None = None,
-                 failed: Callable[[str], object] | None = None,
+                 failed: Callable[[str, ExitCode], object] | None = None,
                  learn: Learn | None = None,
                  lease_of: Callable[[UrlItem], HostLease | None] | None = None,
                  opened_file: Callable[[str], object] | None = None,
@@ -195,6 +196,8 @@ class CaptureStore:
             fenced = self._commit_rows(group)
         except ManifestWriteError as exc:
             self._undo(group)
+            if isinstance(exc, DatabaseGone):  # its own words and exit code
+                raise
             raise StorageError(f"cannot update the manifest: {exc}") from exc
         return self._committed(group, fenced)
 
@@ -255,10 +258,10 @@ class CaptureStore:
         or is raised when no one is told."""
         try:
             return self.commit_group()
-        except StorageError as exc:
+        except (StorageError, DatabaseGone) as exc:
             if self.failed is None:
                 raise
-            self.failed(str(exc))
+            self.failed(str(exc), exc.exit_code)
             return False
 
     def _undo(self, group: list[_Pending]) -> None:

@@ -46,6 +46,12 @@ class ManifestWriteError(ManifestError):
     was rolled back."""
 
 
+class DatabaseGone(ManifestWriteError):
+    """The database did not come back within the give-up time ($MIRROR_DB_GIVE_UP): the
+    run stops with ManifestWriteError's exit code and these words; every later statement
+    fails at once (no second wait). Nothing is lost: `--join` goes on from the database."""
+
+
 class ManifestConflict(ManifestWriteError):
     """The database rolled the transaction back to break a deadlock or a serialization
     conflict with another worker's: running it again is safe (it was all or nothing)."""
@@ -232,6 +238,7 @@ class PostgresDb(SqlDb):
         self.outages: list[Outage] = []
         self._xid: str | None = None  # the open transaction's id (its COMMIT may be lost)
         self._open = False  # a transaction is open (begin ... commit or rollback)
+        self._gone: str | None = None  # why it gave up on the database (DatabaseGone)
         try:
             self.raw = self._connect()
         except Unreachable as exc:
@@ -248,15 +255,17 @@ class PostgresDb(SqlDb):
         ManifestWriteError after give_up_after() seconds."""
         reason = " ".join(str(exc).split()) or type(exc).__name__
         self._xid = None
+        if self._gone is not None:
+            raise DatabaseGone(self._gone)
         with contextlib.suppress(Exception):
             self.raw.close()
         give_up = give_up_after()
         try:
             self.raw, outage = reconnect(self._connect, reason, give_up=give_up)
         except TimeoutError as last:
-            raise ManifestWriteError(
-                f"{self.name}: database connection lost ({reason}) and not back after "
-                f"{give_up:g} s (last try: {last}): gave up") from None
+            self._gone = (f"{self.name}: database connection lost ({reason}) and not back "
+                          f"after {give_up:g} s (last try: {last}): gave up")
+            raise DatabaseGone(self._gone) from None
         self.outages.append(outage)
         log.warning("database connection lost: %s; reconnected after %.1f s (%d tries)",
                     reason, outage.seconds, outage.tries)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from mirror.manifest.captures import Captures
 from mirror.manifest.db import (
+    DatabaseGone,
     ManifestConflict,
     ManifestReconnected,
     ManifestWriteError,
@@ -30,7 +31,7 @@ from mirror.manifest.urls import KnownUrls, Urls
 from mirror.model import CaptureRow, NewUrl, Original, Previous, Run, UrlItem
 
 __all__ = ["CaptureRow", "Manifest", "ManifestConflict", "ManifestError", "ManifestReconnected",
-           "ManifestWriteError",
+           "ManifestWriteError", "DatabaseGone",
            "NewUrl", "Original", "Previous", "Run", "UrlItem", "open_manifest"]
 
 
