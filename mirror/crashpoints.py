@@ -20,6 +20,7 @@ capture's "append:*" steps inside a group are crashes between two captures of on
 from __future__ import annotations
 
 import os
+import signal
 from collections import Counter
 from collections.abc import Callable
 
@@ -59,6 +60,14 @@ BROWSER_STEPS = (
     "render:requisite",     # a requisite the page asked for is committed, the page loading
     "render:after",         # the page rendered, its requisites committed, itself not stored
 )
+#: the points where a worker of a shared run may be frozen (SIGSTOP, a paused VM) with a
+#: host lease in hand, besides "commit:before" (a response in, its commit not made):
+#: MIRROR_FREEZE_AT=STEP[#N] stops the process there with SIGSTOP (tests/test_fleet_freeze)
+FREEZE_STEPS = (
+    "lease:taken",          # a host lease was just taken (mirror.crawl.sharedfrontier)
+    "send:checked",         # the lease was checked against the database, the request not sent
+    "heartbeat:before",     # the worker is about to write its heartbeat
+)
 #: the steps of `mirror prune` (mirror.upkeep.prune), in the order it passes them; a
 #: prune that stops at any of them is finished or undone by the next `mirror run`, `mirror
 #: prune` or `mirror verify` (index.cdxj is written through "file:before-rename" too)
@@ -74,6 +83,7 @@ PRUNE_STEPS = (
 #: the exit status of a process stopped by MIRROR_CRASH_AT (as a shell reports SIGKILL)
 EXIT_STATUS = 137
 ENV = "MIRROR_CRASH_AT"
+FREEZE_ENV = "MIRROR_FREEZE_AT"
 
 hook: Callable[[str, str], None] | None = None
 label = ""  # the kind of capture being stored (set by the crawler only while a hook is set)
@@ -91,10 +101,10 @@ class CrashSpec:
     def __init__(self, text: str) -> None:
         rest, _, nth = text.partition("#")
         self.step, _, self.kind = rest.partition("/")
-        known = STEPS + PRUNE_STEPS + SHARED_STEPS + BROWSER_STEPS
+        known = STEPS + PRUNE_STEPS + SHARED_STEPS + BROWSER_STEPS + FREEZE_STEPS
         if self.step not in known:
-            raise ValueError(f"{ENV}={text!r}: unknown step {self.step!r}; one of "
-                             + ", ".join(known))
+            raise ValueError(f"{ENV} or {FREEZE_ENV}={text!r}: unknown step {self.step!r}; "
+                             "one of " + ", ".join(known))
         self.nth = int(nth) if nth else 1
         self.seen = 0
 
@@ -112,6 +122,15 @@ def exit_at(spec: CrashSpec) -> Callable[[str, str], None]:
     return stop
 
 
+def freeze_at(spec: CrashSpec) -> Callable[[str, str], None]:
+    """Stop the process with SIGSTOP there (what a paused VM or a stopped job is); it goes
+    on where it stopped when someone sends SIGCONT."""
+    def stop(step: str, kind: str) -> None:
+        if spec.matches(step, kind):
+            os.kill(os.getpid(), signal.SIGSTOP)
+    return stop
+
+
 class Occurrences:
     """Counts (step, kind) as they are reached, for hooks that act on the first few."""
 
@@ -125,3 +144,5 @@ class Occurrences:
 
 if os.environ.get(ENV):  # a test asked this process to die at a crash point
     hook = exit_at(CrashSpec(os.environ[ENV]))
+elif os.environ.get(FREEZE_ENV):  # ... or to freeze at a freeze point
+    hook = freeze_at(CrashSpec(os.environ[FREEZE_ENV]))

@@ -148,11 +148,13 @@ def test_the_frontier_leases_due_urls_oldest_first(manifest: Manifest) -> None:
     first = m.urls.lease(2, 100.0)
     assert [i.url for i in first] == ["http://h.test/0", "http://h.test/1"]
     assert [i.url for i in m.urls.lease(10, 100.0, exclude_sites=[H])] == ["http://o.test/r"]
-    assert m.urls.retry_later(run, item(m, run, "http://h.test/0"), "HTTP 503", 500.0)
+    # next_try = the database's now + the delay: 500 (Unix time) within the clock's ms
+    assert m.urls.retry_later(run, item(m, run, "http://h.test/0"), "HTTP 503",
+                              500.0 - time.time())
     assert m.urls.next_due() == 0.0
     assert [i.url for i in m.urls.lease(10, 100.0, pages=False)] == []
     assert [i.url for i in m.urls.lease(10, 100.0)] == ["http://h.test/2", "http://h.test/3"]
-    assert m.urls.next_due() == 500.0 and [i.url for i in m.urls.lease(10, 600.0)] == ["http://h.test/0"]
+    assert round(m.urls.next_due() or 0) == 500 and [i.url for i in m.urls.lease(10, 600.0)] == ["http://h.test/0"]
     m.urls.unlease([first[1].id])
     assert states(m)["http://h.test/1"] == "pending"
     assert m.runs.resume(run) == 4  # every lease of a dead process
@@ -374,9 +376,9 @@ def test_only_hosts_with_due_pending_urls_are_leased(manifest: Manifest) -> None
     m = manifest
     m.urls.ensure(run, "http://c.test/robots.txt", "c.test", "robots")  # no host row needed
     m.captures.commit(run, item(m, run, "http://a.test/0"), capture(1), [])
-    m.urls.retry_later(run, item(m, run, "http://b.test/0"), "HTTP 503", time.time() + 3600)
+    m.urls.retry_later(run, item(m, run, "http://b.test/0"), "HTTP 503", 3600)
     assert m.sharedrun.lease_hosts("w1", 5, 30) == []
-    m.urls.retry_later(run, item(m, run, "http://b.test/0"), "HTTP 503", time.time() - 1)
+    m.urls.retry_later(run, item(m, run, "http://b.test/0"), "HTTP 503", -1)
     assert [h.site for h in m.sharedrun.lease_hosts("w1", 5, 30)] == ["b.test"]
 
 

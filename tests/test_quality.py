@@ -143,7 +143,7 @@ def test_only_the_manifest_runs_sql() -> None:
 #: Procrastinate's async connector (tick, records), which manifest.db does not wrap; its
 #: connection is manifest.db's (fleet.db.connect)
 FLEET_SQL = {"fleet.db", "fleet.registry", "fleet.status", "fleet.commands", "fleet.tick",
-             "fleet.records"}
+             "fleet.records", "fleet.connector"}
 
 
 def _sql_calls(module: str) -> list[str]:

@@ -87,7 +87,7 @@ class UrlOutcomes:
         if delay is not None:
             log.info("retrying %s in %.1fs after %s (try %d of %d)",
                      item.url, delay, error, tries, self.cfg.crawl.max_tries)
-            self.manifest.urls.retry_later(self.run_id, item, error, time.time() + delay,
+            self.manifest.urls.retry_later(self.run_id, item, error, delay,
                                       lease=self.lease_of(item))
             self.counters.retried += 1
             self.heartbeat()

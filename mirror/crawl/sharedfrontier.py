@@ -34,6 +34,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from mirror import crashpoints
 from mirror.crawl.frontier import Waits
 from mirror.manifest.writer import Manifest, UrlItem
 from mirror.model import HostLease
@@ -42,6 +43,10 @@ log = logging.getLogger(__name__)
 
 #: seconds a lease must outlast a request's timeout for the request to start under it
 MARGIN = 2.0
+#: seconds a lease must have left beyond MARGIN at the check before a send (else it is
+#: renewed), so that only a stall of this long between the check and the send (this
+#: process frozen) makes the worker look again
+RECHECK = 1.0
 #: URLs fetched from a slot under one lease before this worker looks whether it holds
 #: more than its fair share of the hosts (then it releases the slot for another worker)
 SLICE = 64
@@ -81,6 +86,32 @@ class _Held:
         return f"site={lease.site} slot={lease.slot} epoch={lease.epoch} owner={lease.owner}"
 
 
+def checked_before_send(manifest: Manifest, held: _Held, need: float, ttl: float,
+                        clock: Callable[[], float]) -> bool:
+    """Right before a request leaves: the lease outlasts it by `need` seconds by the
+    database's clock (lease_left; renewed when it would not, by RECHECK), and no more time
+    passed since that answer than the lease can spare (this process was frozen after the
+    check: look again, and find the lease lost if another worker took the host meanwhile).
+    False: lost."""
+    while True:
+        asked = clock()
+        left = manifest.sharedrun.lease_left(held.lease)
+        if left is not None and left < need + RECHECK:
+            renewed = manifest.sharedrun.renew_host(held.lease, ttl)
+            left = None if renewed is None else ttl
+            if renewed is not None:
+                held.lease = renewed
+        if left is None:
+            return False
+        held.until = asked + left
+        crashpoints.reached("send:checked")
+        if clock() - asked <= left - need:
+            return True
+        log.warning("site=%s slot=%d epoch=%d: %.1f s passed since the lease was checked "
+                    "(frozen?): checked again", held.lease.site, held.lease.slot,
+                    held.lease.epoch, clock() - asked)
+
+
 class SharedFrontier(Waits):
     """Hands URLs to this worker's fetchers from the host slots it leases."""
 
@@ -113,6 +144,7 @@ class SharedFrontier(Waits):
         self._held: dict[int, _Held] = {}  # host row id -> the slot
         self._by_item: dict[int, _Held] = {}  # url id -> the slot it was taken from
         self._last_poll = -POLL_EVERY
+        self._outages = 0  # the database outages whose leases were re-validated
 
     # -- Frontier's interface --------------------------------------------------------------
     @property
@@ -128,6 +160,7 @@ class SharedFrontier(Waits):
         """The next URL of a held slot that is free and due; None when the run is over
         (or this worker stops)."""
         while not self._stopping and not self._finished:
+            self._revalidate()
             self._tidy()
             item = self._pick()
             if item is not None:
@@ -165,7 +198,7 @@ class SharedFrontier(Waits):
         cannot be renewed to outlast the request)."""
         def lasts() -> bool:
             held = [h for h in self._held.values() if h.lease.site == site and h.busy]
-            return bool(held) and all(self._lasts(h) for h in held)
+            return bool(held) and all(self._lasts(h) and self._checked(h) for h in held)
         return await self._turn(site, lasts)
 
     def hold(self, site: str, seconds: float) -> None:
@@ -256,17 +289,50 @@ class SharedFrontier(Waits):
             return True
         renewed = self.manifest.sharedrun.renew_host(held.lease, self.ttl)
         if renewed is None:
-            log.warning("lost site=%s slot=%d epoch=%d owner=%s: another worker has the "
-                        "host now", held.lease.site, held.lease.slot, held.lease.epoch,
-                        held.lease.owner)
-            held.lost = True
-            held.queue.clear()  # the worker that took the host over re-queued them
-            held.dry = True
+            self._mark_lost(held)
             return False
         held.lease = renewed
         held.until = now + self.ttl
         log.info("renew %s until=%d", held.line(), renewed.until)
         return True
+
+    def _checked(self, held: _Held) -> bool:
+        if checked_before_send(self.manifest, held, self.fetch_timeout + MARGIN, self.ttl,
+                               self.clock):
+            return True
+        self._mark_lost(held)
+        return False
+
+    def _revalidate(self) -> None:
+        """After the database connection was lost and made again: each held lease renewed
+        (kept), or found lost (taken over by another worker meanwhile: given up, and what
+        is still stored under it is refused by its fenced commit)."""
+        outages = self.manifest.sql.outages
+        if len(outages) == self._outages:
+            return
+        self._outages = len(outages)
+        kept = lost = 0
+        for held in self._held.values():
+            if held.lost:
+                continue
+            before = self.clock()
+            renewed = self.manifest.sharedrun.renew_host(held.lease, self.ttl)
+            if renewed is None:
+                self._mark_lost(held)
+                lost += 1
+            else:
+                held.lease, held.until = renewed, before + self.ttl
+                kept += 1
+        last = outages[-1]
+        log.warning("database connection lost: %s; reconnected after %.1f s; leases "
+                    "re-validated: %d kept, %d lost", last.reason, last.seconds, kept, lost)
+
+    def _mark_lost(self, held: _Held) -> None:
+        log.warning("lost site=%s slot=%d epoch=%d owner=%s: another worker has the host now",
+                    held.lease.site, held.lease.slot, held.lease.epoch, held.lease.owner)
+        held.lost = True
+        held.queue.clear()  # the worker that took the host over re-queued them
+        held.dry = True
 
     def _give_back(self, held: _Held) -> None:
         """No more URLs under this lease: those buffered go back to pending."""
@@ -324,6 +390,7 @@ class SharedFrontier(Waits):
             held = _Held(lease, before + (lease.until - lease.acquired) / 1000)
             self._held[lease.host_id] = held
             log.info("lease %s taken=%d until=%d", held.line(), lease.acquired, lease.until)
+            crashpoints.reached("lease:taken")
         return bool(leases)
 
     def _next_wakeup(self) -> float:

@@ -137,6 +137,7 @@ class SharedRun:
 
     def heartbeat(self) -> str | None:
         assert self._parts is not None
+        crashpoints.reached("heartbeat:before")
         if self._parts.manifest.sharedrun.heartbeat(self.owner):
             return None
         return (f"worker {self.owner} was forgotten by another worker (--forget-worker): "

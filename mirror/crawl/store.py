@@ -28,14 +28,16 @@ from mirror.errors import MirrorError
 from mirror.manifest.renders import RenderRow
 from mirror.manifest.writer import (
     CaptureRow,
+    DatabaseGone,
     Manifest,
+    ManifestReconnected,
     ManifestWriteError,
     NewUrl,
     Original,
     Previous,
     UrlItem,
 )
-from mirror.model import Discovered, HostLease, PageText
+from mirror.model import Discovered, ExitCode, HostLease, PageText
 from mirror.web.http import header_map, mime_of
 from mirror.web.robotsmeta import HEADER, header_values
 
@@ -43,6 +45,10 @@ if TYPE_CHECKING:
     from mirror.browser.api import Rendered
 
 log = logging.getLogger(__name__)
+
+#: times a group's transaction is run again after the database connection was lost and
+#: made again (each reconnection is bounded in time by itself: manifest/reconnect.py)
+RECOMMITS = 10
 
 #: whether link discovery needs a response's body: (status, headers, truncated, the URL)
 WantsBody = Callable[[int, dict[str, str], str | None, UrlItem | None], bool]
@@ -99,7 +105,7 @@ class CaptureStore:
                  writer: WarcWriter | None = None, history: bool = False,
                  group_size: int | None = None, group_wait: float | None = None,
                  committed: Committed | None = None,
-                 failed: Callable[[str], object] | None = None,
+                 failed: Callable[[str, ExitCode], object] | None = None,
                  learn: Learn | None = None,
                  lease_of: Callable[[UrlItem], HostLease | None] | None = None,
                  opened_file: Callable[[str], object] | None = None,
@@ -204,25 +210,48 @@ class CaptureStore:
             self._timer = None
         if not group:
             return False
-        fenced: list[_Pending] = []
         try:
-            with self.manifest.group():
-                for p in group:
-                    if crashpoints.hook is not None:
-                        crashpoints.label = p.kind
-                    lease = self.lease_of(p.item) if self.lease_of is not None else None
-                    if not self.manifest.captures.commit(
-                            p.run_id, p.item, p.row, p.links.links, failed_reason=p.error,
-                            note=p.links.note, text=p.links.text, lease=lease,
-                            robots=p.links.robots, render=p.render):
-                        fenced.append(p)
-                    elif self.learn is not None:
-                        self.learn(p.run_id, p.item, p.links)
-                if len(group) > 1:
-                    crashpoints.reached("group:inside", "group")
+            fenced = self._commit_rows(group)
         except ManifestWriteError as exc:
             self._undo(group)
+            if isinstance(exc, DatabaseGone):  # its own words and exit code
+                raise
             raise StorageError(f"cannot update the manifest: {exc}") from exc
+        return self._committed(group, fenced)
+
+    def _commit_rows(self, group: list[_Pending]) -> list[_Pending]:
+        """The group's rows in one transaction; the captures whose fenced commit was
+        refused (a lost lease). Run again whole when the database connection was lost and
+        made again meanwhile (ManifestReconnected: it did not commit; its records are
+        still the file's tail)."""
+        for attempt in range(1, RECOMMITS + 1):
+            try:
+                return self._commit_once(group)
+            except ManifestReconnected as exc:
+                if attempt == RECOMMITS:
+                    raise
+                log.warning("committing %d captures again: %s", len(group), exc)
+        raise AssertionError("unreachable")
+
+    def _commit_once(self, group: list[_Pending]) -> list[_Pending]:
+        fenced: list[_Pending] = []
+        with self.manifest.group():
+            for p in group:
+                if crashpoints.hook is not None:
+                    crashpoints.label = p.kind
+                lease = self.lease_of(p.item) if self.lease_of is not None else None
+                if not self.manifest.captures.commit(
+                        p.run_id, p.item, p.row, p.links.links, failed_reason=p.error,
+                        note=p.links.note, text=p.links.text, lease=lease,
+                        robots=p.links.robots):
+                    fenced.append(p)
+                elif self.learn is not None:
+                    self.learn(p.run_id, p.item, p.links)
+            if len(group) > 1:
+                crashpoints.reached("group:inside", "group")
+        return fenced
+
+    def _committed(self, group: list[_Pending], fenced: list[_Pending]) -> bool:
         if fenced:  # a shared run's lease lost: one capture per group, the file's tail
             assert self.writer is not None and len(group) == 1
             self.writer.undo(group[0].loc)
@@ -247,10 +276,10 @@ class CaptureStore:
         or is raised when no one is told."""
         try:
             return self.commit_group()
-        except StorageError as exc:
+        except (StorageError, DatabaseGone) as exc:
             if self.failed is None:
                 raise
-            self.failed(str(exc))
+            self.failed(str(exc), exc.exit_code)
             return False
 
     def _undo(self, group: list[_Pending]) -> None:

@@ -32,7 +32,7 @@ from mirror.crawl.scope import PAGE, Scope
 from mirror.crawl.sharedfrontier import SharedFrontier
 from mirror.crawl.sitemapbudget import SitemapBudget
 from mirror.crawl.store import CaptureStore, StorageError, warc_path
-from mirror.manifest.writer import Manifest, Previous, UrlItem
+from mirror.manifest.writer import DatabaseGone, Manifest, Previous, UrlItem
 from mirror.model import NOTHING, SITEMAP_BUDGET, Discovered, ExitCode, HostLease
 
 if TYPE_CHECKING:
@@ -114,6 +114,8 @@ class UrlWork:
         """What happens to `item` when its fetch or storing fails."""
         try:
             yield
+        except DatabaseGone as exc:  # nothing more can be written: the run stops
+            self.fail_run(str(exc), exc.exit_code)
         except (StorageError, asyncio.CancelledError) as exc:
             self.unlease(item)  # not done: fetched again on resume
             if isinstance(exc, asyncio.CancelledError):

@@ -82,8 +82,12 @@ def new_app(dsn: str, *, run: RunTask | None = None, tick: TickTask | None = Non
     that only defers or reads gives neither (jobs are deferred by task name)."""
     import procrastinate
 
-    app = procrastinate.App(connector=procrastinate.PsycopgConnector(
-        conninfo=dsn, kwargs={"connect_timeout": 10}, min_size=1, max_size=8))
+    from mirror.fleet.connector import new_connector
+
+    # the pool's own wait for a connection (30 s by default) is one try of the connector's
+    # reconnection loop: shorter, so that the give-up time is kept to within seconds
+    app = procrastinate.App(connector=new_connector(
+        conninfo=dsn, kwargs={"connect_timeout": 10}, min_size=1, max_size=8, timeout=10))
     if run is not None:
         app.task(name=RUN_TASK, pass_context=True)(run)
     if tick is not None:

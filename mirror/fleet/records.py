@@ -13,12 +13,19 @@ if TYPE_CHECKING:
 
 
 async def _execute(app: procrastinate.App, query: str, params: Any = None) -> list[Any]:
+    """One statement on the App's pool, run again after a lost connection (connector.py:
+    each statement here is safe to run twice)."""
     from psycopg.rows import dict_row
 
-    async with app.connector.pool.connection() as conn:  # type: ignore[attr-defined]
-        cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(query, params)
-        return await cur.fetchall() if cur.description else []
+    from mirror.fleet.connector import again
+
+    async def once() -> list[Any]:
+        async with app.connector.pool.connection() as conn:  # type: ignore[attr-defined]
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(query, params)
+            return await cur.fetchall() if cur.description else []
+
+    return await again(app.connector.outages, once, "the fleet's records")  # type: ignore[attr-defined]
 
 
 async def site(app: procrastinate.App, name: str) -> Registration | None:
@@ -37,11 +44,25 @@ async def announce_worker(app: procrastinate.App, worker_id: int, *, name: str, 
 
 async def start_run(app: procrastinate.App, *, site: str, job_id: int | None, attempt: int,
                     reason: str, worker_id: int | None, host: str, pid: int) -> int:
-    rows = await _execute(app, "INSERT INTO mirror_fleet_runs (site, job_id, attempt, reason, "
-                               "worker_id, host, pid, state) VALUES (%s, %s, %s, %s, %s, %s, "
-                               "%s, 'restoring') RETURNING id",
-                          (site, job_id, attempt, reason, worker_id, host, pid))
+    """The new run's id; the same row when it is made again (its INSERT's answer was lost
+    with the connection)."""
+    rows = await _execute(app, _START_RUN, {"site": site, "job": job_id, "attempt": attempt,
+                                            "reason": reason, "worker": worker_id,
+                                            "host": host, "pid": pid})
     return int(rows[0]["id"])
+
+
+_START_RUN = """
+WITH old AS (
+    SELECT id FROM mirror_fleet_runs WHERE job_id = %(job)s AND attempt = %(attempt)s
+    AND worker_id IS NOT DISTINCT FROM %(worker)s AND host = %(host)s AND pid = %(pid)s
+), new AS (
+    INSERT INTO mirror_fleet_runs (site, job_id, attempt, reason, worker_id, host, pid, state)
+    SELECT %(site)s, %(job)s, %(attempt)s, %(reason)s, %(worker)s, %(host)s, %(pid)s,
+           'restoring'
+    WHERE NOT EXISTS (SELECT 1 FROM old) RETURNING id
+)
+SELECT id FROM old UNION ALL SELECT id FROM new"""
 
 
 async def update_run(app: procrastinate.App, run: int, **values: Any) -> None:

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _HAND_OVER_LOCK = "mirror-fleet-hand-over"
+#: the server started less than stall_after seconds ago (a restart): heartbeats older than
+#: that say nothing of their workers, which reconnect with backoff (connector.py)
+_RESTARTED = "SELECT now() - pg_postmaster_start_time() < make_interval(secs => %s)"
 
 
 #: seconds after which a silent worker is forgotten (the fleet page shows it until then)
@@ -104,6 +107,8 @@ async def hand_over_stalled(app: procrastinate.App, stall_after: float) -> list[
                                             (_HAND_OVER_LOCK,))).fetchone()
             if not first(got):
                 return handed  # another tick is at it
+            if first(await (await conn.execute(_RESTARTED, (stall_after,))).fetchone()):
+                return handed  # no worker could send a heartbeat while the server was down
             manager = app.job_manager
             for job in await manager.get_stalled_jobs(task_name=RUN_TASK,
                                                       seconds_since_heartbeat=stall_after):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from mirror import __version__
 from mirror.fleet import records
+from mirror.fleet.connector import again
 from mirror.fleet.db import connect
 from mirror.fleet.job import Place, run_site
 from mirror.fleet.queue import Timing, new_app
@@ -45,7 +46,10 @@ def fleet_app(options: WorkerOptions) -> procrastinate.App:
         return await run_site(context, place, site, reason, attempt)
 
     async def periodic_tick(context: procrastinate.JobContext, timestamp: int) -> Any:
-        return await tick(context.app, options.timing.stall_after)
+        # a tick cut by a lost connection runs again whole (each half is one transaction,
+        # and what one that did commit did is not done twice: connector.py)
+        return await again(context.app.connector.outages,  # type: ignore[attr-defined]
+                           lambda: tick(context.app, options.timing.stall_after), "the tick")
 
     return new_app(options.dsn, run=run, tick=periodic_tick, timing=options.timing)
 

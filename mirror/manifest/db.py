@@ -15,6 +15,8 @@ psycopg is imported only when a PostgreSQL database is opened: the desktop insta
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -22,6 +24,9 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from mirror.errors import MirrorError, UsageError
+from mirror.manifest.reconnect import Outage, give_up_after, is_lost, reconnect
+
+log = logging.getLogger(__name__)
 
 #: what `pip` installs for a PostgreSQL manifest
 INSTALL = "pip install 'mirror[fleet]'"
@@ -41,9 +46,21 @@ class ManifestWriteError(ManifestError):
     was rolled back."""
 
 
+class DatabaseGone(ManifestWriteError):
+    """The database did not come back within the give-up time ($MIRROR_DB_GIVE_UP): the
+    run stops with ManifestWriteError's exit code and these words; every later statement
+    fails at once (no second wait). Nothing is lost: `--join` goes on from the database."""
+
+
 class ManifestConflict(ManifestWriteError):
     """The database rolled the transaction back to break a deadlock or a serialization
     conflict with another worker's: running it again is safe (it was all or nothing)."""
+
+
+class ManifestReconnected(ManifestConflict):
+    """The connection to the database was lost in the middle of the transaction and is
+    made again; the transaction did not commit (it was cut before its COMMIT, or its
+    COMMIT's lost answer was looked up): running it again is safe."""
 
 
 class Cursor(Protocol):
@@ -138,6 +155,9 @@ class SqlDb:
     for_update: str
     execute: Callable[..., Cursor]  # (sql, params=()) -> cursor
     executemany: Callable[[str, Iterable[Sequence[object]]], Cursor]
+    #: each time the connection was lost and made again (PostgreSQL), oldest first: what
+    #: a worker looks at to re-validate its leases
+    outages: Sequence[Outage] = ()
 
     def begin(self) -> None:
         raise NotImplementedError
@@ -214,13 +234,41 @@ class PostgresDb(SqlDb):
         self.name = shown(dsn)
         self.errors = (psycopg.Error,)
         self._sql: dict[str, str] = {}
+        self._dsn, self._read_only = dsn, read_only
+        self.outages: list[Outage] = []
+        self._xid: str | None = None  # the open transaction's id (its COMMIT may be lost)
+        self._open = False  # a transaction is open (begin ... commit or rollback)
+        self._gone: str | None = None  # why it gave up on the database (DatabaseGone)
         try:
-            self.raw = connect_postgres(dsn, read_only=read_only,
-                                        application_name="mirror manifest")
+            self.raw = self._connect()
         except Unreachable as exc:
             raise ManifestError(f"{self.name}: cannot reach the manifest database: "
                                 f"{exc}") from None
         self._idle = psycopg.pq.TransactionStatus.IDLE
+
+    def _connect(self) -> Any:
+        return connect_postgres(self._dsn, read_only=self._read_only,
+                                application_name="mirror manifest")
+
+    def _reconnect(self, exc: BaseException) -> None:
+        """The connection is lost: a new one, tried with backoff and jitter (reconnect.py);
+        ManifestWriteError after give_up_after() seconds."""
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        self._xid = None
+        if self._gone is not None:
+            raise DatabaseGone(self._gone)
+        with contextlib.suppress(Exception):
+            self.raw.close()
+        give_up = give_up_after()
+        try:
+            self.raw, outage = reconnect(self._connect, reason, give_up=give_up)
+        except TimeoutError as last:
+            self._gone = (f"{self.name}: database connection lost ({reason}) and not back "
+                          f"after {give_up:g} s (last try: {last}): gave up")
+            raise DatabaseGone(self._gone) from None
+        self.outages.append(outage)
+        log.warning("database connection lost: %s; reconnected after %.1f s (%d tries)",
+                    reason, outage.seconds, outage.tries)
 
     def _translated(self, sql: str) -> str:
         """`?` -> `%s` outside quotes, `%` -> `%%`; once per statement."""
@@ -241,6 +289,16 @@ class PostgresDb(SqlDb):
         return out
 
     def execute(self, sql: str, params: Sequence[object] = ()) -> Cursor:
+        """A statement; a read outside a transaction whose connection was lost runs again
+        on a new one (a write, or a statement inside a transaction, raises: the
+        transaction is run again whole, by Transaction's caller)."""
+        try:
+            return self.raw.execute(self._translated(sql), params)  # type: ignore[no-any-return]
+        except self.errors as exc:
+            if self._open or not sql.lstrip().upper().startswith("SELECT") \
+                    or not is_lost(exc, self.raw):
+                raise
+            self._reconnect(exc)
         return self.raw.execute(self._translated(sql), params)  # type: ignore[no-any-return]
 
     def executemany(self, sql: str, params: Iterable[Sequence[object]]) -> Cursor:
@@ -252,7 +310,60 @@ class PostgresDb(SqlDb):
         return cur  # type: ignore[no-any-return]
 
     def begin(self) -> None:
-        self.raw.execute("BEGIN")
+        """BEGIN, and the transaction's id in the same round trip (to look its fate up if
+        the answer to its COMMIT is lost); on a new connection when the old one is lost
+        (nothing was done yet)."""
+        try:
+            self._xid = self._begin()
+        except self.errors as exc:
+            if not is_lost(exc, self.raw):
+                raise
+            self._reconnect(exc)
+            self._xid = self._begin()
+        self._open = True
+
+    def _begin(self) -> str | None:
+        if self._read_only:
+            self.raw.execute("BEGIN")
+            return None
+        cur = self.raw.execute("BEGIN; SELECT pg_current_xact_id()")  # one round trip
+        cur.nextset()  # past BEGIN's result
+        return str(cur.fetchone()[0])
+
+    def commit(self) -> None:
+        """COMMIT. When the connection is lost before its answer came, the transaction may
+        have committed or not: on a new connection, pg_xact_status says which. Committed:
+        done; else ManifestReconnected (run it again)."""
+        xid, self._xid, self._open = self._xid, None, False
+        try:
+            self.raw.execute("COMMIT")
+            return
+        except self.errors as exc:
+            if not is_lost(exc, self.raw):
+                raise
+            self._reconnect(exc)
+        status = None if xid is None else self.raw.execute(
+            "SELECT pg_xact_status(%s::xid8)", (xid,)).fetchone()[0]
+        if status == "committed":
+            log.warning("the answer to a COMMIT was lost with the connection: transaction "
+                        "%s had committed", xid)
+            return
+        raise ManifestReconnected(f"manifest write interrupted: the database connection "
+                                  f"was lost at COMMIT, transaction {xid} {status or 'unknown'}"
+                                  "; reconnected")
+
+    def rollback(self) -> None:
+        self._xid, self._open = None, False
+        self.raw.execute("ROLLBACK")
+
+    def write_error(self, exc: BaseException) -> ManifestWriteError:
+        """A lost connection is made again first (the transaction did not commit: it was
+        cut before its COMMIT): ManifestReconnected, run it again."""
+        if isinstance(exc, self.errors) and is_lost(exc, self.raw):
+            self._reconnect(exc)
+            return ManifestReconnected(f"manifest write interrupted: database connection "
+                                       f"lost ({' '.join(str(exc).split())}); reconnected")
+        return super().write_error(exc)
 
     @property
     def in_transaction(self) -> bool:
@@ -306,6 +417,9 @@ class Transaction:
                 pass
             self.settle(False)
             raise self.db.write_error(end_exc) from end_exc
+        except ManifestWriteError:  # a COMMIT cut, looked up: it did not commit
+            self.settle(False)
+            raise
         self.settle(not exc_type)
         if isinstance(exc, self.db.errors):
             raise self.db.write_error(exc) from exc

@@ -47,6 +47,7 @@ class FileMarks:
                                (name,)).fetchone()
         return int(row[0] or 0)
 
+    @retried
     def open_file(self, name: str, owner: str) -> bool:
         """A worker starts writing WARC file `name` (or goes on with it after a restart);
         False when the file was declared lost: the worker must not write to it."""
@@ -67,6 +68,7 @@ class FileMarks:
         declared lost (the worker deletes it instead) or is not closed."""
         return self._file_step(name, "closed", "uploaded", "", ())
 
+    @retried
     def _file_step(self, name: str, old: str, new: str, more: str,
                    params: tuple[object, ...]) -> bool:
         with self._tx():

@@ -107,6 +107,7 @@ class Runs(RunReads):
         with self.tx():
             self.sql.execute("UPDATE sessions SET alive=? WHERE id=?", (now, session_id))
 
+    @retried
     def finish(self, run_id: int, finished_at: str, state: str, exit_code: int) -> None:
         self._texts.index()  # a finished run is searchable whole
         with self.tx():

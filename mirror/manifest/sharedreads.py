@@ -5,7 +5,7 @@ verbs). The state machines are in manifest.schema's docstring."""
 from __future__ import annotations
 
 from mirror.manifest.db import SqlDb
-from mirror.model import FileRow, HostRow, Worker
+from mirror.model import FileRow, HostLease, HostRow, Worker
 
 
 class SharedRunReads:
@@ -13,6 +13,15 @@ class SharedRunReads:
 
     def __init__(self, sql: SqlDb) -> None:
         self.sql = sql
+
+    def lease_left(self, lease: HostLease) -> float | None:
+        """Seconds the lease has left by the database's clock (not the worker's: a worker
+        frozen or with a wrong clock cannot think it holds a lease it lost); None when it
+        is lost (taken over, or ended)."""
+        row = self.sql.execute(
+            f"SELECT lease_until - {self.sql.now_ms} FROM hosts WHERE id=? AND lease_owner=? "
+            "AND lease_epoch=?", (lease.host_id, lease.owner, lease.epoch)).fetchone()
+        return None if row is None else int(row[0]) / 1000
 
     def workers(self) -> list[Worker]:
         """Every worker that registered, with how long ago (database time) it was alive."""

@@ -119,6 +119,7 @@ class SharedRun(SharedRunReads):
                     "WHERE state IN ('pending', 'leased') ON CONFLICT DO NOTHING", (slot,))
         return Joined(int(row[0]), False)
 
+    @retried
     def set_host_slots(self, slots: int) -> None:
         """Each site has `slots` host rows from now on (a site config that grants more
         than one connection per host); existing sites get theirs at once."""
@@ -128,6 +129,7 @@ class SharedRun(SharedRunReads):
                 self.sql.execute("INSERT INTO hosts (site, slot) SELECT site, ? FROM hosts "
                                  "WHERE slot=0 ON CONFLICT DO NOTHING", (slot,))
 
+    @retried
     def register_worker(self, owner: str, run_id: int) -> None:
         """A worker starts (or starts again) on a run. `owner` must be unique to the
         process (a lease is fenced by it): host name and process id, or a configured id."""
@@ -138,6 +140,7 @@ class SharedRun(SharedRunReads):
                 "ON CONFLICT(id) DO UPDATE SET run_id=excluded.run_id, "
                 "started=excluded.started, alive=excluded.alive", (owner, run_id))
 
+    @retried
     def heartbeat(self, owner: str) -> bool:
         """The worker is alive; False when it is not registered (forgotten)."""
         with self._tx():
@@ -219,6 +222,7 @@ class SharedRun(SharedRunReads):
         done, failed or leased, by any worker, are taken."""
         return max(0, max_pages - self._count_done_pages(run_id))
 
+    @retried
     def renew_host(self, lease: HostLease, ttl: float) -> HostLease | None:
         """The lease for `ttl` seconds more from now; None when it is lost (taken over by
         another worker, or ended by recover): the worker must stop fetching from the host."""
@@ -251,6 +255,7 @@ class SharedRun(SharedRunReads):
                 self._requeue(lease.site, lease.owner, lease.epoch)
         return None if row is None else int(row[0])
 
+    @retried
     def block_host(self, site: str, seconds: float) -> None:
         """No request to any slot of `site` for `seconds` from now (Retry-After, a 429 or
         503 backoff), for every worker; a block already longer stays."""

@@ -295,13 +295,15 @@ class Urls(UrlReads):
         return UrlItem(*item)
 
     @retried
-    def retry_later(self, run_id: int, item: UrlItem, error: str, next_try: float, *,
+    def retry_later(self, run_id: int, item: UrlItem, error: str, delay: float, *,
                     lease: HostLease | None = None) -> bool:
-        """A leased URL back to pending until `next_try` (Unix time; a worker sharing a
-        crawl compares it with the database's clock). With `lease`: fenced (see skip)."""
+        """A leased URL back to pending for `delay` seconds from now by the database's
+        clock (next_try, Unix time, which leases compare with the same clock: no worker's
+        clock decides it). With `lease`: fenced (see skip)."""
         with self.tx():
             done = self.end_lease(item.id, lease, "state='pending', tries=tries+1, "
-                                  "next_try=?, reason=?", (next_try, error))
+                                  f"next_try={self.sql.now_ms} / 1000.0 + ?, reason=?",
+                                  (delay, error))
             if done:
                 self.log_error(run_id, item.id, error)
         return done

@@ -9,7 +9,15 @@ from functools import partial
 from pathlib import Path
 
 from mirror.manifest.captures import Captures
-from mirror.manifest.db import ManifestConflict, ManifestWriteError, PostgresDb, SqlDb, Tx
+from mirror.manifest.db import (
+    DatabaseGone,
+    ManifestConflict,
+    ManifestReconnected,
+    ManifestWriteError,
+    PostgresDb,
+    SqlDb,
+    Tx,
+)
 from mirror.manifest.filemarks import FileMarks
 from mirror.manifest.patterns import Patterns
 from mirror.manifest.pruning import Prune
@@ -22,7 +30,8 @@ from mirror.manifest.texts import Texts
 from mirror.manifest.urls import KnownUrls, Urls
 from mirror.model import CaptureRow, NewUrl, Original, Previous, Run, UrlItem
 
-__all__ = ["CaptureRow", "Manifest", "ManifestConflict", "ManifestError", "ManifestWriteError",
+__all__ = ["CaptureRow", "Manifest", "ManifestConflict", "ManifestError", "ManifestReconnected",
+           "ManifestWriteError", "DatabaseGone",
            "NewUrl", "Original", "Previous", "Run", "UrlItem", "open_manifest"]
 
 
