@@ -245,6 +245,9 @@ class ArchiveSection:
     # Object storage that receives closed WARC files, the index and manifest snapshots:
     # "s3://bucket/prefix" (endpoint and credentials from the AWS_* variables); "": none.
     store: str = _key(store_url, "")
+    # seconds during which a run's last push to the store is tried again (backoff with
+    # jitter, mirror.store.retry) before the run ends with its uploads pending (exit 5)
+    store_retry: float = _key(number(0, DAY, inclusive=True), 300.0)
 
 
 @dataclass(frozen=True)
@@ -324,6 +327,7 @@ class SiteConfig:
         settings = self._settings(redact=True)
         del settings["site"]["output_dir"]
         del settings["archive"]["store"]  # where copies go does not shape the crawl
+        del settings["archive"]["store_retry"]
         for name in _NOT_CRAWL:
             del settings[name]
         canonical = json.dumps(settings, sort_keys=True, separators=(",", ":"),

@@ -108,8 +108,8 @@ def cmd_push(args: argparse.Namespace) -> int:
     with ArchiveLock(root), tally() as damaged:  # a symlink out of the archive, a bad index line
         result = push(root, open_store(url), force=args.force)
     print("\n".join(result.lines()))
-    if not result.complete:
-        return ExitCode.USAGE
+    if not result.complete:  # refused: the user acts; else the store was not reachable
+        return ExitCode.USAGE if result.lasting else ExitCode.UPLOAD_PENDING
     return ExitCode.DAMAGED if damaged.count else ExitCode.OK
 
 

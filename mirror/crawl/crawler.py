@@ -35,7 +35,7 @@ from mirror.crawl.store import CaptureStore
 from mirror.crawl.urlwork import UrlWork
 from mirror.layout import ArchiveLayout
 from mirror.manifest.writer import NewUrl, UrlItem
-from mirror.model import ExitCode, Progress, RunState, UrlState
+from mirror.model import SNAPSHOT_CODES, ExitCode, Progress, RunState, UrlState
 from mirror.web.urls import site_key
 
 if TYPE_CHECKING:
@@ -165,9 +165,12 @@ class Crawler:
         code, state = self._outcome()
         self._heartbeat(force=True)
         uploads = await self.mode.finish(code, state)
+        files = self.mode.files()
+        if code in SNAPSHOT_CODES and not all(  # the archive is whole here, not in the store
+                done.complete for done in (uploads, files) if done is not None):
+            code = ExitCode.UPLOAD_PENDING
         return RunResult(self.run_id, code, state, begun.resumed,
-                         self.manifest.runs.time(self.run_id)[0], self._fatal, uploads,
-                         self.mode.files())
+                         self.manifest.runs.time(self.run_id)[0], self._fatal, uploads, files)
 
     def _begun(self, begun: Begun) -> None:
         self.run_id, self.store, self.frontier = begun.run_id, begun.store, begun.frontier

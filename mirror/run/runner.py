@@ -100,6 +100,8 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
     if result.uploads is not None:  # [archive] store: said after the summary
         print("\n".join(result.uploads.lines()),
               file=sys.stdout if result.uploads.complete else sys.stderr)
+        if not result.uploads.complete:
+            say(result.uploads.pending_line(cfg.path), file=sys.stderr)
     if result.files is not None and result.files.lines():  # a shared run's uploads
         print("\n".join(result.files.lines()),
               file=sys.stdout if result.files.complete else sys.stderr)
