@@ -22,6 +22,7 @@ from mirror.archive.warcwriter import (
 from mirror.crawl import history
 from mirror.crawl.discover import MAX_PARSE_BYTES
 from mirror.crawl.parsehelper import Page
+from mirror.archive.diskspace import disk_full_message, free_bytes, is_disk_full
 from mirror.errors import MirrorError
 from mirror.manifest.writer import (
     CaptureRow,
@@ -32,7 +33,7 @@ from mirror.manifest.writer import (
     Previous,
     UrlItem,
 )
-from mirror.model import Discovered, HostLease
+from mirror.model import Discovered, ExitCode, HostLease
 from mirror.web.http import header_map, mime_of
 from mirror.web.robotsmeta import HEADER, header_values
 
@@ -55,6 +56,20 @@ GROUP_WAIT = 0.02
 
 class StorageError(MirrorError):
     """The archive cannot be written (disk full, I/O error): the run stops, nothing is lost."""
+
+
+class StorageFull(StorageError):
+    """The archive's disk is full (archive.diskspace): the run stops, nothing is lost."""
+
+    exit_code = ExitCode.DISK_FULL
+
+
+def storage_error(what: str, exc: BaseException, path: Path | str) -> StorageError:
+    """The error a failed write of `path` stops the run with (a PostgreSQL manifest's
+    full disk is its server's, said as the server says it)."""
+    if isinstance(path, Path) and is_disk_full(exc):
+        return StorageFull(disk_full_message(path, free_bytes(path)))
+    return StorageError(f"{what}: {getattr(exc, 'strerror', None) or exc}")
 
 
 @dataclass(frozen=True)
@@ -92,7 +107,7 @@ class CaptureStore:
                  writer: WarcWriter | None = None, history: bool = False,
                  group_size: int | None = None, group_wait: float | None = None,
                  committed: Committed | None = None,
-                 failed: Callable[[str], object] | None = None,
+                 failed: Callable[[str, ExitCode], object] | None = None,
                  learn: Learn | None = None,
                  lease_of: Callable[[UrlItem], HostLease | None] | None = None,
                  opened_file: Callable[[str], object] | None = None,
@@ -152,7 +167,8 @@ class CaptureStore:
         try:
             loc = self.writer.write_capture(ex, revisit)
         except OSError as exc:
-            raise StorageError(f"cannot write to the archive: {exc.strerror or exc}") from exc
+            raise storage_error("cannot write to the archive", exc,
+                                self.writer.open_path) from exc
         self._note_file(loc.response.filename)
         row = capture_row(ex, loc, links.target, revisit, original, prev)
         self._join(_Pending(run_id, item, ex, error, links, loc, row, kind))
@@ -204,7 +220,7 @@ class CaptureStore:
                     crashpoints.reached("group:inside", "group")
         except ManifestWriteError as exc:
             self._undo(group)
-            raise StorageError(f"cannot update the manifest: {exc}") from exc
+            raise storage_error("cannot update the manifest", exc, self.manifest.path) from exc
         if fenced:  # a shared run's lease lost: one capture per group, the file's tail
             assert self.writer is not None and len(group) == 1
             self.writer.undo(group[0].loc)
@@ -232,7 +248,7 @@ class CaptureStore:
         except StorageError as exc:
             if self.failed is None:
                 raise
-            self.failed(str(exc))
+            self.failed(str(exc), exc.exit_code)
             return False
 
     def _undo(self, group: list[_Pending]) -> None:

@@ -106,7 +106,7 @@ class UrlWork:
             self.unlease(item)  # not done: fetched again on resume
             if isinstance(exc, asyncio.CancelledError):
                 raise
-            self.fail_run(str(exc), ExitCode.INTERNAL)
+            self.fail_run(str(exc), exc.exit_code)  # DISK_FULL for a full disk
         except Exception as exc:  # a bad page never stops the crawl
             log.exception("internal error on %s", item.url)
             self.manifest.urls.give_up(self.run_id, item, f"internal: {type(exc).__name__}",
