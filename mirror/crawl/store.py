@@ -11,6 +11,7 @@ from pathlib import Path
 
 from mirror import crashpoints
 from mirror.archive import warcread
+from mirror.archive.diskspace import disk_full_message, free_bytes, is_disk_full
 from mirror.archive.warcwriter import (
     NOT_MODIFIED,
     OPEN_SUFFIX,
@@ -22,7 +23,6 @@ from mirror.archive.warcwriter import (
 from mirror.crawl import history
 from mirror.crawl.discover import MAX_PARSE_BYTES
 from mirror.crawl.parsehelper import Page
-from mirror.archive.diskspace import disk_full_message, free_bytes, is_disk_full
 from mirror.errors import MirrorError
 from mirror.manifest.writer import (
     CaptureRow,

@@ -28,6 +28,7 @@ from mirror.crawl.scope import PAGE, Scope
 from mirror.crawl.sharedfrontier import SharedFrontier
 from mirror.crawl.sitemapbudget import SitemapBudget
 from mirror.crawl.store import CaptureStore, StorageError, warc_path
+from mirror.manifest.db import ManifestWriteError
 from mirror.manifest.writer import Manifest, Previous, UrlItem
 from mirror.model import NOTHING, SITEMAP_BUDGET, Discovered, ExitCode, HostLease
 from mirror.web.urls import site_key
@@ -102,11 +103,15 @@ class UrlWork:
         """What happens to `item` when its fetch or storing fails."""
         try:
             yield
-        except (StorageError, asyncio.CancelledError) as exc:
+        except asyncio.CancelledError:
             self.unlease(item)  # not done: fetched again on resume
-            if isinstance(exc, asyncio.CancelledError):
-                raise
+            raise
+        except StorageError as exc:
             self.fail_run(str(exc), exc.exit_code)  # DISK_FULL for a full disk
+            try:
+                self.unlease(item)  # not done: fetched again on resume
+            except ManifestWriteError:  # the disk is still full: resume takes it back
+                log.warning("%s left leased: the next run fetches it", item.url)
         except Exception as exc:  # a bad page never stops the crawl
             log.exception("internal error on %s", item.url)
             self.manifest.urls.give_up(self.run_id, item, f"internal: {type(exc).__name__}",
