@@ -245,9 +245,7 @@ class ArchiveSection:
     # Object storage that receives closed WARC files, the index and manifest snapshots:
     # "s3://bucket/prefix" (endpoint and credentials from the AWS_* variables); "": none.
     store: str = _key(store_url, "")
-    # seconds during which a run's last push to the store is tried again (backoff with
-    # jitter, mirror.store.retry) before the run ends with its uploads pending (exit 5)
-    store_retry: float = _key(number(0, DAY, inclusive=True), 300.0)
+    store_retry: float = _key(number(0, DAY, inclusive=True), 300.0)  # s of upload retries
 
 
 @dataclass(frozen=True)
@@ -264,7 +262,7 @@ class HooksSection:
     """Shell commands run after each run, with MIRROR_SITE, MIRROR_RUN_ID, MIRROR_EXIT_CODE
     and MIRROR_REPORT in their environment (mirror/run/hooks.py)."""
 
-    # after a run that ended with exit 0, 3 or 4 (complete, some URLs failed, a limit); ""
+    # after a run that made a snapshot: exit 0, 3, 4 or 5 (5: its uploads pending); ""
     after: str = _key(command, "")
     # after any other run (internal error, interrupted); "" for none
     on_failure: str = _key(command, "")
@@ -326,8 +324,7 @@ class SiteConfig:
 
         settings = self._settings(redact=True)
         del settings["site"]["output_dir"]
-        del settings["archive"]["store"]  # where copies go does not shape the crawl
-        del settings["archive"]["store_retry"]
+        del settings["archive"]["store"], settings["archive"]["store_retry"]  # not the crawl
         for name in _NOT_CRAWL:
             del settings[name]
         canonical = json.dumps(settings, sort_keys=True, separators=(",", ":"),

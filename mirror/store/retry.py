@@ -39,6 +39,6 @@ class Backoff:
         left = self.started + self.budget - now
         if left <= 0:
             return None
-        wait = min(self.cap, self.base * 2 ** self.tries) * self.rand()
+        wait = float(min(self.cap, self.base * 2.0 ** self.tries) * self.rand())
         self.tries += 1
         return min(wait, left)
