@@ -164,3 +164,20 @@ def test_a_missing_bucket_stops_the_run_before_its_first_request(
     assert "bucket 'no-such-bucket' does not exist" in capsys.readouterr().err
     assert main(["restore", str(toml), "--force"]) == ExitCode.USAGE  # not an empty store
     assert "bucket 'no-such-bucket' does not exist" in capsys.readouterr().err
+
+
+def test_credentials_the_store_refuses_stop_the_run_before_its_first_request(
+        site_in_thread: Any, seaweed: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """SeaweedFS checks signatures (moto does not): a wrong secret is refused up front."""
+    url = seaweed.make_bucket("refused-credentials")
+    for key, value in seaweed.env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    site = site_in_thread()
+    site.page("/", "<p>hello</p>")
+    toml = write_config(tmp_path, [site.base], archive={"store": url})
+    assert main(["run", "-q", str(toml)]) == ExitCode.USAGE
+    assert site.log == []
+    err = capsys.readouterr().err
+    assert "bucket 'refused-credentials': the credentials were refused" in err, err

@@ -357,8 +357,8 @@ class ObjectStore:
             return StoreMissing(where, "no such object")
         if isinstance(exc, errors.AlreadyExistsError | errors.PreconditionError):
             return StoreConflict(where, "exists already; not overwritten")
-        if any(s in text for s in ("InvalidAccessKeyId", "SignatureDoesNotMatch",
-                                   "401 Unauthorized")) \
+        if any(s in str(exc) for s in ("InvalidAccessKeyId", "SignatureDoesNotMatch",
+                                       "401 Unauthorized")) \
                 or isinstance(exc, errors.UnauthenticatedError):
             return StoreRefused(where, f"bucket {self.bucket!r}: the credentials were "
                                 "refused (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY): "
