@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -102,6 +103,9 @@ def cmd_push(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     url = store_url(cfg, "push to")
     root = cfg.site.output_dir
+    if getattr(args, "db", None) or (
+            shared_worker_note(root) and not ArchiveLayout(root).manifest.exists()):
+        return _push_worker(args, root, url)
     if not ArchiveLayout(root).manifest.exists():
         raise StoreUsageError(f"{root}: no archive to push (has `mirror run {args.config}` "
                               "run yet?)")
@@ -111,6 +115,33 @@ def cmd_push(args: argparse.Namespace) -> int:
     if not result.complete:  # refused: the user acts; else the store was not reachable
         return ExitCode.USAGE if result.lasting else ExitCode.UPLOAD_PENDING
     return ExitCode.DAMAGED if damaged.count else ExitCode.OK
+
+
+def _push_worker(args: argparse.Namespace, root: Path, url: str) -> int:
+    """`mirror push SITE --db DSN` of a worker's folder (mirror.crawl.workerpush)."""
+    from mirror.archive.lock import ArchiveLock
+    from mirror.archive.workerfolder import worker_of
+    from mirror.crawl.workerpush import push_worker_folder
+    from mirror.manifest.db import is_database_url, shown
+
+    worker = worker_of(root)
+    if worker is None:
+        raise StoreUsageError(f"--db: {root} is not the folder of a worker of a shared run "
+                              f"(no {ArchiveLayout(root).worker_mark.name})")
+    if not args.db:
+        raise StoreUsageError(f"{root} is the folder of worker {worker} of a shared run: "
+                              f"give the run's database, `mirror push {args.config} --db "
+                              "postgresql://...`")
+    if not is_database_url(args.db):
+        raise StoreUsageError(f"--db {shown(args.db)!r}: expected a PostgreSQL URL such as "
+                              "postgresql://user@host/dbname")
+    with ArchiveLock(root):
+        result = push_worker_folder(root, args.db, url, worker)
+    print("\n".join(result.lines()))
+    if not result.complete:
+        print(result.pending_line(args.config), file=sys.stderr)
+        return ExitCode.UPLOAD_PENDING
+    return ExitCode.OK
 
 
 def cmd_restore(args: argparse.Namespace) -> int:

@@ -108,6 +108,8 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
     if result.files is not None and result.files.lines():  # a shared run's uploads
         print("\n".join(result.files.lines()),
               file=sys.stdout if result.files.complete else sys.stderr)
+        if not result.files.complete:
+            say(result.files.pending_line(cfg.path), file=sys.stderr)
     if shared is not None and not result.error:
         print(f"worker {shared.owner}: " + _worker_end(shared.completed, result.state))
     if result.exit_code == ExitCode.DISK_FULL:  # it says how to resume
