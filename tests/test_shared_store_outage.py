@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 from conftest import write_config
-from s3server import MotoOnPort, moto_available
+from s3server import MotoOnPort, SeaweedOnPort, moto_available, seaweed_available
 from test_shared_run import build_site, check_exactly_once, run_worker
 
 from mirror.cli.main import main
@@ -42,6 +42,24 @@ def moto_outage(monkeypatch: pytest.MonkeyPatch) -> Iterator[MotoOnPort]:
         yield moto
     finally:
         moto.stop()
+
+
+@pytest.fixture(params=["moto", "seaweed"])
+def store_outage(request: pytest.FixtureRequest, tmp_path: Path,
+                 monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """An S3 server a test stops and starts again on its port (moto in a thread, or a real
+    SeaweedFS process stopped by its pid and started again with the same data folder),
+    started, its AWS_* variables set for the test and what it starts."""
+    if reason := (moto_available() if request.param == "moto" else seaweed_available()):
+        pytest.skip(reason)
+    server = MotoOnPort() if request.param == "moto" else SeaweedOnPort(tmp_path)
+    server.start()
+    for key, value in server.server.env.items():
+        monkeypatch.setenv(key, value)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def outage_site(site: Any, stop_store: Callable[[], None]) -> None:
@@ -103,11 +121,11 @@ def test_a_workers_retries_upload_what_an_outage_left_pending(
 
 
 def test_a_worker_whose_outage_outlasts_its_retries_exits_5_and_push_finishes_it(
-        site_in_thread: Any, moto_outage: MotoOnPort, pg_dsn: str, tmp_path: Path,
+        site_in_thread: Any, store_outage: Any, pg_dsn: str, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    url = moto_outage.server.make_bucket("shared-pushed")
+    url = store_outage.server.make_bucket("shared-pushed")
     site = site_in_thread()
-    outage_site(site, moto_outage.stop)
+    outage_site(site, store_outage.stop)
     toml = worker_toml(tmp_path, site.base, url, retry=1)
     done = run_worker(toml, pg_dsn, "w1")
     assert done.returncode == ExitCode.UPLOAD_PENDING, done.stdout + done.stderr
@@ -116,7 +134,7 @@ def test_a_worker_whose_outage_outlasts_its_retries_exits_5_and_push_finishes_it
     warc = toml.parent / "archive" / "warc"
     files = sorted(p.name for p in warc.iterdir())
     assert len(files) > 3 and not [n for n in files if n.endswith(".open")]
-    moto_outage.start()
+    store_outage.start()
     assert main(["push", str(toml)]) == ExitCode.USAGE  # a worker's folder: --db needed
     assert "--db postgresql://" in capsys.readouterr().err
     assert main(["push", str(toml), "--db", pg_dsn]) == ExitCode.OK
@@ -126,8 +144,8 @@ def test_a_worker_whose_outage_outlasts_its_retries_exits_5_and_push_finishes_it
     assert "store " + url + ": 0 WARC files uploaded" in capsys.readouterr().out
     assert sorted(p.name for p in warc.iterdir()) == files  # none deleted
     check_exactly_once(pg_dsn, url)
-    assert_bucket_is_the_folder(moto_outage.server, "shared-pushed", toml.parent / "archive")
-    assert "index.cdxj" in moto_outage.server.objects("shared-pushed")
+    assert_bucket_is_the_folder(store_outage.server, "shared-pushed", toml.parent / "archive")
+    assert "index.cdxj" in store_outage.server.objects("shared-pushed")
 
 
 def test_a_missing_bucket_stops_a_worker_before_its_first_request(

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 from conftest import write_config
-from s3server import MotoOnPort, moto_available
+from s3server import MotoOnPort, SeaweedOnPort, moto_available, seaweed_available
 
 from mirror.cli.main import main
 from mirror.manifest.reader import ManifestReader
@@ -43,6 +43,24 @@ def moto_outage(monkeypatch: pytest.MonkeyPatch) -> Iterator[MotoOnPort]:
         yield moto
     finally:
         moto.stop()
+
+
+@pytest.fixture(params=["moto", "seaweed"])
+def store_outage(request: pytest.FixtureRequest, tmp_path: Path,
+                 monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """An S3 server a test stops and starts again on its port (moto in a thread, or a real
+    SeaweedFS process stopped by its pid and started again with the same data folder),
+    started, its AWS_* variables set for the test and what it starts."""
+    if reason := (moto_available() if request.param == "moto" else seaweed_available()):
+        pytest.skip(reason)
+    server = MotoOnPort() if request.param == "moto" else SeaweedOnPort(tmp_path)
+    server.start()
+    for key, value in server.server.env.items():
+        monkeypatch.setenv(key, value)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def outage_site(site: Any, stop_store: Callable[[], None]) -> None:
@@ -129,11 +147,11 @@ def test_the_retries_upload_what_an_outage_left_pending(
 
 
 def test_an_outage_longer_than_the_retries_exits_5_and_push_finishes_it(
-        site_in_thread: Any, moto_outage: MotoOnPort, tmp_path: Path,
+        site_in_thread: Any, store_outage: Any, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    url = moto_outage.server.make_bucket("outage-pushed")
+    url = store_outage.server.make_bucket("outage-pushed")
     site = site_in_thread()
-    outage_site(site, moto_outage.stop)
+    outage_site(site, store_outage.stop)
     toml = write_config(tmp_path, [site.base], archive={
         "warc_max_bytes": SMALL, "store": url, "store_retry": 1})
     assert main(["run", "-q", str(toml)]) == ExitCode.UPLOAD_PENDING
@@ -144,13 +162,13 @@ def test_an_outage_longer_than_the_retries_exits_5_and_push_finishes_it(
     assert f"files not uploaded to {url}: cannot reach the store's endpoint " in err
     assert f"`mirror push {toml}` uploads them" in err
     assert ExitCode.UPLOAD_PENDING.meaning == "uploads pending"
-    moto_outage.start()
+    store_outage.start()
     assert main(["push", str(toml)]) == ExitCode.OK
     assert "not uploaded" not in capsys.readouterr().err
     assert main(["push", str(toml)]) == ExitCode.OK  # idempotent: nothing to do
     assert f"0 WARC files uploaded, {len(files)} already there" in capsys.readouterr().out
     assert sorted(p.name for p in (archive / "warc").iterdir()) == files  # none deleted
-    assert_store_equals_folder(moto_outage.server, "outage-pushed", archive, tmp_path)
+    assert_store_equals_folder(store_outage.server, "outage-pushed", archive, tmp_path)
 
 
 def test_a_missing_bucket_stops_the_run_before_its_first_request(
