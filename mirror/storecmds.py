@@ -97,6 +97,7 @@ def cmd_push(args: argparse.Namespace) -> int:
     """Upload what the store lacks: closed WARC files, the index, a manifest snapshot."""
     from mirror.archive.damage import tally
     from mirror.archive.lock import ArchiveLock
+    from mirror.crawl.pendingmark import after_push, before_push
     from mirror.store.objstore import open_store
     from mirror.store.sync import push
 
@@ -109,8 +110,12 @@ def cmd_push(args: argparse.Namespace) -> int:
     if not ArchiveLayout(root).manifest.exists():
         raise StoreUsageError(f"{root}: no archive to push (has `mirror run {args.config}` "
                               "run yet?)")
+    layout = ArchiveLayout(root)
     with ArchiveLock(root), tally() as damaged:  # a symlink out of the archive, a bad index line
+        cleared = before_push(layout.manifest)  # the last run's "uploads pending"
         result = push(root, open_store(url), force=args.force)
+        after_push(layout.manifest, layout.report(cleared[0]) if cleared else layout.root,
+                   cleared, result.complete)
     print("\n".join(result.lines()))
     if not result.complete:  # refused: the user acts; else the store was not reachable
         return ExitCode.USAGE if result.lasting else ExitCode.UPLOAD_PENDING

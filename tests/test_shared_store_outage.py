@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from aiohttp import web
 from conftest import write_config
@@ -82,6 +83,14 @@ def worker_toml(tmp_path: Path, base: str, store: str, retry: float) -> Path:
     return folder / "site.toml"
 
 
+def run_code(dsn: str) -> int:
+    """The exit code the shared run's manifest records for its last run."""
+    with psycopg.connect(dsn) as db:
+        row = db.execute("SELECT exit_code FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def assert_bucket_is_the_folder(server: Any, bucket: str, folder: Path) -> None:
     """Each WARC object is the bytes of the worker's local file of that name (SHA-256);
     the folder has every file the bucket has (nothing deleted before its upload)."""
@@ -134,12 +143,14 @@ def test_a_worker_whose_outage_outlasts_its_retries_exits_5_and_push_finishes_it
     warc = toml.parent / "archive" / "warc"
     files = sorted(p.name for p in warc.iterdir())
     assert len(files) > 3 and not [n for n in files if n.endswith(".open")]
+    assert run_code(pg_dsn) == ExitCode.UPLOAD_PENDING  # not "complete" with exit 0
     store_outage.start()
     assert main(["push", str(toml)]) == ExitCode.USAGE  # a worker's folder: --db needed
     assert "--db postgresql://" in capsys.readouterr().err
     assert main(["push", str(toml), "--db", pg_dsn]) == ExitCode.OK
     out = capsys.readouterr()
     assert "not uploaded" not in out.out + out.err and ", index" in out.out
+    assert run_code(pg_dsn) == ExitCode.OK  # the push that finished the uploads
     assert main(["push", str(toml), "--db", pg_dsn]) == ExitCode.OK  # nothing left to do
     assert "store " + url + ": 0 WARC files uploaded" in capsys.readouterr().out
     assert sorted(p.name for p in warc.iterdir()) == files  # none deleted

@@ -9,6 +9,7 @@ does not exist, or credentials the store refuses, stop a run before its first re
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -108,6 +109,21 @@ def captures(archive: Path) -> list[tuple[Any, ...]]:
         reader.close()
 
 
+def run_codes(archive: Path) -> list[int | None]:
+    """Each run's exit code in the archive's manifest."""
+    reader = ManifestReader(archive / "manifest.sqlite3")
+    try:
+        return [run.exit_code for run in reader.runs.all()]
+    finally:
+        reader.close()
+
+
+def report_code(archive: Path) -> int:
+    """The exit code the last run's report (reports/<run>.json) says."""
+    last = sorted((archive / "reports").glob("*.json"))[-1]
+    return int(json.loads(last.read_text())["exit_code"])
+
+
 class Seen(logging.Handler):
     """Sets `event` when a log message holds `text`."""
 
@@ -162,8 +178,17 @@ def test_an_outage_longer_than_the_retries_exits_5_and_push_finishes_it(
     assert f"files not uploaded to {url}: cannot reach the store's endpoint " in err
     assert f"`mirror push {toml}` uploads them" in err
     assert ExitCode.UPLOAD_PENDING.meaning == "uploads pending"
+    assert run_codes(archive) == [ExitCode.UPLOAD_PENDING]  # not "complete" with exit 0
+    assert report_code(archive) == ExitCode.UPLOAD_PENDING
+    assert main(["status", str(toml)]) == ExitCode.OK
+    assert "exit 5 (uploads pending: `mirror push`)" in capsys.readouterr().out
+    assert main(["push", str(toml)]) == ExitCode.UPLOAD_PENDING  # the store still down
+    assert run_codes(archive) == [ExitCode.UPLOAD_PENDING]
+    capsys.readouterr()
     store_outage.start()
     assert main(["push", str(toml)]) == ExitCode.OK
+    assert run_codes(archive) == [ExitCode.OK]  # the push that finished the uploads
+    assert report_code(archive) == ExitCode.OK
     assert "not uploaded" not in capsys.readouterr().err
     assert main(["push", str(toml)]) == ExitCode.OK  # idempotent: nothing to do
     assert f"0 WARC files uploaded, {len(files)} already there" in capsys.readouterr().out

@@ -26,6 +26,7 @@ from mirror.crawl.localrun import LocalRun
 from mirror.crawl.login import LoginError, LoginKeeper
 from mirror.crawl.outcomes import Counters, UrlOutcomes
 from mirror.crawl.parsepool import ParserPool, helper_count
+from mirror.crawl.pendingmark import mark_pending
 from mirror.crawl.politeness import BACKOFF_BASE
 from mirror.crawl.runmode import Begun, RunMode, RunParts, StopRequested
 from mirror.crawl.scope import Scope
@@ -169,6 +170,7 @@ class Crawler:
         if code in SNAPSHOT_CODES and not all(  # the archive is whole here, not in the store
                 done.complete for done in (uploads, files) if done is not None):
             code = ExitCode.UPLOAD_PENDING
+            mark_pending(self.manifest, self.run_id)  # status, list, the app: not complete
         return RunResult(self.run_id, code, state, begun.resumed,
                          self.manifest.runs.time(self.run_id)[0], self._fatal, uploads, files)
 

@@ -9,7 +9,8 @@ what the worker's own next start would do with its files (sharedfiles.repair_fil
 worker's file thread (SharedFiles: recorded, uploaded, marked uploaded; a file declared lost
 deleted). When this worker completed the run (the folder has its index.cdxj) and every
 captured file of the run is uploaded, the index is written again from the manifest and
-uploaded. Nothing is deleted from the folder but files the manifest declared lost.
+uploaded, and the run's code, UPLOAD_PENDING when its worker ended so (pendingmark), is
+its crawl's again. Nothing is deleted from the folder but files the manifest declared lost.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from mirror.crawl.pendingmark import clear_pending
 from mirror.crawl.runmode import write_index
 from mirror.crawl.sharedfiles import FilesResult, SharedFiles, repair_files
 from mirror.layout import ArchiveLayout
@@ -38,6 +40,8 @@ def push_worker_folder(root: Path, dsn: str, store_url: str, worker: str) -> Fil
             files.closed(name)
         files.end(_index(manifest, layout, worker, todo))
         files.join()
+        if files.result.complete and not manifest.filemarks.unsettled_files("", 0.0):
+            clear_pending(manifest)  # every file of the run uploaded: its crawl's code back
     finally:
         manifest.close()
     return files.result
