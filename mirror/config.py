@@ -235,6 +235,7 @@ class ArchiveSection:
     # Object storage that receives closed WARC files, the index and manifest snapshots:
     # "s3://bucket/prefix" (endpoint and credentials from the AWS_* variables); "": none.
     store: str = _key(store_url, "")
+    store_retry: float = _key(number(0, DAY, inclusive=True), 300.0)  # s of upload retries
 
 
 @dataclass(frozen=True)
@@ -251,7 +252,7 @@ class HooksSection:
     """Shell commands run after each run, with MIRROR_SITE, MIRROR_RUN_ID, MIRROR_EXIT_CODE
     and MIRROR_REPORT in their environment (mirror/run/hooks.py)."""
 
-    # after a run that ended with exit 0, 3 or 4 (complete, some URLs failed, a limit); ""
+    # after a run that made a snapshot: exit 0, 3, 4 or 5 (5: its uploads pending); ""
     after: str = _key(command, "")
     # after any other run (internal error, interrupted); "" for none
     on_failure: str = _key(command, "")
@@ -314,7 +315,7 @@ class SiteConfig:
 
         settings = self._settings(redact=True)
         del settings["site"]["output_dir"]
-        del settings["archive"]["store"]  # where copies go does not shape the crawl
+        del settings["archive"]["store"], settings["archive"]["store_retry"]  # not the crawl
         for name in _NOT_CRAWL:
             del settings[name]
         del settings["browser"]["executable"]  # where the program lives, as output_dir

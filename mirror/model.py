@@ -253,6 +253,8 @@ class ExitCode(IntEnum):
     USAGE = 2
     FAILED_URLS = 3
     LIMIT = 4
+    UPLOAD_PENDING = 5  # the archive is complete here; some files are not in its store yet
+    DISK_FULL = 6  # the disk filled up: the run stopped, nothing lost; run again with space
     DAMAGED = 65  # `mirror verify` found problems (sysexits EX_DATAERR)
     LOCKED = 75
     INTERRUPTED = 130
@@ -268,6 +270,7 @@ _MEANINGS = {
     ExitCode.OK: "complete", ExitCode.INTERNAL: "internal error",
     ExitCode.USAGE: "bad config or usage", ExitCode.FAILED_URLS: "some URLs failed",
     ExitCode.LIMIT: "stopped at a limit", ExitCode.DAMAGED: "damage found",
+    ExitCode.UPLOAD_PENDING: "uploads pending", ExitCode.DISK_FULL: "disk full",
     ExitCode.LOCKED: "archive locked", ExitCode.INTERRUPTED: "interrupted",
 }
 
@@ -280,8 +283,10 @@ def exit_meaning(code: int) -> str | None:
         return None
 
 
-#: the exit codes of a run that made a snapshot: complete, some URLs failed, a limit reached
-SNAPSHOT_CODES = frozenset({ExitCode.OK, ExitCode.FAILED_URLS, ExitCode.LIMIT})
+#: the exit codes of a run that made a snapshot: complete, some URLs failed, a limit
+#: reached, or any of these with uploads to its store still pending (`mirror push`)
+SNAPSHOT_CODES = frozenset({ExitCode.OK, ExitCode.FAILED_URLS, ExitCode.LIMIT,
+                            ExitCode.UPLOAD_PENDING})
 #: the exit codes of a run that did not fail: a snapshot, or interrupted (the next resumes)
 ENDED_WELL = SNAPSHOT_CODES | {ExitCode.INTERRUPTED}
 

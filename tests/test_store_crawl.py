@@ -1,5 +1,6 @@
 """[archive] store: a run uploads its closed WARC files, the index and a manifest snapshot to
-S3 (moto on loopback); a dead store never stops a run and `mirror push` catches up;
+S3 (moto on loopback); a dead store never stops a run (it exits 5, uploads pending) and
+`mirror push` catches up;
 `serve`, `export` and `verify` read the store with ranged reads and agree with the local
 folder; `restore` rebuilds a folder a next run continues; prune's changes reach the store."""
 
@@ -124,8 +125,9 @@ async def test_a_dead_store_never_stops_a_run_and_push_catches_up(
         capsys: pytest.CaptureFixture[str]) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     monkeypatch.setenv("AWS_ENDPOINT_URL", dead)
-    _site, done = await crawl_offline_site(make_site, crawl, s3.url)
-    assert done.result.exit_code == ExitCode.OK  # the archive is complete here
+    _site, done = await crawl_offline_site(make_site, crawl, s3.url, store_retry=0)
+    # the archive is complete here, its uploads are pending (tried again for 0 s)
+    assert done.result.exit_code == ExitCode.UPLOAD_PENDING
     uploads = done.result.uploads
     assert uploads is not None and not uploads.complete
     assert f"cannot reach the store's endpoint {dead}" in (uploads.error or "")
@@ -349,8 +351,9 @@ async def test_a_new_folder_does_not_overwrite_another_archive_in_the_store(
     other.mkdir()
     toml = write_config(other, [_site.base], archive={"store": s3.url})
     result = await crawl_to_end(load_config(toml))
-    assert result.exit_code == ExitCode.OK and result.uploads is not None
+    assert result.exit_code == ExitCode.UPLOAD_PENDING and result.uploads is not None
     assert "did not push or restore" in (result.uploads.error or "")
+    assert result.uploads.lasting  # not tried again: it will not pass by itself
     assert stored(s3)["manifest.sqlite3"] == theirs  # untouched
     assert main(["push", str(toml)]) == ExitCode.USAGE
     assert main(["push", "--force", str(toml)]) == ExitCode.OK

@@ -143,6 +143,12 @@ class WarcWriter:
         self._filename = ""
         self._warcinfo_id = ""
 
+    @property
+    def open_path(self) -> Path:
+        """The file being written (`.open`), or the folder between two files."""
+        return self.warc_dir / (self._filename + OPEN_SUFFIX) if self._filename else \
+            self.warc_dir
+
     # -- file lifecycle -------------------------------------------------------------
     def _open_new(self) -> None:
         self.warc_dir.mkdir(parents=True, exist_ok=True)

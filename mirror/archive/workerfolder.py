@@ -20,6 +20,16 @@ def mark(root: Path, worker: str) -> None:
                       json.dumps({"worker": worker, "manifest": "postgresql"}) + "\n")
 
 
+def worker_of(root: Path) -> str | None:
+    """The id of the worker whose folder `root` is (None: not a worker's folder)."""
+    try:
+        worker = json.loads(ArchiveLayout(root).worker_mark.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    found = worker.get("worker") if isinstance(worker, dict) else None
+    return found if isinstance(found, str) else None
+
+
 def shared_worker_note(root: Path) -> str | None:
     """Why the archive in `root` cannot be read as a site's archive when it is a worker's
     folder of a shared run, with what to run instead; None when it is not one."""

@@ -10,6 +10,10 @@ from mirror.cli.command import Command
 def push_arguments(push: argparse.ArgumentParser) -> None:
     push.add_argument("--force", action="store_true",
                       help="replace a snapshot in the store that another archive folder made")
+    push.add_argument("--db", metavar="DSN",
+                      help="the folder is a worker's of a run shared through this PostgreSQL "
+                           "database (`mirror run --db`): upload that worker's files the "
+                           "database says are not uploaded")
 
 
 def restore_arguments(restore: argparse.ArgumentParser) -> None:

@@ -26,6 +26,7 @@ from mirror.crawl.localrun import LocalRun
 from mirror.crawl.login import LoginError, LoginKeeper
 from mirror.crawl.outcomes import Counters, UrlOutcomes
 from mirror.crawl.parsepool import ParserPool, helper_count
+from mirror.crawl.pendingmark import mark_pending
 from mirror.crawl.politeness import BACKOFF_BASE
 from mirror.crawl.render import Renderer
 from mirror.crawl.runmode import Begun, RunMode, RunParts, StopRequested
@@ -36,7 +37,7 @@ from mirror.crawl.store import CaptureStore
 from mirror.crawl.urlwork import UrlWork
 from mirror.layout import ArchiveLayout
 from mirror.manifest.writer import NewUrl, UrlItem
-from mirror.model import ExitCode, Progress, RunState, UrlState
+from mirror.model import SNAPSHOT_CODES, ExitCode, Progress, RunState, UrlState
 from mirror.web.urls import site_key
 
 if TYPE_CHECKING:
@@ -170,9 +171,14 @@ class Crawler:
         uploads = await self.mode.finish(code, state)
         if self.renderer.loads:
             log.info("browser: %d page loads (%s)", self.renderer.loads, self.renderer.version)
+        files = self.mode.files()
+        if code in SNAPSHOT_CODES and not all(  # the archive is whole here, not in the store
+                done.complete for done in (uploads, files) if done is not None):
+            code = ExitCode.UPLOAD_PENDING
+            mark_pending(self.manifest, self.run_id)  # status, list, the app: not complete
         return RunResult(self.run_id, code, state, begun.resumed,
                          self.manifest.runs.time(self.run_id)[0], self._fatal, uploads,
-                         self.mode.files(), self.renderer.loads)
+                         files, self.renderer.loads)
 
     def _begun(self, begun: Begun) -> None:
         self.run_id, self.store, self.frontier = begun.run_id, begun.store, begun.frontier

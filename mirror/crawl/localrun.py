@@ -26,6 +26,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def check_store(url: str) -> None:
+    """A store that refuses (no such bucket, the credentials refused) stops the run before
+    it begins: StoreRefused, naming the bucket. One that cannot be reached now does not:
+    its uploads are tried again (mirror.crawl.uploads)."""
+    from mirror.store.objstore import StoreError, StoreRefused, open_store
+
+    try:
+        open_store(url).check()
+    except StoreRefused:
+        raise
+    except StoreError as exc:
+        log.warning("%s; the run goes on and its uploads are tried again", exc)
+
+
 class LocalRun:
     """This process alone on the archive (under its lock): the run mode of `mirror run`."""
 
@@ -49,6 +63,8 @@ class LocalRun:
         """Choose and repair the run, then open its WARC writer and frontier."""
         self._parts = parts
         cfg, m = parts.cfg, parts.manifest
+        if cfg.archive.store:  # before anything is fetched or begun
+            await asyncio.to_thread(check_store, cfg.archive.store)
         startup = Startup(cfg, m, parts.new_store, parts.discover, parts.stored,
                           force_new_run=self.new_run)
         self._run_id, resumed = startup.begin()
@@ -73,7 +89,8 @@ class LocalRun:
             return
         from mirror.crawl.uploads import Uploader
 
-        self.uploader = Uploader(cfg.archive.store, cfg.site.output_dir)
+        self.uploader = Uploader(cfg.archive.store, cfg.site.output_dir,
+                                 cfg.archive.store_retry)
 
     def lease_of(self, item: UrlItem) -> HostLease | None:
         return None  # no host leases on one machine

@@ -10,6 +10,12 @@ files are recorded (size, SHA-256) and uploaded to the store in a thread, then m
 uploaded; a file the manifest declared lost (its worker was forgotten: `--forget-worker`)
 is deleted instead, here and in the store, since its captures were forgotten and fetched
 again by others. So every uploaded file holds committed captures only.
+
+An upload the store did not take (unreachable, a 5xx) is tried again with backoff and
+jitter (mirror.store.retry): during the crawl when its wait is over, and after it for up to
+`[archive] store_retry` seconds. A file stays on disk until it is uploaded; what is still
+pending then makes the worker exit UPLOAD_PENDING, and `mirror push SITE --db DSN` (or the
+worker's next `mirror run --db`) uploads it.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import logging
 import os
 import queue
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,9 +37,11 @@ from mirror.store.objstore import (
     WARC_PREFIX,
     ObjectStore,
     StoreError,
+    StoreRefused,
     file_digest,
     open_store,
 )
+from mirror.store.retry import Backoff
 from mirror.upkeep import recovery
 from mirror.upkeep.recovery import file_size
 
@@ -109,9 +118,17 @@ class FilesResult:
         out = [f"store {self.store}: {len(self.uploaded)} WARC files uploaded"
                + (", index" if self.index else "")
                + (f"; {len(self.deleted)} lost files deleted" if self.deleted else "")]
-        out += [f"  not uploaded: {name} ({why}); the next `mirror run --db` of this "
-                "worker uploads it" for name, why in self.failed[:20]]
+        out += [f"  not uploaded: {name} ({why})" for name, why in self.failed[:20]]
+        if len(self.failed) > 20:
+            out.append(f"  ... and {len(self.failed) - 20} more not uploaded")
         return out
+
+    def pending_line(self, site_file: object) -> str:
+        """What a worker that ends with uploads pending says (and how to finish them)."""
+        why = self.failed[0][1] if self.failed else ""
+        return (f"{len(self.failed)} files not uploaded to {self.store}: {why}; they stay "
+                f"in this worker's folder: `mirror push {site_file} --db DSN` (or this "
+                "worker's next `mirror run --db`) uploads them")
 
     @property
     def complete(self) -> bool:
@@ -123,9 +140,15 @@ class SharedFiles:
     of their own, with its own connection to the manifest; the crawl only tells it names
     (never blocking). Owner of the `files` rows of this worker."""
 
-    def __init__(self, dsn: str, owner: str, warc_dir: Path, store_url: str | None) -> None:
+    def __init__(self, dsn: str, owner: str, warc_dir: Path, store_url: str | None,
+                 retry_for: float = 0.0) -> None:
         self.dsn, self.owner, self.warc_dir, self.store_url = dsn, owner, warc_dir, store_url
+        self.retry_for = retry_for  # seconds of retries after the crawl ([archive] store_retry)
         self.result = FilesResult(store_url)
+        self._pending: dict[str, str] = {}  # name -> why its upload failed (to try again)
+        self._backoff: Backoff | None = None  # the retries during the crawl
+        self._retry_at = float("inf")
+        self._index_failed: str | None = None
         self._store: ObjectStore | None = None
         self._manifest: Manifest | None = None
         self._queue: queue.Queue[str] = queue.Queue(QUEUE_SIZE)
@@ -154,23 +177,75 @@ class SharedFiles:
     def running(self) -> bool:
         return self._thread.is_alive()
 
+    def join(self) -> None:
+        """Wait for the thread (after end())."""
+        self._thread.join()
+
     def _work(self) -> None:
         try:
             while not self._ending.is_set() or not self._queue.empty():
                 try:
                     name = self._queue.get(timeout=POLL)
                 except queue.Empty:
+                    if time.monotonic() >= self._retry_at:
+                        self._try_pending()
                     continue
                 self._settle(name)
+                if self._pending and self._retry_at == float("inf"):
+                    self._schedule()  # the first failure of an outage
             with self._lock:
                 rest, self._overflow = self._overflow, []
             for name in rest:
                 self._settle(name)
-            if self._index is not None and self.store_url and not self.result.failed:
-                self._upload_index(self._index)
+            self._last_tries()
         finally:
             if self._manifest is not None:
                 self._manifest.close()
+
+    def _try_pending(self) -> None:
+        """The crawl goes on: the failed uploads tried again (a wait of the backoff over)."""
+        names, self._pending = list(self._pending), {}
+        log.info("store %s: trying %d uploads again", self.store_url, len(names))
+        for name in names:
+            self._settle(name)
+        self._schedule()
+
+    def _schedule(self) -> None:
+        """When the pending uploads are tried again during the crawl (never: none)."""
+        now = time.monotonic()
+        if not self._pending:
+            self._backoff, self._retry_at = None, float("inf")
+            return
+        if self._backoff is None:  # no budget during the crawl: the crawl ends by itself
+            self._backoff = Backoff(float("inf"), now)
+        self._retry_at = now + (self._backoff.next_wait(now) or 0.0)
+
+    def _last_tries(self) -> None:
+        """After the crawl: what is pending (and the index) tried again with backoff for
+        up to `retry_for` seconds; what is still pending is `result.failed`."""
+        backoff = Backoff(self.retry_for, time.monotonic())
+        index = self._index if self.store_url else None
+        while True:
+            if index is not None and not self._pending and not self.result.failed:
+                index = None if self._upload_index(index) else index
+            if not self._pending and (index is None or self.result.failed):
+                break
+            wait = backoff.next_wait(time.monotonic())
+            if wait is None:
+                break
+            time.sleep(wait)
+            log.info("store %s: trying the uploads again (retry %d)", self.store_url,
+                     backoff.tries)
+            names, self._pending = list(self._pending), {}
+            for name in names:
+                self._settle(name)
+        self.result.failed += list(self._pending.items())
+        if index is not None and self._index is not None:
+            self.result.failed.append((self._index.name, self._index_failed or "not tried"))
+        if self.result.failed:
+            log.warning("store %s: %d uploads still pending after %d retries; `mirror "
+                        "push SITE --db DSN` uploads them", self.store_url,
+                        len(self.result.failed), backoff.tries)
 
     def _settle(self, name: str) -> None:
         """One closed file: closed in the manifest, then uploaded and marked so; deleted
@@ -202,7 +277,10 @@ class SharedFiles:
                 self._delete(name, path)
         except (StoreError, OSError) as exc:
             why = getattr(exc, "reason", None) or str(exc)
-            self.result.failed.append((name, why))
+            if isinstance(exc, StoreRefused):  # a conflict, a refusal: not by itself
+                self.result.failed.append((name, why))
+            else:
+                self._pending[name] = why
             log.warning("%s not uploaded to %s: %s", name, self.store_url, why)
         except Exception as exc:  # noqa: BLE001 - a file's upload never stops the crawl
             log.exception("settling %s failed", name)
@@ -217,11 +295,16 @@ class SharedFiles:
         self.result.deleted.append(name)
         log.warning("deleted %s: the manifest declared it lost", name)
 
-    def _upload_index(self, index: Path) -> None:
+    def _upload_index(self, index: Path) -> bool:
+        """Whether index.cdxj was uploaded (why not in `_index_failed`)."""
         try:
             if self._store is None:
                 self._store = open_store(self.store_url or "")
             self._store.put_file(index, INDEX_KEY)
             self.result.index = True
-        except StoreError as exc:
-            self.result.failed.append((index.name, exc.reason))
+            return True
+        except (StoreError, OSError) as exc:
+            self._index_failed = getattr(exc, "reason", None) or str(exc)
+            log.warning("%s not uploaded to %s: %s", index.name, self.store_url,
+                        self._index_failed)
+            return False

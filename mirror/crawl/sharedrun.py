@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from mirror import crashpoints
 from mirror.archive import workerfolder
 from mirror.config import SiteConfig
+from mirror.crawl.localrun import check_store
 from mirror.crawl.runmode import Begun, RunParts, write_index
 from mirror.crawl.sharedfiles import FilesResult, SharedFiles, repair_files
 from mirror.crawl.sharedfrontier import SharedFrontier, default_ttl
@@ -81,6 +82,8 @@ class SharedRun:
         told to join only and no run is unfinished (its files settled first)."""
         self._parts = parts
         m, cfg = parts.manifest, parts.cfg
+        if cfg.archive.store:  # a missing bucket, refused credentials: before anything
+            await asyncio.to_thread(check_store, cfg.archive.store)
         m.sharedrun.set_host_slots(1 if cfg.crawl.delay > 0 else cfg.crawl.per_host)
         for gone in self.forget:
             lost = m.filemarks.mark_lost(gone)
@@ -95,7 +98,7 @@ class SharedRun:
         back = m.sharedrun.recover(self.owner, cfg.crawl.delay)
         recovery.remove_temporaries(cfg.site.output_dir)
         files = self._files = SharedFiles(self.dsn, self.owner, parts.layout.warc,
-                                          cfg.archive.store or None)
+                                          cfg.archive.store or None, cfg.archive.store_retry)
         for name in repair_files(m, parts.layout.warc, run_id):
             files.closed(name)
         if joined is None:

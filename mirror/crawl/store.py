@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from mirror import __version__, crashpoints
 from mirror.archive import warcread
+from mirror.archive.diskspace import disk_full_message, free_bytes, is_disk_full
 from mirror.archive.warcwriter import (
     NOT_MODIFIED,
     OPEN_SUFFIX,
@@ -67,6 +68,20 @@ GROUP_WAIT = 0.02
 
 class StorageError(MirrorError):
     """The archive cannot be written (disk full, I/O error): the run stops, nothing is lost."""
+
+
+class StorageFull(StorageError):
+    """The archive's disk is full (archive.diskspace): the run stops, nothing is lost."""
+
+    exit_code = ExitCode.DISK_FULL
+
+
+def storage_error(what: str, exc: BaseException, path: Path | str) -> StorageError:
+    """The error a failed write of `path` stops the run with (a PostgreSQL manifest's
+    full disk is its server's, said as the server says it)."""
+    if isinstance(path, Path) and is_disk_full(exc):
+        return StorageFull(disk_full_message(path, free_bytes(path)))
+    return StorageError(f"{what}: {getattr(exc, 'strerror', None) or exc}")
 
 
 @dataclass(frozen=True)
@@ -174,7 +189,8 @@ class CaptureStore:
         try:
             loc = self.writer.write_capture(ex, revisit, conversion)
         except OSError as exc:
-            raise StorageError(f"cannot write to the archive: {exc.strerror or exc}") from exc
+            raise storage_error("cannot write to the archive", exc,
+                                self.writer.open_path) from exc
         self._note_file(loc.response.filename)
         row = capture_row(ex, loc, links.target, revisit, original, prev)
         render = render_row(loc, rendered_by(browser), rendered.requests) \
@@ -216,7 +232,7 @@ class CaptureStore:
             self._undo(group)
             if isinstance(exc, DatabaseGone):  # its own words and exit code
                 raise
-            raise StorageError(f"cannot update the manifest: {exc}") from exc
+            raise storage_error("cannot update the manifest", exc, self.manifest.path) from exc
         return self._committed(group, fenced)
 
     def _commit_rows(self, group: list[_Pending]) -> list[_Pending]:
@@ -243,7 +259,7 @@ class CaptureStore:
                 if not self.manifest.captures.commit(
                         p.run_id, p.item, p.row, p.links.links, failed_reason=p.error,
                         note=p.links.note, text=p.links.text, lease=lease,
-                        robots=p.links.robots):
+                        robots=p.links.robots, render=p.render):
                     fenced.append(p)
                 elif self.learn is not None:
                     self.learn(p.run_id, p.item, p.links)

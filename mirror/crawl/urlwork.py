@@ -32,6 +32,7 @@ from mirror.crawl.scope import PAGE, Scope
 from mirror.crawl.sharedfrontier import SharedFrontier
 from mirror.crawl.sitemapbudget import SitemapBudget
 from mirror.crawl.store import CaptureStore, StorageError, warc_path
+from mirror.manifest.db import ManifestWriteError
 from mirror.manifest.writer import DatabaseGone, Manifest, Previous, UrlItem
 from mirror.model import NOTHING, SITEMAP_BUDGET, Discovered, ExitCode, HostLease
 
@@ -116,11 +117,15 @@ class UrlWork:
             yield
         except DatabaseGone as exc:  # nothing more can be written: the run stops
             self.fail_run(str(exc), exc.exit_code)
-        except (StorageError, asyncio.CancelledError) as exc:
+        except asyncio.CancelledError:
             self.unlease(item)  # not done: fetched again on resume
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            self.fail_run(str(exc), ExitCode.INTERNAL)
+            raise
+        except StorageError as exc:
+            self.fail_run(str(exc), exc.exit_code)  # DISK_FULL for a full disk
+            try:
+                self.unlease(item)  # not done: fetched again on resume
+            except ManifestWriteError:  # the disk is still full: resume takes it back
+                log.warning("%s left leased: the next run fetches it", item.url)
         except Exception as exc:  # a bad page never stops the crawl
             log.exception("internal error on %s", item.url)
             self.manifest.urls.give_up(self.run_id, item, f"internal: {type(exc).__name__}",

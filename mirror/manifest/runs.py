@@ -116,6 +116,11 @@ class Runs(RunReads):
                 (finished_at, state, exit_code, run_id),
             )
 
+    def set_exit_code(self, run_id: int, exit_code: int) -> None:
+        """A finished run's code changed after its end (its uploads pending, then done)."""
+        with self.tx():
+            self.sql.execute("UPDATE runs SET exit_code=? WHERE id=?", (exit_code, run_id))
+
     def abandon(self, run_id: int, finished_at: str) -> None:
         """An unfinished run left behind by `mirror run --new-run`."""
         with self.tx():

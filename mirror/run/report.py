@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from mirror.model import UNFINISHED, RobotsCounts, RunState, UrlState
+from mirror.model import UNFINISHED, ExitCode, RobotsCounts, RunState, UrlState
 from mirror.run.browsernotes import BrowserFacts, browser_json, loaded_text, needing_text
 from mirror.run.changes import Changes
 
@@ -284,6 +284,8 @@ def render_status(
             state = f"running (pid {holder})" if holder else "died (resumes on the next run)"
         end = f" -> {r.finished_at}" if r.finished_at else ""
         code = f", exit {r.exit_code}" if r.exit_code is not None else ""
+        if r.exit_code == ExitCode.UPLOAD_PENDING:  # its state says "complete"
+            code += f" ({ExitCode.UPLOAD_PENDING.meaning}: `mirror push`)"
         lines.append(f"run {r.run_id:<4} {state:<14} {r.started_at}{end}{code}: "
                      f"{r.captures} captures, {human_bytes(r.payload_bytes)}")
     if not runs:

@@ -83,6 +83,9 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
                     from mirror.storecmds import add_to_report
 
                     add_to_report(report_path, result.uploads)
+            except Exception as exc:
+                _raise_if_disk_full(exc, layout.root, crawler.fatal)
+                raise
             finally:
                 crawler.close()
         finally:  # ours, or left by a run killed -9: no run works once the lock is released
@@ -101,14 +104,31 @@ async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
     if result.uploads is not None:  # [archive] store: said after the summary
         print("\n".join(result.uploads.lines()),
               file=sys.stdout if result.uploads.complete else sys.stderr)
+        if not result.uploads.complete:
+            say(result.uploads.pending_line(cfg.path), file=sys.stderr)
     if result.files is not None and result.files.lines():  # a shared run's uploads
         print("\n".join(result.files.lines()),
               file=sys.stdout if result.files.complete else sys.stderr)
+        if not result.files.complete:
+            say(result.files.pending_line(cfg.path), file=sys.stderr)
     if shared is not None and not result.error:
         print(f"worker {shared.owner}: " + _worker_end(shared.completed, result.state))
-    if result.error:
+    if result.exit_code == ExitCode.DISK_FULL:  # it says how to resume
+        say(f"mirror: {result.error}", file=sys.stderr)
+    elif result.error:
         say(f"mirror: {result.error}; `mirror run` again resumes the run", file=sys.stderr)
     return result.exit_code
+
+
+def _raise_if_disk_full(exc: Exception, root: Path, fatal: str | None) -> None:
+    """A full disk met after the crawl (index, report, the manifest's last commit) or
+    while it stopped for one: DiskFull (exit 6), saying the first full-disk error."""
+    from mirror.archive.diskspace import DISK_FULL_SAYS, DiskFull, is_disk_full, where_full
+
+    if isinstance(exc, DiskFull) or not is_disk_full(exc):
+        return
+    said = fatal if fatal is not None and fatal.startswith(DISK_FULL_SAYS) else None
+    raise DiskFull(where_full(exc, root), said) from exc
 
 
 def _worker_end(completed: bool, state: str) -> str:

@@ -96,6 +96,12 @@ class StoreMissing(StoreError):
     """No object under that key."""
 
 
+class StoreRefused(StoreError):
+    """The store answered that it cannot be used as configured (its bucket does not exist,
+    the credentials or the access were refused, it holds another folder's archive): trying
+    again will not help, so a run stops before it crawls."""
+
+
 def parse_store_url(url: str) -> tuple[str, str]:
     """(bucket, prefix without a trailing slash) of an `s3://bucket/prefix` address."""
     if not isinstance(url, str) or not url.startswith("s3://"):
@@ -220,6 +226,14 @@ class ObjectStore:
         """Delete an object (nothing happens when there is none)."""
         self._call("delete", key, lambda: self._ob.delete(self._bulk, key))
 
+    def check(self) -> None:
+        """One listing of at most one key: StoreRefused naming the bucket when it does not
+        exist or the credentials are refused, StoreError when the store cannot be reached.
+        A missing bucket must not pass for an empty store (a HEAD of a key cannot tell)."""
+        def first() -> None:
+            next(iter(self._ob.list(self._quick, prefix=None, chunk_size=1)), None)
+        self._call("list", "", first)
+
     # -- reading -----------------------------------------------------------------------------
     def get_bytes(self, key: str) -> bytes:
         """A whole (small) object; StoreMissing when there is none."""
@@ -337,19 +351,21 @@ class ObjectStore:
         if "nosuchbucket" in lower or (op in ("put", "list") and (
                 isinstance(exc, errors.NotFoundError | FileNotFoundError)
                 or "404 not found" in lower)):
-            return StoreError(where, f"bucket {self.bucket!r} does not exist"
+            return StoreRefused(where, f"bucket {self.bucket!r} does not exist"
                               + (f" at {self.endpoint}" if self.endpoint else ""))
         if isinstance(exc, errors.NotFoundError | FileNotFoundError):
             return StoreMissing(where, "no such object")
         if isinstance(exc, errors.AlreadyExistsError | errors.PreconditionError):
             return StoreConflict(where, "exists already; not overwritten")
-        if any(s in text for s in ("InvalidAccessKeyId", "SignatureDoesNotMatch",
-                                   "401 Unauthorized")) \
+        if any(s in str(exc) for s in ("InvalidAccessKeyId", "SignatureDoesNotMatch",
+                                       "401 Unauthorized")) \
                 or isinstance(exc, errors.UnauthenticatedError):
-            return StoreError(where, "the credentials were refused (AWS_ACCESS_KEY_ID, "
-                              f"AWS_SECRET_ACCESS_KEY): {_detail(text)}")
+            return StoreRefused(where, f"bucket {self.bucket!r}: the credentials were "
+                                "refused (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY): "
+                                f"{_detail(text)}")
         if "403 Forbidden" in text or isinstance(exc, errors.PermissionDeniedError):
-            return StoreError(where, f"access denied: {_detail(text)}")
+            return StoreRefused(where, f"bucket {self.bucket!r}: access denied: "
+                                f"{_detail(text)}")
         if "error sending request" in lower or "connect" in lower or "timed out" in lower:
             return StoreError(where, "cannot reach the store's endpoint "
                               f"{self.endpoint or '(AWS)'}: {_detail(text)}")

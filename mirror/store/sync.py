@@ -46,6 +46,7 @@ from mirror.store.objstore import (
     FileRefused,
     ObjectStore,
     StoreError,
+    StoreRefused,
     open_store,
     path_of,
 )
@@ -73,6 +74,8 @@ class PushResult:
     rolled_back: list[str] = field(default_factory=list)  # files the snapshot leaves out
     deleted: list[str] = field(default_factory=list)  # WARC objects deleted from the store
     error: str | None = None
+    reason: str | None = None  # the error's reason, without the object's address
+    lasting: bool = False  # the store refused (no bucket, credentials): a retry won't help
 
     @property
     def complete(self) -> bool:
@@ -94,8 +97,30 @@ class PushResult:
             out.append(f"  ... and {len(self.failed) - 20} more not uploaded")
         return out
 
+    @property
+    def pending(self) -> list[str]:
+        """What is not in the store yet: the WARC files, and the index and snapshot once
+        a push stopped before them."""
+        rest = [name for name, _ in self.failed]
+        return rest + ([] if self.snapshot else [INDEX_KEY, MANIFEST_KEY])
+
+    def pending_line(self, site_file: object) -> str:
+        """What a run that ends with uploads pending says (and how to finish them)."""
+        names = self.pending
+        why = self.reason or self.error or (self.failed[0][1] if self.failed else "")
+        return (f"{len(names)} files not uploaded to {self.store}: {why}; "
+                f"`mirror push {site_file}` uploads them")
+
+    def stopped(self, exc: StoreError | OSError) -> None:
+        """The push stopped on `exc`."""
+        self.error = str(exc)
+        self.reason = (getattr(exc, "reason", None) or getattr(exc, "strerror", None)
+                       or str(exc))
+        self.lasting = isinstance(exc, StoreRefused)
+
     def as_dict(self) -> dict[str, object]:
         return {"store": self.store, "uploaded": self.uploaded, "present": len(self.present),
+                "pending": [] if self.complete else self.pending,
                 "failed": [{"file": n, "error": e} for n, e in self.failed],
                 "index": self.index, "snapshot": self.snapshot, "deleted": self.deleted,
                 "error": self.error, "complete": self.complete}
@@ -137,7 +162,7 @@ def push(root: Path, store: ObjectStore, *, index_too: bool = True,
         _check_owner(root, store, force)
         listed = _store_warcs(store)
     except StoreError as exc:
-        result.error = str(exc)
+        result.stopped(exc)
         return result
     local = {p.name: p for p in index.warc_files(layout.warc)}
     for name, path in local.items():
@@ -158,7 +183,7 @@ def push(root: Path, store: ObjectStore, *, index_too: bool = True,
         if delete_unnamed and named is not None:
             _delete_unnamed(store, set(listed) - set(local) - named, {*local, *named}, result)
     except (StoreError, OSError) as exc:
-        result.error = str(exc)
+        result.stopped(exc)
     return result
 
 
@@ -167,11 +192,12 @@ def _upload(store: ObjectStore, path: Path, name: str, result: PushResult) -> No
         done = store.upload(path, WARC_PREFIX + name)
     except FileRefused as exc:  # this file only (a conflict): the others may go on
         result.failed.append((name, exc.reason))
+        result.lasting = True
         log.warning("%s", exc)
         return
     except (StoreError, OSError) as exc:  # the store (or the file): stop here
         result.failed.append((name, getattr(exc, "reason", None) or str(exc)))
-        result.error = str(exc)
+        result.stopped(exc)
         log.warning("upload stopped: %s", exc)
         return
     (result.uploaded if done else result.present).append(name)
@@ -288,7 +314,7 @@ def push_after_prune(root: Path, store: str | None, site_file: Path | str) -> li
 def _check_owner(root: Path, store: ObjectStore, force: bool) -> None:
     if force or _marker(root) == store.url or store.size(MANIFEST_KEY) is None:
         return
-    raise StoreError(store.url, "holds the snapshot of an archive this folder did not push "
+    raise StoreRefused(store.url, "holds the snapshot of an archive this folder did not push "
                      "or restore; `mirror restore` brings that archive here, `mirror push "
                      "--force` replaces it with this one")
 
@@ -311,6 +337,7 @@ def restore(root: Path, store: ObjectStore) -> RestoreResult:
     docstring). A store without a snapshot changes nothing. The caller holds the
     archive's lock. StoreError when the store cannot be read."""
     layout, result = ArchiveLayout(root), RestoreResult(store.url)
+    store.check()  # a missing bucket is not an empty store
     root.mkdir(parents=True, exist_ok=True)
     if store.size(MANIFEST_KEY) is None:
         _write_marker(root, store)  # an empty store: this folder's pushes may fill it
