@@ -31,9 +31,11 @@ pytestmark = pytest.mark.slow
 PAGES = 1200
 WORKERS = 4
 DELAY = 0.05
-#: below `delay` between two request starts to one host, at the kernel: the database keeps
-#: times in whole ms (next_fetch_at = now_ms + delay_ms, each truncated), README "Scaling out"
-JITTER = 0.002
+#: below `delay` between two request starts to one host, at the kernel (README "Scaling
+#: out"): none by design (a worker counts a request's delay from after its bytes went out,
+#: and the database's "not before" is rounded up to the ms); 1 ms for the clocks compared
+#: (the workers' monotonic clock and the database's, against the kernel's real-time stamps)
+JITTER = 0.001
 TTL = 6
 DEADLINE = 300.0
 
