@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from kernelstamp import KernelStampHost
-from multihost import SharedWorker, politeness, query, site_file
+from multihost import SharedWorker, politeness, query, read_leases, site_file
 
 pytestmark = pytest.mark.slow
 
@@ -131,3 +131,40 @@ def test_no_two_requests_to_a_host_closer_than_the_delay_through_kills(
           f"requests {sum(p['requests'] for p in polite.values())}; kills {kills}; wall "
           f"{time.monotonic() - began:.1f} s; load average before {load_before[0]:.2f}, "
           f"after {load_after[0]:.2f}")
+
+
+def test_robots_txt_is_fetched_once_per_host_by_the_whole_fleet(
+        tmp_path: Path, pg_dsn: str, s3: Any) -> None:
+    """4 workers of one slot each on the 8 hosts: each host is leased by several workers in
+    turn (given up every 64 URLs), and its robots.txt is requested once, by the first; the
+    others read the answer from the manifest (robots_answers)."""
+    site = KernelStampHost(tmp_path / "site", 1000)
+    store = f"{s3.url}/multi"
+    workers = [SharedWorker(f"w{n}", site_file(tmp_path / f"w{n}" / "site.toml",
+                                               site.start_url, site.hosts, store,
+                                               delay=0.01, workers=1),
+                            pg_dsn, "--lease-ttl", str(TTL))
+               for n in range(1, WORKERS + 1)]
+    began = time.monotonic()
+    try:
+        for w in workers:
+            w.start()
+        while any(w.running() for w in workers):
+            assert time.monotonic() - began < DEADLINE, "the workers did not end:\n" + \
+                "\n".join(w.output() for w in workers)
+            time.sleep(0.1)
+    finally:
+        for w in workers:
+            w.stop()
+        log = site.stop()
+    assert all(code == 0 for w in workers for code in w.exits), [
+        (w.id, w.exits, w.output()) for w in workers]
+    leases = read_leases([w.mirror_log for w in workers])
+    owners = {h: sorted({x.owner for x in leases.values() if x.site.startswith(h + ":")})
+              for h in site.hosts}
+    shared = [h for h, who in owners.items() if len(who) > 1]
+    assert shared, f"too few hosts leased by more than one worker: {owners}"
+    robots = {h: sum(r["path"] == "/robots.txt" for r in reqs) for h, reqs in log.items()}
+    assert robots == {h: 1 for h in site.hosts}, (
+        f"robots.txt requests per host {robots}; the hosts' workers {owners}")
+    print(f"\nrobots.txt requests per host {robots}; workers per host {owners}")
