@@ -133,11 +133,27 @@ def test_no_two_requests_to_a_host_closer_than_the_delay_through_kills(
           f"after {load_after[0]:.2f}")
 
 
-def test_robots_txt_is_fetched_once_per_host_by_the_whole_fleet(
+def _uploads(workers: list[SharedWorker]) -> tuple[list[str], list[str]]:
+    """When the index was uploaded (each worker that completed the run does it), and each
+    WARC file: the times of the workers' mirror.log lines, to the ms."""
+    index, files = [], []
+    for w in workers:
+        for line in w.mirror_log.read_text(encoding="utf-8").splitlines():
+            if "mirror.crawl.sharedfiles: uploaded the index" in line:
+                index.append(line[:23])
+            elif "mirror.crawl.sharedfiles: uploaded " in line:
+                files.append(line[:23])
+    return index, files
+
+
+def test_robots_txt_once_per_host_and_the_index_after_every_workers_files(
         tmp_path: Path, pg_dsn: str, s3: Any) -> None:
     """4 workers of one slot each on the 8 hosts: each host is leased by several workers in
     turn (given up every 64 URLs), and its robots.txt is requested once, by the first; the
-    others read the answer from the manifest (robots_answers)."""
+    others read the answer from the manifest (robots_answers). The workers end together:
+    each that finds the run complete uploads the index, after every worker's WARC files
+    (a WARC file's upload is logged before it is marked uploaded, which the index waits
+    for: the order of the log lines is the order of the events)."""
     site = KernelStampHost(tmp_path / "site", 1000)
     store = f"{s3.url}/multi"
     workers = [SharedWorker(f"w{n}", site_file(tmp_path / f"w{n}" / "site.toml",
@@ -164,6 +180,9 @@ def test_robots_txt_is_fetched_once_per_host_by_the_whole_fleet(
               for h in site.hosts}
     shared = [h for h, who in owners.items() if len(who) > 1]
     assert shared, f"too few hosts leased by more than one worker: {owners}"
+    index_at, files_at = _uploads(workers)
+    assert index_at and files_at and min(index_at) >= max(files_at), (
+        f"the index uploaded at {index_at}, the last WARC file at {max(files_at)}")
     robots = {h: sum(r["path"] == "/robots.txt" for r in reqs) for h, reqs in log.items()}
     assert robots == {h: 1 for h in site.hosts}, (
         f"robots.txt requests per host {robots}; the hosts' workers {owners}")
