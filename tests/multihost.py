@@ -271,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
 class MultiHost:
     """`python tests/multihost.py` in a process of its own, stopped by its process id."""
 
+    script = __file__  # the server's module (tests/kernelstamp.py: KernelStampHost)
+
     def __init__(self, folder: Path, pages: int, *, latency: float = 0.0, seed: int = 0,
                  hosts: int = len(HOSTS), timeout: float = 30.0) -> None:
         import subprocess
@@ -282,7 +284,7 @@ class MultiHost:
         self.output = folder / "multihost.out"
         with open(self.output, "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, __file__, "--pages", str(pages), "--hosts", str(hosts),
+                [sys.executable, self.script, "--pages", str(pages), "--hosts", str(hosts),
                  "--seed", str(seed), "--latency", str(latency), "--log", str(self.log_path),
                  "--ready", str(ready)], stdout=out, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL)

@@ -110,14 +110,19 @@ def open_session(user_agent: str, connections: int,
     """A session that never follows redirects and never decompresses; it keeps cookies in
     `cookie_jar` (site_cookie_jar), none without one. Headers of the site file go with each
     request (secret ones only to the site's hosts). `sent` is told the URL of each request
-    the moment its headers are written (politeness counts from then: a new connection,
-    or a busy event loop, can hold a request back after its turn came)."""
+    when its headers are handed to aiohttp (politeness counts from then: a new connection,
+    or a busy event loop, can hold a request back after its turn came), and again on the
+    event loop's next turn: aiohttp tells its trace before it writes a bodiless request's
+    headers, in the same step of the task, so the second count is after the bytes went
+    out even when the process was descheduled in between (a loaded machine)."""
     base = {"User-Agent": user_agent, "Accept": ACCEPT, "Accept-Encoding": ACCEPT_ENCODING}
     traces = []
     if sent is not None:
         async def headers_sent(_session: object, _ctx: object,
                                params: aiohttp.TraceRequestHeadersSentParams) -> None:
-            sent(str(params.url))
+            url = str(params.url)
+            sent(url)
+            asyncio.get_running_loop().call_soon(sent, url)
 
         trace = aiohttp.TraceConfig()
         trace.on_request_headers_sent.append(headers_sent)

@@ -106,7 +106,7 @@ class RobotsGate:
             return stored
         if stored is not None:
             return (stored.status or 0, header_map(stored.headers or ()),
-                    stored.payload[:READ_LIMIT], False)
+                    stored.payload[:READ_LIMIT], "WARC-Truncated" in stored.warc)
         try:
             ex = await self.fetch(session, url)
         except FetchError as exc:
@@ -126,7 +126,9 @@ class RunRobots:
     """robots.txt in a run: leased in the manifest like a URL, archived through `store`
     with what it links to (its sitemaps, found by `discover`, as start-up finds them in a
     robots.txt it adopts); one this run archived before a restart is read back, not
-    fetched again."""
+    fetched again. In a shared run (`lease_for`) the worker that fetches it also keeps
+    the answer in the manifest (robots_answers), where the run's other workers read it:
+    robots.txt is fetched once per host and run, by whichever worker needs it first."""
 
     def __init__(self, manifest: Manifest, run_id: Callable[[], int],
                  warc_path: Callable[[str], Path],
@@ -148,6 +150,9 @@ class RunRobots:
         if item is not None:
             self._leased[url] = item
             return None
+        if self.lease_for is not None \
+                and (answer := self.manifest.robots_answers.get(self.run_id(), url)) is not None:
+            return answer if isinstance(answer, str) else _as_record(answer)
         stored = self.manifest.captures.in_run(self.run_id(), url)
         if stored is None:
             return "robots.txt is being fetched by another worker"
@@ -159,6 +164,8 @@ class RunRobots:
 
     def keep(self, url: str, answer: Exchange | str) -> None:
         item = self._leased.pop(url)
+        if self.lease_for is not None:  # for the run's other workers (before the capture)
+            self._share(url, answer)
         if item is None:
             return
         if isinstance(answer, str):
@@ -166,6 +173,18 @@ class RunRobots:
             self.manifest.urls.give_up(self.run_id(), item, answer, lease=lease)
         else:
             self.store(item, answer, self._links(item, answer))
+
+    def _share(self, url: str, answer: Exchange | str) -> None:
+        """The answer in the manifest, where the shared run's other workers read it."""
+        answers = self.manifest.robots_answers
+        if isinstance(answer, str):
+            answers.save_error(self.run_id(), url, answer)
+            return
+        answer.body.seek(0)
+        body = answer.body.read(READ_LIMIT)
+        answer.body.seek(0)
+        answers.save(self.run_id(), url, answer.status, answer.response_headers, body,
+                     bool(answer.truncated) or len(body) < answer.body_length)
 
     def _links(self, item: UrlItem, ex: Exchange) -> Discovered:
         """What the robots.txt answer links to: the page discovery reads is the one
@@ -179,3 +198,10 @@ class RunRobots:
             ex.body.seek(0)
         return self.discover(item, Page(ex.status, header_map(ex.response_headers), body,
                                         ex.truncated))
+
+
+def _as_record(answer: tuple[int, tuple[tuple[str, str], ...], bytes, bool]) -> RawRecord:
+    """A robots.txt answer kept in the manifest as the record RobotsGate reads."""
+    status, headers, body, truncated = answer
+    return RawRecord("response", {"WARC-Truncated": "length"} if truncated else {},
+                     status, headers, body)

@@ -156,6 +156,7 @@ class SharedFiles:
         self._lock = threading.Lock()
         self._ending = threading.Event()
         self._index: Path | None = None
+        self._awaited = (0, 0.0)  # (run, seconds): whose uploads the index waits for
         self._thread = threading.Thread(target=self._work, name="warc-files", daemon=True)
         self._thread.start()
 
@@ -167,10 +168,13 @@ class SharedFiles:
             with self._lock:
                 self._overflow.append(name)
 
-    def end(self, index: Path | None = None) -> None:
+    def end(self, index: Path | None = None, run_id: int = 0, alive_within: float = 0.0
+            ) -> None:
         """The worker is done: settle what is left (and upload `index`, when given: the
-        worker that completed the run wrote it), then stop."""
+        worker that completed the run `run_id` wrote it, once the other workers heard of
+        within `alive_within` seconds have uploaded their files of the run), then stop."""
         self._index = index
+        self._awaited = (run_id, alive_within)
         self._ending.set()
 
     @property
@@ -227,6 +231,7 @@ class SharedFiles:
         index = self._index if self.store_url else None
         while True:
             if index is not None and not self._pending and not self.result.failed:
+                self._await_others()  # the index goes after every file it names
                 index = None if self._upload_index(index) else index
             if not self._pending and (index is None or self.result.failed):
                 break
@@ -269,10 +274,10 @@ class SharedFiles:
                 self._store = open_store(self.store_url)
             crashpoints.reached("upload:before", "file")
             self._store.upload(path, WARC_PREFIX + name)
-            crashpoints.reached("upload:before-mark", "file")
+            log.info("uploaded %s to %s", name, self.store_url)  # before the mark the
+            crashpoints.reached("upload:before-mark", "file")  # index waits for
             if m.filemarks.mark_uploaded(name):
                 self.result.uploaded.append(name)
-                log.info("uploaded %s to %s", name, self.store_url)
             elif m.filemarks.file_state(name) == "lost":  # declared lost while it was uploaded
                 self._delete(name, path)
         except (StoreError, OSError) as exc:
@@ -295,6 +300,22 @@ class SharedFiles:
         self.result.deleted.append(name)
         log.warning("deleted %s: the manifest declared it lost", name)
 
+    def _await_others(self) -> None:
+        """Until the run's files of the other workers still heard of are uploaded (the
+        index goes after every file it names; a worker silent for longer is not waited
+        for: `mirror run --db --join` of it, or --forget-worker, settles its files)."""
+        run_id, alive_within = self._awaited
+        if self._manifest is None:
+            self._manifest = Manifest(self.dsn)
+        waited = False
+        while names := self._manifest.filemarks.uploads_awaited(run_id, self.owner,
+                                                                  alive_within):
+            if not waited:
+                log.info("the index waits for %d WARC files of other workers (%s)",
+                         len(names), ", ".join(names[:3]))
+                waited = True
+            time.sleep(POLL)
+
     def _upload_index(self, index: Path) -> bool:
         """Whether index.cdxj was uploaded (why not in `_index_failed`)."""
         try:
@@ -302,6 +323,7 @@ class SharedFiles:
                 self._store = open_store(self.store_url or "")
             self._store.put_file(index, INDEX_KEY)
             self.result.index = True
+            log.info("uploaded the index to %s", self.store_url)
             return True
         except (StoreError, OSError) as exc:
             self._index_failed = getattr(exc, "reason", None) or str(exc)

@@ -179,7 +179,8 @@ class SharedRun:
         worker's closed files; not when the worker was told to stop (its next start does)."""
         assert self._files is not None and self._parts is not None
         halt = self._parts.halt
-        self._files.end(index_path)
+        self._files.end(index_path, self._run_id,
+                        self.frontier.ttl if self.frontier is not None else 0.0)
         while self._files.running:
             if halt.interrupted and not halt.fatal:
                 log.warning("not waiting for the uploads: this worker's next `mirror run "

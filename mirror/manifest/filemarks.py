@@ -26,6 +26,16 @@ class FileMarks:
         row = self.sql.execute("SELECT state FROM files WHERE name=?", (name,)).fetchone()
         return None if row is None else str(row[0])
 
+    def uploads_awaited(self, run_id: int, but: str, alive_within: float) -> list[str]:
+        """WARC files with captures of the run not uploaded yet, of other workers heard of
+        within `alive_within` seconds (which are uploading them, or about to)."""
+        return [str(name) for (name,) in self.sql.execute(
+            "SELECT name FROM files f WHERE state IN ('open', 'closed') AND worker != ? "
+            "AND EXISTS (SELECT 1 FROM captures c WHERE c.filename = f.name "
+            "AND c.run_id = ?) AND EXISTS (SELECT 1 FROM workers w WHERE w.id = f.worker "
+            f"AND w.alive > {self.sql.now_ms} - ?) ORDER BY name",
+            (but, run_id, int(alive_within * 1000))).fetchall()]
+
     def unsettled_files(self, but: str, silent_for: float) -> dict[str, list[str]]:
         """WARC files with committed captures that are not uploaded, of other workers
         silent for `silent_for` seconds (dead: one alive uploads its own): worker -> file

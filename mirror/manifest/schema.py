@@ -294,6 +294,17 @@ CREATE TABLE IF NOT EXISTS workers (
     started INTEGER NOT NULL,
     alive INTEGER NOT NULL          -- its last heartbeat
 );
+-- robots.txt as the worker of a shared run that fetched it got it (robotsanswers.py):
+-- status 0 is a failed fetch (body: the error); headers JSON, body base64.
+CREATE TABLE IF NOT EXISTS robots_answers (
+    run_id INTEGER NOT NULL,
+    url TEXT NOT NULL,
+    status INTEGER NOT NULL,
+    headers TEXT NOT NULL,
+    body TEXT NOT NULL,
+    truncated INTEGER NOT NULL,
+    PRIMARY KEY (run_id, url)
+) WITHOUT ROWID;
 -- The WARC files workers write: each only by the worker that opened it.
 CREATE TABLE IF NOT EXISTS files (
     name TEXT PRIMARY KEY,

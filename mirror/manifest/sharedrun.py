@@ -20,6 +20,7 @@ state machines are in manifest.schema's docstring. Manifest has these verbs as i
 from __future__ import annotations
 
 import functools
+import math
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -70,6 +71,13 @@ def retried(method: Callable[Concatenate[M, P], T]) -> Callable[Concatenate[M, P
                     raise
                 time.sleep(random.uniform(0, BACKOFF * 2 ** attempt))
     return run
+
+
+def wait_ms(delay: float) -> int:
+    """`delay` seconds as the ms to add to the database's now for "not before": rounded up,
+    plus 1 for now_ms's own truncation, so that a host is never due early (the delay
+    between two workers' requests loses nothing to the ms)."""
+    return math.ceil(delay * 1000) + 1 if delay > 0 else 0
 
 
 def fence(lease: HostLease | None) -> tuple[str, tuple[object, ...]]:
@@ -249,8 +257,8 @@ class SharedRun(SharedRunReads):
                 f"UPDATE hosts SET lease_owner=NULL, lease_until=0, "
                 f"next_fetch_at={now} + ? WHERE id=? AND lease_owner=? "
                 f"AND lease_epoch=? RETURNING next_fetch_at - ?",
-                (int(delay * 1000), lease.host_id, lease.owner, lease.epoch,
-                 int(delay * 1000))).fetchone()
+                (wait_ms(delay), lease.host_id, lease.owner, lease.epoch,
+                 wait_ms(delay))).fetchone()
             if row is not None:
                 self._requeue(lease.site, lease.owner, lease.epoch)
         return None if row is None else int(row[0])
@@ -280,7 +288,7 @@ class SharedRun(SharedRunReads):
             self.sql.execute(
                 f"UPDATE hosts SET lease_owner=NULL, lease_until=0, next_fetch_at = CASE "
                 f"WHEN next_fetch_at > {now} + ? THEN next_fetch_at ELSE {now} + ? END "
-                "WHERE lease_owner=?", (int(delay * 1000), int(delay * 1000), owner))
+                "WHERE lease_owner=?", (wait_ms(delay), wait_ms(delay), owner))
             expired = self.sql.execute(
                 f"SELECT id, site, lease_owner, lease_epoch FROM hosts WHERE lease_owner IS "
                 f"NOT NULL AND lease_until <= {self.sql.now_ms}{self.sql.skip_locked}"

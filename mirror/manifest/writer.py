@@ -22,6 +22,7 @@ from mirror.manifest.filemarks import FileMarks
 from mirror.manifest.patterns import Patterns
 from mirror.manifest.pruning import Prune
 from mirror.manifest.reader import ManifestReader
+from mirror.manifest.robotsanswers import RobotsAnswers
 from mirror.manifest.runs import Runs
 from mirror.manifest.schema import ManifestError, create_or_upgrade, create_or_upgrade_postgres
 from mirror.manifest.sharedrun import SharedRun
@@ -47,8 +48,8 @@ class Manifest(ManifestReader):
     parts sharedrun and filemarks lease hosts to them and follow their WARC files). Every
     write of its parts is one short transaction (or a part of a group()'s): they share
     its transactions (`tx`): runs, urls, captures, texts, patterns, sitemaps, prune,
-    sharedrun, filemarks. The queries are ManifestReader's parts, which these extend. The
-    state machines are in manifest.schema's docstring."""
+    sharedrun, filemarks, robots_answers. The queries are ManifestReader's parts, which
+    these extend. The state machines are in manifest.schema's docstring."""
 
     def __init__(self, path: Path | str, *, durable: bool = False) -> None:
         self.durable = durable  # SQLite: synchronous=FULL (PostgreSQL: the server decides)
@@ -65,6 +66,7 @@ class Manifest(ManifestReader):
         self.sharedrun: SharedRun = SharedRun(self.sql, self.tx, self.runs.new,
                                               self.counts.done_pages)
         self.filemarks = FileMarks(self.sql, self.tx, self.captures.forget)
+        self.robots_answers = RobotsAnswers(self.sql, self.tx)
 
     def _connect(self) -> SqlDb:
         if isinstance(self.path, str):
