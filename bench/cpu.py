@@ -84,6 +84,9 @@ class Run:
 def tool_command(tool: str, args: argparse.Namespace, base: str, run_dir: Path) -> list[str]:
     if tool == "mirror":
         toml = write_site_toml(run_dir, base, args.workers, args.workers, args.parse_processes)
+        if args.scope:
+            with open(toml, "a", encoding="utf-8") as f:
+                f.write("\n[scope]\n" + "".join(f"{key}\n" for key in args.scope))
         return [sys.executable, "-m", "mirror", "run", str(toml), "--quiet"]
     return [args.wget, "--mirror", "--page-requisites", "--no-verbose", "-P",
             str(run_dir / "out"), f"--warc-file={run_dir / 'wget'}", base + "index.html"]
@@ -181,6 +184,8 @@ def report(args: argparse.Namespace, stats: dict[str, int], server: Server,
     unit = "instructions/request" if args.instructions else "CPU ms/request"
     print(f"\n{stats['pages']} pages (seed {args.seed}), {server.kind}; mirror workers = per_host"
           f" = {args.workers}, parse_processes = {args.parse_processes}; {SETTINGS};"
+          f" [scope] {', '.join(args.scope) or 'defaults'};"
+          f" MIRROR_UVLOOP={os.environ.get('MIRROR_UVLOOP', '(unset)')};"
           f" wget --mirror --page-requisites --warc-file; {os.cpu_count()} CPUs;"
           f" whole process trees (bench/treecpu.py)"
           + ("; valgrind callgrind, every process" if args.instructions else "") + "\n")
@@ -265,6 +270,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--server", choices=("auto", "nginx", "sitesrv"), default="auto")
     parser.add_argument("--wget", default="wget")
     parser.add_argument("--mirror-tree", type=Path, help="run mirror from this checkout")
+    parser.add_argument("--scope", action="append", default=[], metavar="KEY=VALUE",
+                        help="a [scope] line for mirror's site.toml, e.g. learn_traps=false")
     parser.add_argument("--json", type=Path, help="also write the runs here")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per run (3600)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
