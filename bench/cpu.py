@@ -65,6 +65,7 @@ class Run:
     code: int
     wall: float
     cpu: float  # user + system seconds of the whole tree
+    system: float = 0.0  # of which system (kernel) seconds: callgrind does not count these
     instructions: int = 0  # --instructions: summed over every process
     processes: int = 0  # --instructions: callgrind outputs (one per process)
     requests: int = 0  # from the server's log
@@ -120,7 +121,8 @@ def run_tool(tool: str, args: argparse.Namespace, server: Server, run_dir: Path)
         lines = (run_dir / "output.txt").read_text(errors="replace").strip().splitlines()[-12:]
         raise BenchError(f"{tool} exited with {proc.returncode}; its output ends:\n  "
                          + "\n  ".join(lines))
-    run = Run(tool, proc.returncode, usage["wall"], usage["user"] + usage["system"])
+    run = Run(tool, proc.returncode, usage["wall"], usage["user"] + usage["system"],
+              usage["system"])
     if args.instructions:
         run.instructions, run.processes = callgrind_totals(run_dir)
     return run
@@ -191,14 +193,14 @@ def report(args: argparse.Namespace, stats: dict[str, int], server: Server,
           + ("; valgrind callgrind, every process" if args.instructions else "") + "\n")
     names = [t for t in args.tools]
     print("| pair | load 1 min (start -> end) | " + " | ".join(
-        f"{t} CPU s | {t} requests | {t} {unit}" for t in names) + " | ratio |")
+        f"{t} CPU s (system) | {t} requests | {t} {unit}" for t in names) + " | ratio |")
     print("|--:|--:|" + "--:|" * (3 * len(names) + 1))
     ratios = []
     for n, (pair, (l0, l1)) in enumerate(zip(pairs, args.loads, strict=True), 1):
         cells = []
         for run in pair:
             figure = measure_of(run, args.instructions)
-            cells += [f"{run.cpu:.2f}", str(run.requests),
+            cells += [f"{run.cpu:.2f} ({run.system:.2f})", str(run.requests),
                       f"{figure:,.0f}" if args.instructions else f"{figure:.2f}"]
         ratio = (measure_of(pair[0], args.instructions) / measure_of(pair[1], args.instructions)
                  if len(pair) == 2 else 0.0)
