@@ -391,3 +391,27 @@ async def test_a_wordpress_like_site_without_traps(
     assert site.count("/wp-login.php?action=lostpassword") == 1
     report = json.loads(next((result.archive / "reports").glob("*.json")).read_text())
     assert not [rule for rule in report["skipped"] if rule.startswith("trap:")]
+
+
+def test_decision_cache_keeps_max_depth_apart() -> None:
+    """Discovery caches a reference's decision on "deeper than max_depth", not on the depth:
+    the same link found at every depth in turn (shallow, deep, shallow again) is a page
+    up to max_depth and skipped under max_depth past it, a requisite at any depth, and an
+    invalid reference keeps no redirects left."""
+    from mirror.crawl.discover import Discovery
+    from mirror.model import LinkKind
+
+    cfg = parse_config(SITE + "[scope]\nmax_depth = 2\n", Path("s.toml"))
+    disc = Discovery(cfg, Scope.from_config(cfg))
+    link = "http://example.com/a/b.html"
+    for depth in (1, 2, 3, 2, 5, 0):
+        new = disc.decide(link, depth, 4, False, LinkKind.LINK)
+        assert (new.depth, new.redirects_left) == (depth, 4)
+        if depth <= 2:
+            assert (new.mode, new.skip_reason) == ("page", None)
+        else:
+            assert (new.mode, new.skip_reason) == ("", "max_depth")
+        required = disc.decide(link, depth, 4, True, LinkKind.REQUISITE)
+        assert required.mode == ("page" if depth <= 2 else "requisite")
+    bad = disc.decide("http://exa mple.com/", 1, 4, False, LinkKind.LINK)
+    assert bad.skip_reason and bad.redirects_left == 0

@@ -53,8 +53,9 @@ class Discovery:
     def __init__(self, cfg: SiteConfig, scope: Scope) -> None:
         self.cfg = cfg
         self.scope = scope
-        # a decision depends only on its arguments, and pages share most of their links
-        self.decide = lru_cache(maxsize=1 << 12)(self._decide)  # bounded: a few MB
+        # a reference's normal form and scope decision depend on its depth only through
+        # "deeper than max_depth": cached on that, pages at every depth share the answers
+        self._scoped = lru_cache(maxsize=1 << 13)(self._scope)  # bounded: a few MB
         self.agent = product_token(cfg.crawl.user_agent)  # what a <meta name> may name
 
     def wants_body(self, status: int, headers: dict[str, str], truncated: str | None,
@@ -208,25 +209,31 @@ class Discovery:
         new = self.decide(raw, 1, self.cfg.crawl.max_redirects, False, LinkKind.LINK)
         return new._replace(via=Via.SITEMAP, lastmod=None if new.skip_reason else entry.lastmod)
 
-    def _decide(
+    def decide(
         self, raw: str, depth: int, redirects_left: int, requisite: bool, kind: str
     ) -> NewUrl:
         """Normalise and scope one found reference; skipped URLs are kept with their rule."""
         via = Via.REQUISITE if requisite else (
             Via.REDIRECT if kind == LinkKind.REDIRECT else Via.LINK)
+        url, site, mode, reason, valid = self._scoped(raw, requisite,
+                                                      depth > self.scope.max_depth)
+        return NewUrl(url, site, depth, redirects_left if valid else 0, mode, via, kind,
+                      skip_reason=reason)
+
+    def _scope(self, raw: str, requisite: bool,
+               too_deep: bool) -> tuple[str, str, str, str | None, bool]:
+        """(url, site, mode, skip rule, valid) of a reference found deeper than max_depth
+        or not; an invalid one is kept (cut to a sane length) so the report counts it."""
         try:
             url = normalize(raw, self.cfg.scope.ignore_query)
         except InvalidURL as exc:
-            # kept (cut to a sane length) so the report can count it under its rule
-            return NewUrl(raw[:MAX_SKIPPED_URL], "", depth, 0, "", via, kind,
-                          skip_reason=exc.reason)
+            return raw[:MAX_SKIPPED_URL], "", "", exc.reason, False
+        depth = self.scope.max_depth + 1 if too_deep else 0
         decision = self.scope.decide(url, depth, requisite)
         if not decision.allowed:
             url = url[:MAX_SKIPPED_URL]  # an over-long trap URL is counted, not kept whole
-        return NewUrl(
-            url, canonical_site(url)[0], depth, redirects_left, decision.mode, via, kind,
-            skip_reason=None if decision.allowed else decision.reason,
-        )
+        return (url, canonical_site(url)[0], decision.mode,
+                None if decision.allowed else decision.reason, True)
 
 
 def _parses(status: int, mime: str | None, truncated: str | None) -> bool:

@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +23,8 @@ from mirror.run.report import nofollow_warning, render_summary, summary_line
 from mirror.terminal import printable_lines, say
 
 if TYPE_CHECKING:
+    from asyncio import AbstractEventLoop
+
     from mirror.crawl.crawler import Crawler, RunResult
     from mirror.crawl.sharedrun import SharedRun
     from mirror.run.progress import ProgressDisplay
@@ -35,8 +37,21 @@ def crawl(cfg: SiteConfig, *, quiet: bool, verbose: bool, new_run: bool = False,
           settle_gc: bool = False) -> int:
     import asyncio
 
-    return asyncio.run(crawl_async(cfg, quiet=quiet, verbose=verbose, new_run=new_run,
-                                   lock=lock, shared=shared, settle_gc=settle_gc))
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+        return runner.run(crawl_async(cfg, quiet=quiet, verbose=verbose, new_run=new_run,
+                                      lock=lock, shared=shared, settle_gc=settle_gc))
+
+
+def loop_factory() -> Callable[[], AbstractEventLoop] | None:
+    """uvloop's event loop when it is installed (the `fast` extra) and MIRROR_UVLOOP is
+    not 0, else None (asyncio's own)."""
+    if os.environ.get("MIRROR_UVLOOP", "1") == "0":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
