@@ -1,0 +1,97 @@
+"""A COMMIT whose answer is lost with the connection (issue 37): the transaction may have
+committed or not, and the client cannot tell from the wire. PostgresDb looks it up on a new
+connection by its transaction id (pg_xact_status). A TCP proxy (tests/commitproxy.py)
+between the client and a real PostgreSQL cuts the connection at each of the two points
+that matter: after forwarding the COMMIT and before its answer (it committed: done, not
+run again), and before forwarding it (it did not: ManifestReconnected, run it again). Then a
+shared run whose worker loses the answers of several COMMITs: every URL stored once."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from commitproxy import CommitCutter, CommitProxy
+from multihost import MultiHost, SharedWorker, query, read_store, site_file
+
+from mirror.manifest.db import ManifestReconnected, PostgresDb
+
+
+def _proxy(dsn: str, cutter: CommitCutter) -> tuple[CommitProxy, str]:
+    parts = urlsplit(dsn)
+    assert parts.port is not None
+    proxy = CommitProxy(parts.port, cutter)
+    return proxy, proxy.dsn(parts.path.lstrip("/"))
+
+
+def _insert(db: PostgresDb, settled: list[bool]) -> None:
+    with db.transaction(settled.append):
+        db.execute("INSERT INTO t (x) VALUES (?)", (1,))
+
+
+@pytest.mark.parametrize("where", ["answer", "request"])
+def test_a_commit_cut_is_looked_up_by_its_transaction_id(
+        pg_dsn: str, where: str, caplog: pytest.LogCaptureFixture) -> None:
+    query(pg_dsn, "CREATE TABLE t (x integer)")
+    proxy, dsn = _proxy(pg_dsn, CommitCutter(where=where))
+    db = PostgresDb(dsn)
+    settled: list[bool] = []
+    try:
+        with caplog.at_level(logging.WARNING, logger="mirror.manifest.db"):
+            if where == "answer":  # it committed: done, once
+                _insert(db, settled)
+            else:  # it never reached the server: run it again
+                with pytest.raises(ManifestReconnected, match="lost at COMMIT"):
+                    _insert(db, settled)
+                _insert(db, settled)
+    finally:
+        db.close()
+        proxy.close()
+    assert proxy.cutter.cut == 1
+    assert query(pg_dsn, "SELECT count(*) AS n FROM t")[0]["n"] == 1
+    assert settled == ([True] if where == "answer" else [False, True])
+    committed = [r for r in caplog.records if "the answer to a COMMIT was lost" in r.message]
+    assert len(committed) == (1 if where == "answer" else 0), caplog.text
+    assert "reconnected after" in caplog.text
+
+
+NAME = "lost"
+PAGES = 240
+
+
+@pytest.mark.slow
+def test_a_shared_run_whose_commit_answers_are_lost_stores_every_url_once(
+        tmp_path: Path, pg_dsn: str, s3: Any) -> None:
+    cutter = CommitCutter(every=2, times=4)
+    proxy, dsn = _proxy(pg_dsn, cutter)
+    site = MultiHost(tmp_path / "site", PAGES)
+    store = f"{s3.url}/{NAME}"
+    worker = SharedWorker("w1", site_file(tmp_path / "w1" / "site.toml", site.start_url,
+                                          site.hosts, store, name=NAME, delay=0.02),
+                          dsn, "--lease-ttl", "6")
+    try:
+        worker.start()
+        worker.proc.wait(240)
+        worker.running()
+    finally:
+        worker.stop()
+        site.stop()
+        proxy.close()
+    said = worker.output(tail=50000) + worker.mirror_log.read_text(errors="replace")
+    assert worker.exits == [0], said[-5000:]
+    assert cutter.cut == cutter.times, cutter
+    # every cut COMMIT was the manifest's, and each was found committed (not run again)
+    logged = worker.mirror_log.read_text(errors="replace")
+    assert logged.count("the answer to a COMMIT was lost") == cutter.cut, said[-5000:]
+    runs = query(pg_dsn, "SELECT state FROM runs")
+    assert [r["state"] for r in runs] == ["complete"], runs
+    stored = Counter(r.uri for r in read_store(store, tmp_path / "bucket")
+                     if r.type in ("response", "revisit"))
+    urls = site.urls()
+    assert sorted(u for u in stored if u in set(urls)) == sorted(urls)
+    assert {u: n for u, n in stored.items() if n > 1} == {}
+    print(f"\nCOMMITs seen {cutter.seen}, answers cut and looked up {cutter.cut}")
