@@ -3,7 +3,8 @@ around a COMMIT: after forwarding the client's COMMIT and before forwarding the 
 answer (the transaction committed, the client cannot know), or before forwarding the COMMIT
 (it never reaches the server). Which COMMITs: `every`-th one, `times` times at most.
 
-A COMMIT is seen in the client's bytes as a simple-query message ('Q', length, "COMMIT\\0")
+The answer is cut once the server has said ReadyForQuery (the statement is over). A COMMIT
+is seen in the client's bytes as a simple-query message ('Q', length, "COMMIT\\0")
 or an extended-protocol Parse of it; the proxy does not otherwise read the protocol (the
 server's SSL refusal, startup and the rest pass through unread). Stopped by close()."""
 
@@ -14,21 +15,33 @@ import threading
 from dataclasses import dataclass, field
 
 COMMIT = b"COMMIT\x00"
+#: the server's ReadyForQuery message (its transaction status byte follows)
+READY = b"Z\x00\x00\x00\x05"
 
 
 @dataclass
 class CommitCutter:
-    """Which COMMITs are cut, and how: "answer" (after forwarding it) or "request"."""
+    """Which COMMITs are cut, and how: "answer" (after forwarding it) or "request".
+    `after`: only a COMMIT that follows a message holding these bytes counts (a statement's
+    text, as in its Parse or Query message: the COMMIT of its transaction)."""
 
     every: int = 1
     times: int = 1
     where: str = "answer"
+    after: bytes = b""
+    armed: bool = False
     seen: int = 0
     cut: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def decide(self) -> bool:
+    def decide(self, data: bytes) -> bool:
+        """Whether the client's message `data` is a COMMIT to cut."""
         with self.lock:
+            if self.after and self.after in data:
+                self.armed = True
+            if COMMIT not in data or (self.after and not self.armed):
+                return False
+            self.armed = False
             self.seen += 1
             if self.cut < self.times and self.seen % self.every == 0:
                 self.cut += 1
@@ -71,7 +84,7 @@ class CommitProxy:
             doomed: threading.Event) -> None:
         """Client -> server; a COMMIT chosen by the cutter dooms the connection."""
         while data := _recv(client):
-            if COMMIT in data and self.cutter.decide():
+            if self.cutter.decide(data):
                 if self.cutter.where == "request":
                     _close(client, server)
                     return
@@ -84,10 +97,14 @@ class CommitProxy:
 
     def _down(self, server: socket.socket, client: socket.socket,
               doomed: threading.Event) -> None:
-        """Server -> client, until a doomed connection's answer: then both are closed."""
+        """Server -> client; a doomed connection's answers are dropped up to the server's
+        ReadyForQuery (the statement is over: committed, in autocommit or by COMMIT), then
+        both sockets are closed."""
         while data := _recv(server):
             if doomed.is_set():
-                break
+                if READY in data:
+                    break
+                continue
             try:
                 client.sendall(data)
             except OSError:

@@ -95,3 +95,46 @@ def test_a_shared_run_whose_commit_answers_are_lost_stores_every_url_once(
     assert sorted(u for u in stored if u in set(urls)) == sorted(urls)
     assert {u: n for u, n in stored.items() if n > 1} == {}
     print(f"\nCOMMITs seen {cutter.seen}, answers cut and looked up {cutter.cut}")
+
+
+def test_a_fetched_job_whose_answer_was_lost_is_run_not_left_behind(
+        pg_dsn: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The fleet's connector (mirror/fleet/connector.py): Procrastinate's fetch_job took a
+    job (it is "doing" under this worker) and the answer was lost with the connection. The
+    fetch runs again on a new connection and returns that job, not the next one: no job
+    stays "doing" under a live worker that never saw it."""
+    import asyncio
+
+    from mirror.fleet.db import connect
+    from mirror.fleet.queue import new_app
+
+    connect(pg_dsn).close()  # the schema
+    # Procrastinate's pool connections are not in autocommit: the fetch's transaction ends
+    # with a COMMIT of its own, whose answer is cut
+    cutter = CommitCutter(after=b"procrastinate_fetch_job_v2")
+    proxy, dsn = _proxy(pg_dsn, cutter)
+
+    async def scenario() -> tuple[Any, Any, Any]:
+        app = new_app(dsn)
+        async with app.open_async():
+            first = await app.configure_task("t", queueing_lock="a").defer_async()
+            second = await app.configure_task("t", queueing_lock="b").defer_async()
+            worker = await app.job_manager.register_worker()
+            got = await app.job_manager.fetch_job(queues=None, worker_id=worker)
+            then = await app.job_manager.fetch_job(queues=None, worker_id=worker)
+            last = await app.job_manager.fetch_job(queues=None, worker_id=worker)
+        return (first, second), (got, then), last
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="mirror.fleet.connector"):
+            (first, second), (got, then), last = asyncio.run(scenario())
+    finally:
+        proxy.close()
+    assert cutter.cut == 1
+    assert (got.id, then.id, last) == (first, second, None), caplog.text
+    assert f"job {first} was taken by this worker by a fetch whose answer was lost" \
+        in caplog.text
+    assert "reconnected after" in caplog.text
+    doing = query(pg_dsn, "SELECT id FROM procrastinate_jobs WHERE status = 'doing' "
+                          "ORDER BY id")
+    assert [r["id"] for r in doing] == [first, second]
