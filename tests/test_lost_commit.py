@@ -138,3 +138,42 @@ def test_a_fetched_job_whose_answer_was_lost_is_run_not_left_behind(
     doing = query(pg_dsn, "SELECT id FROM procrastinate_jobs WHERE status = 'doing' "
                           "ORDER BY id")
     assert [r["id"] for r in doing] == [first, second]
+
+
+def test_a_job_end_whose_answer_was_lost_is_not_an_error(
+        pg_dsn: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Procrastinate's finish_job committed (the job is "succeeded") and the answer was
+    lost: run again, it is refused (the job is no longer "doing"), which after a loss says
+    it was done; the worker goes on rather than failing the job's task."""
+    import asyncio
+
+    from procrastinate.jobs import Status
+
+    from mirror.fleet.db import connect
+    from mirror.fleet.queue import new_app
+
+    connect(pg_dsn).close()
+    cutter = CommitCutter(after=b"procrastinate_finish_job_v1")
+    proxy, dsn = _proxy(pg_dsn, cutter)
+
+    async def scenario() -> int:
+        app = new_app(dsn)
+        async with app.open_async():
+            job_id = await app.configure_task("t", queueing_lock="a").defer_async()
+            worker = await app.job_manager.register_worker()
+            job = await app.job_manager.fetch_job(queues=None, worker_id=worker)
+            assert job is not None and job.id == job_id
+            await app.job_manager.finish_job(job, status=Status.SUCCEEDED, delete_job=False)
+        return job_id
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="mirror.fleet.connector"):
+            job_id = asyncio.run(scenario())
+    finally:
+        proxy.close()
+    assert cutter.cut == 1
+    assert f"job {job_id}: its status was written before the connection was lost" \
+        in caplog.text, caplog.text
+    rows = query(pg_dsn, "SELECT status::text AS s FROM procrastinate_jobs WHERE id = %s",
+                 (job_id,))
+    assert rows == [{"s": "succeeded"}]
