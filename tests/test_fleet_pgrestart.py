@@ -246,3 +246,58 @@ def test_a_worker_gives_up_on_a_database_gone_for_good_and_loses_nothing(
                      if r.type in ("response", "revisit"))
     assert sorted(u for u in stored if u in set(site.urls())) == sorted(site.urls())
     assert {u: n for u, n in stored.items() if n > 1} == {}
+
+
+def test_a_fleet_worker_outlasts_a_long_outage_and_gives_up_on_a_lost_database(
+        tmp_path: Path, pg: Any, s3: Any, site_in_thread: Callable[[], Any]) -> None:
+    """The server down longer than the fence (half of --stall-after) but shorter than
+    MIRROR_DB_GIVE_UP: the worker's run is stopped (it could not be fenced), the worker
+    stays, and the run is queued again and resumed from its checkpoint once the server is
+    back: every URL once. Then the server stopped for good: the worker stops after
+    MIRROR_DB_GIVE_UP seconds, with ManifestWriteError's exit code and words."""
+    import pgserver
+    from fleetproc import WorkerProcess, mirror, runs, site_file, until
+    from test_fleet import chain
+    from test_fleet_takeover import _records
+
+    from mirror.fleet.connector import FleetDatabaseLost
+
+    dsn = pgserver.create_database(pg, "outage")
+    site = chain(site_in_thread(), SITE_PAGES, latency=0.2)
+    library = tmp_path / "library"
+    site_file(library, "long", site.base, f"{s3.url}/long", workers=1, per_host=1,
+              archive={"warc_max_bytes": 4000})
+    assert mirror("schedule", "apply", str(library), "--db", dsn).returncode == 0
+    worker = WorkerProcess.start(dsn, tmp_path / "w1", "--stall-after", "4", name="w1",
+                                 env={"MIRROR_DB_GIVE_UP": "20"})
+    try:
+        until(lambda: query(dsn, "SELECT count(*) AS n FROM mirror_fleet_workers")[0]["n"]
+              == 1, 60, "the worker to start", workers=(worker,))
+        assert mirror("schedule", "run-now", str(library), "--db", dsn).returncode == 0
+        until(lambda: _fleet_progress(dsn) >= 5, 120, "the run to be under way",
+              workers=(worker,))
+        pg.postmaster.stop("fast")
+        time.sleep(6)  # longer than the fence (2 s), shorter than the give-up (20 s)
+        assert worker.proc.poll() is None, worker.output()
+        pg.postmaster.start()
+        until(lambda: [r for r in runs(dsn) if r["state"] == "complete"], 180,
+              "the run to be resumed and finished", workers=(worker,))
+        pg.postmaster.stop("fast")
+        worker.proc.wait(120)
+    finally:
+        worker.stop()
+        if pg.postmaster.proc.poll() is not None:
+            pg.postmaster.start()
+    said = worker.output()
+    assert worker.proc.returncode == int(FleetDatabaseLost.exit_code), said[-4000:]
+    assert "the fleet database: connection lost" in said and "not back after 20 s" in said \
+        and "gave up" in said, said[-4000:]
+    attempts = runs(dsn)
+    assert [(r["state"], r["attempt"]) for r in attempts] == [("lost", 1), ("complete", 2)], \
+        attempts
+    assert "did not answer" in attempts[0]["message"], attempts
+    assert "reconnected after" in said, said[-4000:]
+    records = _records(s3.objects(s3.url.removeprefix("s3://"), "long/"))
+    captures = Counter(uri for _, kind, uri, _ in records if kind in ("response", "revisit"))
+    assert set(captures) == {site.base} | {f"{site.base}p{i}.html" for i in range(SITE_PAGES)}
+    assert {u: n for u, n in captures.items() if n != 1} == {}

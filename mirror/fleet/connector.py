@@ -144,6 +144,9 @@ class Reconnecting(_Base):
 
     async def execute_query_async(self, query: Any, **arguments: Any) -> None:
         call = super().execute_query_async
+        if query in self._ends:  # finish_job, retry_job
+            await self._end(call, query, arguments)
+            return
         await again(self.outages, lambda: call(query, **arguments), "a query")
 
     async def execute_query_all_async(self, query: Any, **arguments: Any) -> list[dict[str, Any]]:
@@ -154,8 +157,6 @@ class Reconnecting(_Base):
         call = super().execute_query_one_async
         if query == self._fetch:
             return await self._fetched(call, query, arguments)
-        if query in self._ends:
-            return await self._end(call, query, arguments)
         return await again(self.outages, lambda: call(query, **arguments), "a query")
 
     async def _fetched(self, call: Callable[..., Awaitable[dict[str, Any]]], query: Any,
@@ -185,8 +186,8 @@ class Reconnecting(_Base):
             await cur.execute(_ORPHAN, {"worker_id": worker_id, "known": list(self._handed)})
             return await cur.fetchone()
 
-    async def _end(self, call: Callable[..., Awaitable[dict[str, Any]]], query: Any,
-                   arguments: dict[str, Any]) -> dict[str, Any]:
+    async def _end(self, call: Callable[..., Awaitable[Any]], query: Any,
+                   arguments: dict[str, Any]) -> Any:
         """finish_job / retry_job; after a loss, one that is refused because the job is no
         longer "doing" had happened (its answer was lost)."""
         count = self.outages.count
@@ -197,7 +198,7 @@ class Reconnecting(_Base):
                 raise
             log.warning("job %s: its status was written before the connection was lost "
                         "(%s)", arguments.get("job_id"), words(exc))
-            return {}
+            return None
 
     async def _loop_notify(self, on_notification: Any, connection: Any,
                            timeout: float = 30.0) -> None:  # Procrastinate's LISTEN_TIMEOUT

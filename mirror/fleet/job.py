@@ -46,6 +46,12 @@ class RunLost(MirrorError):
     """The job is no longer this worker's (the fleet handed it over): the child was killed."""
 
 
+class RunUnfenced(RunLost):
+    """The database did not answer for `fence_after` seconds: the child was killed (another
+    worker may take the job); the job is still this worker's, and the run is queued again
+    once the database answers."""
+
+
 @dataclass(frozen=True)
 class Place:
     """Where and how this worker runs sites."""
@@ -193,6 +199,9 @@ async def run_site(context: procrastinate.JobContext, place: Place, site: str,
         raise
     except RunLost as exc:
         await records.finish_run(app, run, "lost", proc.returncode if proc else None, str(exc))
+        if isinstance(exc, RunUnfenced):  # the database is back (finish_run got through)
+            await _queue_again(app, site, f"resumed (the fleet database was unreachable "
+                                          f"from {place.host})", attempt)
         raise
     except Exception as exc:
         await records.finish_run(app, run, "failed", proc.returncode if proc else None,
@@ -230,7 +239,7 @@ async def _supervise(app: procrastinate.App, proc: asyncio.subprocess.Process, j
             except Exception as exc:  # noqa: BLE001 - the database did not answer
                 if time.monotonic() - confirmed > timing.fence_after:
                     await _kill(proc, waiter)
-                    raise RunLost(f"the fleet database did not answer for "
+                    raise RunUnfenced(f"the fleet database did not answer for "
                                   f"{timing.fence_after:g} s ({type(exc).__name__}): the run "
                                   "was stopped, another worker may take it over") from exc
                 continue
@@ -263,7 +272,6 @@ async def _stopped(context: procrastinate.JobContext, place: Place, run: int, si
     from what it uploaded) or someone aborted the job (it stays stopped). A run stopped
     gracefully closed its files: they and a snapshot are pushed, so that the next attempt
     fetches nothing again."""
-    from procrastinate.exceptions import AlreadyEnqueued
     from procrastinate.job_context import AbortReason
 
     code = await child.stop(proc, _grace(place, site)) if proc is not None else None
@@ -279,13 +287,19 @@ async def _stopped(context: procrastinate.JobContext, place: Place, run: int, si
             log.warning("%s: could not push the stopped run: %s", site, exc)
     await records.finish_run(context.app, run, "interrupted", code, note)
     if shutdown:
-        try:
-            job = await defer_run(context.app, site, f"resumed ({note} on {place.host})",
-                                  attempt=attempt + 1)
-            log.warning("%s: %s during its run; queued again (job %d)", site, note, job)
-        except AlreadyEnqueued:
-            log.warning("%s: %s during its run; the run already waiting resumes it", site,
-                        note)
+        await _queue_again(context.app, site, f"resumed ({note} on {place.host})", attempt)
+
+
+async def _queue_again(app: procrastinate.App, site: str, reason: str, attempt: int) -> None:
+    """Queue the site's run again (it resumes from its last checkpoint once this job has
+    ended and freed the site's lock); a run already waiting resumes it instead."""
+    from procrastinate.exceptions import AlreadyEnqueued
+
+    try:
+        job = await defer_run(app, site, reason, attempt=attempt + 1)
+        log.warning("%s: %s; queued again (job %d)", site, reason, job)
+    except AlreadyEnqueued:
+        log.warning("%s: %s; the run already waiting resumes it", site, reason)
 
 
 def _grace(place: Place, site: str) -> float:

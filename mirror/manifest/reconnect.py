@@ -1,7 +1,16 @@
 """A PostgreSQL connection lost and made again (a server restart, a failover, a network
 blip): which errors mean the connection is gone, the waits between two tries (exponential
 backoff with full jitter, bounded), and the loop that tries until the database answers or
-GIVE_UP seconds have passed (then ManifestWriteError, the run's exit code as before).
+GIVE_UP seconds have passed (then DatabaseGone, a ManifestWriteError: the run stops with
+its exit code and words, and every later statement fails at once).
+
+The loop sleeps in the calling thread, which for a shared run is the crawl's event loop:
+while the database is away nothing else of the run goes on. That is on purpose: no
+response could be stored nor any lease checked meanwhile, and the manifest's connection is
+not made for other writes while it is being made again. The cost is the responses in
+flight, which time out and are fetched again later (a retry, at most one per host slot).
+The fleet's worker (fleet/connector.py) waits with asyncio instead: its runs are child
+processes to supervise meanwhile.
 
 What happens to the transaction that was cut is PostgresDb's (manifest/db.py): one cut
 before its COMMIT was rolled back by the server and is run again (ManifestReconnected); one
