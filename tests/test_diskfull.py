@@ -58,8 +58,22 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
     try:
         yield mnt
     finally:
-        # lazy: detached even when an in-process run left a file open in it
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, timeout=30)
+        done = subprocess.run(["umount", str(mnt)], capture_output=True, text=True,
+                              timeout=30)
+        assert done.returncode == 0, done.stderr  # no file left open in it
+
+
+def open_in(folder: Path) -> list[str]:
+    """The files under `folder` this process holds a descriptor of."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(folder) + "/"):
+            held.append(target)
+    return held
 
 
 def fill(folder: Path) -> None:
@@ -109,6 +123,9 @@ def test_a_full_disk_stops_the_run_loses_nothing_and_a_later_run_resumes(
     finally:
         crashpoints.hook = None
     err = capsys.readouterr().err
+    assert open_in(small_fs) == [], err  # the run closed every file it had there
+    assert "--- Logging error ---" not in err, err  # mirror.log's failure: one line
+    assert err.count("mirror.log: No space left on device") <= 1, err
     assert seen.counts[step, ""] >= nth, err
     assert code == ExitCode.DISK_FULL, err
     archive = small_fs / "archive"
@@ -133,3 +150,31 @@ def test_a_full_disk_stops_the_run_loses_nothing_and_a_later_run_resumes(
     urls = sorted(r["uri"] for r in responses)
     assert urls == sorted([site.base] + [f"{site.base}p{i}" for i in range(PAGES)])
     assert len(records) <= len(read_records(archive / "warc"))
+
+
+def test_a_log_file_on_a_full_disk_says_so_once_in_one_line(
+        small_fs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import logging
+
+    from mirror.run.logfile import RunLogFile
+
+    handler = RunLogFile(small_fs / "mirror.log")
+    log = logging.getLogger("test.fulldisk")
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        fill(small_fs)
+        for n in range(5):
+            try:
+                raise OSError(28, "a record with a traceback of its own")
+            except OSError:
+                log.exception("record %d " + "x" * 5000, n)
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+        log.propagate = True
+    err = capsys.readouterr().err
+    assert err == (f"mirror: cannot write {small_fs / 'mirror.log'}: No space left on device; "
+                   "the run's warnings still go here, its other log lines are lost until it "
+                   "can\n"), err
+    assert open_in(small_fs) == []

@@ -140,6 +140,8 @@ class WarcWriter:
         # warcio builds the records; we gzip each one ourselves (see _GzipMember)
         self._writer = WARCWriter(None, gzip=False, warc_version=WARC_VERSION)
         self._file: IO[bytes] | None = None
+        self._abandoned = False  # the file was closed after a failed write, not renamed
+        self._good = 0  # where the file's flushed, kept bytes end (a failed flush: cut here)
         self._filename = ""
         self._warcinfo_id = ""
 
@@ -173,19 +175,31 @@ class WarcWriter:
             crashpoints.reached("open:unflushed", "warcinfo")
             self._flush()
         except BaseException:  # e.g. ENOSPC: leave no file with a torn warcinfo behind
-            self._file.close()
-            self._file = None
+            self._good = 0
+            self._abandon()
+            self._abandoned = False
             path.unlink(missing_ok=True)
             raise
         log.info("opened %s", self._filename)
 
     def close(self) -> None:
-        """Flush and rename the open file to its final name."""
+        """Flush and rename the open file to its final name (also one abandoned after a
+        failed write: it holds its kept records only)."""
         if self._file is None:
+            if self._abandoned:
+                self._abandoned = False
+                self._rename()
             return
-        self._flush(force_sync=True)
+        try:
+            self._flush(force_sync=True)
+        except OSError:  # e.g. ENOSPC: cut back, closed; renamed by a later close()
+            self._abandon()
+            raise
         self._file.close()
         self._file = None
+        self._rename()
+
+    def _rename(self) -> None:
         open_path = self.warc_dir / (self._filename + OPEN_SUFFIX)
         crashpoints.reached("rotate:before-rename", "file")
         os.replace(open_path, self.warc_dir / self._filename)
@@ -207,6 +221,7 @@ class WarcWriter:
         if self._file is not None and self._file.tell() >= self.max_bytes:
             self.close()
         if self._file is None:
+            self.close()  # a file abandoned after a failed write gets its final name
             self._open_new()
         assert self._file is not None
         date = self._date(self.clock())
@@ -335,6 +350,7 @@ class WarcWriter:
         self._file.flush()
         if self.fsync or force_sync:
             os.fsync(self._file.fileno())
+        self._good = self._file.tell()
 
     def undo(self, loc: CaptureLocation) -> None:
         """Remove the last capture group again (its manifest commit failed)."""
@@ -348,8 +364,37 @@ class WarcWriter:
             self._file.seek(offset)
             self._file.truncate(offset)
             self._file.flush()
+            self._good = offset
+        except OSError as exc:  # the buffer cannot be flushed (ENOSPC): drop it and the file
+            log.warning("%s: cut back to offset %d and closed after a failed write (%s); it "
+                        "stays .open for the next run's recovery", self._filename,
+                        min(offset, self._good), exc.strerror or exc)
+            self._good = min(offset, self._good)
+            self._abandon()
+
+    def _abandon(self) -> None:
+        """After a write or flush that failed: cut the file back to its last flushed, kept
+        byte (no torn record) and close its descriptor without writing what its buffer
+        holds (the descriptor is pointed at /dev/null first, where the buffer goes). close()
+        gives it its final name; the writer opens a new one for its next capture."""
+        f, self._file = self._file, None
+        if f is None:
+            return
+        self._abandoned = True
+        try:
+            fd = f.fileno()
+            os.ftruncate(fd, self._good)
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(null, fd)
+            finally:
+                os.close(null)
         except OSError:
-            log.exception("could not roll back %s to offset %d", self._filename, offset)
+            log.exception("could not cut %s back to offset %d", self._filename, self._good)
+        try:
+            f.close()
+        except OSError:
+            pass  # the descriptor is closed whatever its flush said
 
     @staticmethod
     def _date(when: datetime) -> str:

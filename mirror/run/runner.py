@@ -19,6 +19,7 @@ from mirror.archive.lock import ArchiveLock
 from mirror.config import ConfigError, SiteConfig
 from mirror.layout import ArchiveLayout
 from mirror.model import ExitCode, RunState
+from mirror.run.logfile import RunLogFile
 from mirror.run.report import nofollow_warning, render_summary, summary_line
 from mirror.terminal import printable_lines, say
 
@@ -227,7 +228,7 @@ def logging_to(
     """Everything at INFO to the archive's mirror.log; warnings (or all with -v) to stderr."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     root = logging.getLogger()
-    file_handler = logging.FileHandler(log_file, encoding="utf-8")
+    file_handler = RunLogFile(log_file)  # a full disk: told once, in one line
     file_handler.setFormatter(PrintableFormatter("%(asctime)s %(levelname)s %(name)s: "
                                                  "%(message)s"))
     file_handler.setLevel(logging.INFO)
