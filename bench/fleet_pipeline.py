@@ -10,7 +10,8 @@ capture with its ~20 links fenced by the lease, release) on a PostgreSQL this st
     python bench/fleet_pipeline.py [--captures 400] [--code /tmp/mirror-base]
 
 --code: the checkout whose `mirror` is measured (default: this one), to compare a change
-with `git archive HEAD | tar -x -C /tmp/mirror-base`.
+with `git archive HEAD | tar -x -C /tmp/mirror-base` (bench/README.md: the pipelined
+upserts of commit 6f34a24, measured and left out).
 """
 
 from __future__ import annotations

@@ -123,7 +123,10 @@ def pg_server(*, fsync: bool = False) -> Iterator[PgServer]:
                                    + (folder / "server.log").read_text(errors="replace")[-2000:])
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
+                    pass
+                if _accepts(f"postgresql://postgres@127.0.0.1:{port}"):
+                    break  # listening is not enough: "the database system is starting up"
+                raise OSError("starting up")
             except OSError:
                 if time.monotonic() > deadline:
                     raise RuntimeError("postgres did not start within "
@@ -140,6 +143,17 @@ def pg_server(*, fsync: bool = False) -> Iterator[PgServer]:
                 server.wait(timeout=10)
         log.close()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _accepts(dsn: str) -> bool:
+    """Whether the server takes a connection (not only listens)."""
+    import psycopg  # the fleet extra
+
+    try:
+        psycopg.connect(dsn, connect_timeout=2).close()
+    except psycopg.OperationalError:
+        return False
+    return True
 
 
 def create_database(server: PgServer, name: str) -> str:

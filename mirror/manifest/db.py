@@ -139,11 +139,6 @@ class SqlDb:
     execute: Callable[..., Cursor]  # (sql, params=()) -> cursor
     executemany: Callable[[str, Iterable[Sequence[object]]], Cursor]
 
-    def fetch_each(self, sql: str, rows: Sequence[Sequence[object]]) -> list[Any]:
-        """`sql` run once per parameter row, in order: the first result row of each (None
-        when it has none)."""
-        return [self.execute(sql, params).fetchone() for params in rows]
-
     def begin(self) -> None:
         raise NotImplementedError
 
@@ -255,16 +250,6 @@ class PostgresDb(SqlDb):
         if rows:
             cur.executemany(self._translated(sql), rows)
         return cur  # type: ignore[no-any-return]
-
-    def fetch_each(self, sql: str, rows: Sequence[Sequence[object]]) -> list[Any]:
-        """In pipeline mode: every statement sent, then every answer read (one round trip
-        instead of one per row)."""
-        if len(rows) < 2:
-            return super().fetch_each(sql, rows)
-        query = self._translated(sql)
-        with self.raw.pipeline():
-            cursors = [self.raw.execute(query, params) for params in rows]
-        return [cur.fetchone() for cur in cursors]
 
     def begin(self) -> None:
         self.raw.execute("BEGIN")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 from mirror.manifest.db import SqlDb, Tx
 from mirror.manifest.schema import FRONTIER_URLS, URL_ITEM_COLUMNS
@@ -155,20 +154,24 @@ class Urls(UrlReads):
             seen.known.clear()
             seen.run = run_id
         known, staged = seen.known, seen.staged
-        todo = [f for f in (self._to_upsert(run_id, found) if self.sql.concurrent else found)
-                if f.url not in known and f.url not in staged]
-        first: dict[str, NewUrl] = {}  # the first of each URL, in order ...
-        for f in todo:
-            first.setdefault(f.url, f)
-        later = [f for f in todo if first[f.url] is not f]  # ... then its repeats, in order
-        rows = self.sql.fetch_each(_UPSERT_URL, [self._upsert_params(run_id, referrer, f)
-                                                 for f in first.values()])
-        for f, row in zip(first.values(), rows, strict=True):
-            self._upserted(run_id, f, row)
-        for f in later:  # a repeat: an off-site <a> skipped, then the same URL as <img>
-            if f.url not in staged:
-                self._upserted(run_id, f, self.sql.execute(
-                    _UPSERT_URL, self._upsert_params(run_id, referrer, f)).fetchone())
+        for f in self._to_upsert(run_id, found) if self.sql.concurrent else found:
+            if f.url in known or f.url in staged:
+                continue
+            row = self.sql.execute(
+                _UPSERT_URL,
+                (f.url, f.site, run_id,
+                 UrlState.SKIPPED if f.skip_reason else UrlState.PENDING, f.mode,
+                 f.depth, f.redirects_left, referrer, f.via, f.skip_reason),
+            ).fetchone()
+            if row is None:  # already in the manifest: look at what it holds
+                row = self.sql.execute("SELECT id FROM urls WHERE url=? AND run_id=? "
+                                       "AND state != 'skipped'", (f.url, run_id)).fetchone()
+            elif f.skip_reason:
+                row = None  # a later link may still upgrade it
+            elif f.site not in seen.sites and f.site not in seen.staged_sites:
+                self._add_host(f.site)  # pending: its site needs host rows
+            if row is not None:
+                staged[f.url] = row[0]
         self.sql.executemany(
             "INSERT INTO sitemap_lastmod (url_id, lastmod) VALUES (?, ?) "
             "ON CONFLICT(url_id) DO UPDATE SET lastmod=excluded.lastmod",
@@ -185,26 +188,6 @@ class Urls(UrlReads):
                    SELECT ?, id, ? FROM urls WHERE url=? ON CONFLICT DO NOTHING""",
                 [(src, kind, url) for src, dst, kind, url in ids if not dst],
             )
-
-    @staticmethod
-    def _upsert_params(run_id: int, referrer: int | None, f: NewUrl) -> tuple[object, ...]:
-        return (f.url, f.site, run_id,
-                UrlState.SKIPPED if f.skip_reason else UrlState.PENDING, f.mode, f.depth,
-                f.redirects_left, referrer, f.via, f.skip_reason)
-
-    def _upserted(self, run_id: int, f: NewUrl, row: Any) -> None:
-        """After the upsert of `f` (its RETURNING row, None when it changed nothing): the
-        URL staged with its id, unless it stays skipped; a new site gets host rows."""
-        seen = self._seen
-        if row is None:  # already in the manifest: look at what it holds
-            row = self.sql.execute("SELECT id FROM urls WHERE url=? AND run_id=? "
-                                   "AND state != 'skipped'", (f.url, run_id)).fetchone()
-        elif f.skip_reason:
-            row = None  # a later link may still upgrade it
-        elif f.site not in seen.sites and f.site not in seen.staged_sites:
-            self._add_host(f.site)  # pending: its site needs host rows
-        if row is not None:
-            seen.staged[f.url] = row[0]
 
     def _to_upsert(self, run_id: int, found: Sequence[NewUrl]) -> list[NewUrl]:
         """Where several workers write at once: of `found`, those the upsert may change,
