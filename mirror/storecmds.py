@@ -60,6 +60,8 @@ def reading(args: argparse.Namespace) -> Reading:
     """Where serve/export/verify read: `args.config` is a site file (its folder, or with
     --from-store its store) or an s3:// address."""
     given = str(args.config)
+    if getattr(args, "db", None):
+        return _shared_run(args, given)
     if is_address(given):
         if getattr(args, "from_store", False):
             raise StoreUsageError("--from-store goes with a site file, not an s3:// address")
@@ -76,6 +78,27 @@ def reading(args: argparse.Namespace) -> Reading:
     if note := shared_worker_note(cfg.site.output_dir):
         raise StoreUsageError(note)
     return Reading(cfg.site.output_dir, str(cfg.site.output_dir), *site, cfg)
+
+
+def _shared_run(args: argparse.Namespace, given: str) -> Reading:
+    """A run shared by several workers: its store (the site file's, or an s3:// address)
+    and a snapshot of its manifest in the database `args.db`."""
+    from mirror.store.files import SharedRunFiles
+    from mirror.store.objstore import open_store
+
+    cfg = None if is_address(given) else load_config(given)
+    url = given if cfg is None else cfg.archive.store
+    if not url:
+        raise StoreUsageError(
+            f"{given}: --db reads a run shared by several workers, whose WARC files are all "
+            "in one place only in its store, and this site file sets no [archive] store "
+            '(e.g. store = "s3://bucket/prefix")')
+    files = SharedRunFiles(open_store(url), args.db)
+    if cfg is None:
+        name = given.rstrip("/").rsplit("/", 1)[-1] or "mirror"
+        return Reading(files, files.label, name, DEFAULT_IGNORE_QUERY, (), None)
+    return Reading(files, files.label, cfg.site.name, cfg.scope.ignore_query,
+                   cfg.site.start_urls, cfg)
 
 
 def _store_files(url: str) -> ArchiveFiles:

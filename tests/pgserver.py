@@ -202,6 +202,17 @@ def pg_server(*, fsync: bool = False, durable_commit: bool | None = None
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _accepts(dsn: str) -> bool:
+    """Whether the server takes a connection (not only listens)."""
+    import psycopg  # the fleet extra
+
+    try:
+        psycopg.connect(dsn, connect_timeout=2).close()
+    except psycopg.OperationalError:
+        return False
+    return True
+
+
 def create_database(server: PgServer, name: str) -> str:
     """A new empty database on the server; its DSN."""
     import psycopg  # the fleet extra

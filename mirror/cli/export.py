@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mirror.cli.command import ADDRESS, FROM_STORE, Command
+from mirror.cli.command import ADDRESS, FROM_STORE, SHARED_DB, Command
 from mirror.model import ExitCode
 from mirror.replay.exporters import (
     Exporter,
@@ -25,6 +25,7 @@ from mirror.replay.exporters import (
 def export_arguments(parser: argparse.ArgumentParser) -> None:
     """Where the archive is read from, then each format's flag and options."""
     parser.add_argument("--from-store", action="store_true", help=FROM_STORE)
+    parser.add_argument("--db", metavar="DSN", help=SHARED_DB)
     add_arguments(parser)
 
 

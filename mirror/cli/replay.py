@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mirror.cli.command import ADDRESS, FROM_STORE, Command, serving
+from mirror.cli.command import ADDRESS, FROM_STORE, SHARED_DB, Command, serving
 from mirror.errors import UsageError
 
 
 def serve_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--from-store", action="store_true", help=FROM_STORE)
+    serve.add_argument("--db", metavar="DSN", help=SHARED_DB)
     serve.add_argument("--host", help="address to bind (127.0.0.1; with --lan: instead of the "
                                       "LAN address)")
     serve.add_argument("--lan", action="store_true",

@@ -228,5 +228,32 @@ class StoreFiles(ArchiveFiles):
             self._tmp, self._snapshot = None, None
 
 
+class SharedRunFiles(StoreFiles):
+    """A run shared by several workers (`mirror run --db`): its WARC files and index in its
+    store, its manifest a SQLite snapshot of the database, made in one consistent read
+    (manifest.pgsnapshot), again when the store changes."""
+
+    def __init__(self, store: ObjectStore, dsn: str) -> None:
+        super().__init__(store)
+        self.dsn = dsn
+
+    def manifest(self) -> Path | None:
+        from mirror.manifest.pgsnapshot import snapshot_to_sqlite
+
+        stamp = self.stamp()
+        if self._snapshot is not None and self._snapshot[1] == stamp:
+            return self._snapshot[0]
+        if self._tmp is None:
+            self._tmp = Path(tempfile.mkdtemp(prefix="mirror-snapshot-"))
+        old = self._snapshot[0] if self._snapshot else None
+        self._downloads += 1
+        path = self._tmp / f"manifest-{self._downloads}.sqlite3"
+        snapshot_to_sqlite(self.dsn, path)
+        self._snapshot = (path, stamp)
+        if old is not None:  # a reader that has it open keeps it until it closes
+            old.unlink(missing_ok=True)
+        return path
+
+
 def archive_files(where: Path | ArchiveFiles) -> ArchiveFiles:
     return where if isinstance(where, ArchiveFiles) else LocalFiles(where)
