@@ -59,6 +59,12 @@ SETTINGS = ("crawl-time page text and full-text search index: on (they have no s
             " learn_traps, robots, sitemaps: mirror's defaults")
 
 
+#: [crawl] lines under valgrind (continuing write_site_toml's [crawl] section): at 50x
+#: slower with 4 others like it on 2 cores, 60 s read timeouts gave up on a third of the
+#: pages. A helper's 10 s parse budget is not a setting: run one valgrind crawl at a time.
+SLOW_CRAWL = "timeout = 3000\nread_timeout = 3000\nconnect_timeout = 600\n"
+
+
 @dataclass
 class Run:
     tool: str
@@ -85,8 +91,10 @@ class Run:
 def tool_command(tool: str, args: argparse.Namespace, base: str, run_dir: Path) -> list[str]:
     if tool == "mirror":
         toml = write_site_toml(run_dir, base, args.workers, args.workers, args.parse_processes)
-        if args.scope:
-            with open(toml, "a", encoding="utf-8") as f:
+        with open(toml, "a", encoding="utf-8") as f:
+            if args.instructions:  # valgrind's slowdown on a loaded machine: no timeouts
+                f.write(SLOW_CRAWL)
+            if args.scope:
                 f.write("\n[scope]\n" + "".join(f"{key}\n" for key in args.scope))
         return [sys.executable, "-m", "mirror", "run", str(toml), "--quiet"]
     return [args.wget, "--mirror", "--page-requisites", "--no-verbose", "-P",

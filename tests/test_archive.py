@@ -193,3 +193,54 @@ def test_torn_tail_is_cut_back_at_every_byte(tmp_path: Path) -> None:
             f.exchange.body.close()
         assert good_end == (loc.response.offset if cut < len(data) else len(data)), cut
         torn.unlink()
+
+
+@pytest.mark.parametrize("in_memory", [True, False])
+def test_records_match_warcios_builder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       in_memory: bool) -> None:
+    """Response and request records are built without warcio's record builder; they are
+    the bytes warcio's builder writes for the same capture (a non-ASCII header value,
+    a truncated body, a digest computed here), with the body in memory or read again from
+    its file, and warcio reads them back with their digests checked."""
+    from warcio.archiveiterator import ArchiveIterator
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+
+    if not in_memory:
+        monkeypatch.setattr(warcwriter, "IN_MEMORY_BODY", 10)
+    body = bytes(range(256)) * 40
+    headers = (("Content-Type", "text/html"), ("X-Name", "naïve ü"))
+    ex = exchange(body=body, headers=headers)
+    ex = Exchange(**{**ex.__dict__, "truncated": "length"})
+    w = writer(tmp_path)
+    w.write_capture(ex)
+    w.close()
+    [path] = tmp_path.iterdir()
+    _, response, request = members(path)
+
+    out = io.BytesIO()
+    ref = WARCWriter(out, gzip=False, warc_version="WARC/1.1")
+    common = {"WARC-Date": "2026-01-02T03:04:05.678000Z",
+              "WARC-Warcinfo-ID": "<urn:uuid:00000000-0000-0000-0000-000000000001>"}
+    http = StatusAndHeaders("200 OK", list(warcwriter.fix_response_headers(headers, len(body))),
+                            protocol="HTTP/1.1")
+    ref.write_record(ref.create_warc_record(
+        ex.url, "response", payload=io.BytesIO(body), length=len(body), http_headers=http,
+        warc_headers_dict={"WARC-Record-ID": "<urn:uuid:00000000-0000-0000-0000-000000000002>",
+                           **common, "WARC-IP-Address": "127.0.0.1",
+                           "WARC-Truncated": "length"}))
+    assert response == out.getvalue()
+    out.seek(0)
+    out.truncate()
+    ref.write_record(ref.create_warc_record(
+        ex.url, "request", http_headers=StatusAndHeaders(
+            "GET /a?b=1 HTTP/1.1", list(warcwriter.redact_request_headers(ex.request_headers)),
+            is_http_request=True),
+        warc_headers_dict={"WARC-Record-ID": "<urn:uuid:00000000-0000-0000-0000-000000000003>",
+                           **common, "WARC-Concurrent-To":
+                           "<urn:uuid:00000000-0000-0000-0000-000000000002>"}))
+    assert request == out.getvalue()
+    with open(path, "rb") as f:
+        records = [(r.rec_type, r.content_stream().read()) for r in
+                   ArchiveIterator(f, check_digests="raise")]
+    assert records[1] == ("response", body) and records[2][0] == "request"

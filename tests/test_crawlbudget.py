@@ -18,7 +18,7 @@ from aiohttp import web
 from mirror.config import load_config
 from mirror.crawl import parsepool
 from mirror.crawl.discover import MAX_NESTING, MAX_PARSE_BYTES, Discovery
-from mirror.crawl.parsehelper import Page
+from mirror.crawl.parsehelper import Page, request_wire
 from mirror.crawl.scope import Scope
 from mirror.manifest.reader import ManifestReader
 from mirror.model import PARSE_BUDGET, UrlItem
@@ -180,7 +180,8 @@ def test_a_helper_whose_reader_is_gone_exits_without_a_traceback(tmp_path):
     assert pickle.loads(helper.stdout.read(LENGTH.unpack(helper.stdout.read(8))[0])) == "ready"
     helper.stdout.close()  # as when the crawler is killed: nobody reads its answers
     body = "".join(f'<a href="/{k}">k</a>' for k in range(20000)).encode()
-    helper.stdin.write(_frame((1, item, Page(200, {"content-type": "text/html"}, body, None))))
+    page = Page(200, {"content-type": "text/html"}, body, None)
+    helper.stdin.write(_frame((1, *request_wire(item, page))))
     helper.stdin.close()
     assert helper.wait(60) == 0
     assert helper.stderr is not None

@@ -50,8 +50,10 @@ def test_helper_answers_each_request_in_order_with_its_log_records(tmp_path: Pat
     cfg = load_config(write_config(tmp_path, ["http://h.test/"],
                                    scope={"max_outlinks": 2}))
     item = UrlItem(1, "http://h.test/", "h.test", 0, 10, "page", 0, "start")
-    stdin = io.BytesIO(frame(cfg) + frame((7, item, html_page(links("/a", "/b", "/c"))))
-                       + frame((8, item, Page(301, {"location": "/moved"}, None, None))))
+    wire = parsehelper.request_wire
+    moved = Page(301, {"location": "/moved"}, None, None)
+    stdin = io.BytesIO(frame(cfg) + frame((7, *wire(item, html_page(links("/a", "/b", "/c")))))
+                       + frame((8, *wire(item, moved))))
     stdout = io.BytesIO()
     assert parsehelper.run_helper(stdin, stdout) == 0
     ready, first, second = frames(stdout.getvalue())
@@ -101,8 +103,8 @@ def test_helper_reports_a_failing_page_and_goes_on(tmp_path: Path) -> None:
         return Broken(cfg, Scope.from_config(cfg))
 
     item = UrlItem(1, "http://h.test/", "h.test", 0, 10, "page", 0, "start")
-    stdin = io.BytesIO(frame(cfg) + frame((1, item, html_page("boom")))
-                       + frame((2, item, html_page(links("/a")))))
+    stdin = io.BytesIO(frame(cfg) + frame((1, *parsehelper.request_wire(item, html_page("boom"))))
+                       + frame((2, *parsehelper.request_wire(item, html_page(links("/a"))))))
     stdout = io.BytesIO()
     parsehelper.run_helper(stdin, stdout, make)
     _, failed, fine = frames(stdout.getvalue())

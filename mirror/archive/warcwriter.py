@@ -242,8 +242,7 @@ class WarcWriter:
         except BaseException:
             self._rollback(start)
             raise
-        digest = revisit.payload_digest if revisit else \
-            response.rec_headers.get_header("WARC-Payload-Digest")
+        digest = revisit.payload_digest if revisit else response.payload_digest
         return CaptureLocation(resp_loc, req_loc, date, resp_id, digest, conv_loc)
 
     def _append_rendered(self, conv: Conversion, url: str, date: str,
@@ -268,32 +267,30 @@ class WarcWriter:
                     "WARC-Payload-Digest": _sha1_of(conv.screenshot)}))
         return loc
 
-    def _response_record(self, ex: Exchange, date: str, record_id: str):  # type: ignore[no-untyped-def]
-        http_headers = StatusAndHeaders(
+    def _response_record(self, ex: Exchange, date: str, record_id: str) -> _Record:
+        http = StatusAndHeaders(
             f"{ex.status} {ex.reason}".rstrip(),
             fix_response_headers(ex.response_headers, ex.body_length),
             protocol=f"HTTP/{ex.http_version}",
-        )
-        warc_headers = {
-            "WARC-Record-ID": record_id,
-            "WARC-Date": date,
-            "WARC-Warcinfo-ID": self._warcinfo_id,
-        }
+        ).to_ascii_bytes()
+        fields = [("WARC-Record-ID", record_id), ("WARC-Date", date),
+                  ("WARC-Warcinfo-ID", self._warcinfo_id)]
         if ex.peer_ip:
-            warc_headers["WARC-IP-Address"] = ex.peer_ip
+            fields.append(("WARC-IP-Address", ex.peer_ip))
         if ex.truncated:
-            warc_headers["WARC-Truncated"] = ex.truncated
-        if ex.payload_digest:  # hashed while the body streamed in: spares warcio a pass
-            warc_headers["WARC-Payload-Digest"] = ex.payload_digest
+            fields.append(("WARC-Truncated", ex.truncated))
         ex.body.seek(0)
-        return self._writer.create_warc_record(
-            ex.url,
-            "response",
-            payload=ex.body,
-            length=ex.body_length,
-            http_headers=http_headers,
-            warc_headers_dict=warc_headers,
-        )
+        body = ex.body.read() if ex.body_length <= IN_MEMORY_BODY else None
+        block, payload = _digests(http, body, ex.body, not ex.payload_digest)
+        if ex.payload_digest:  # hashed while the body streamed in: no pass for it here
+            fields.append(("WARC-Payload-Digest", ex.payload_digest))
+        fields += [("WARC-Type", "response"), ("WARC-Target-URI", ex.url)]
+        if payload:
+            fields.append(("WARC-Payload-Digest", payload))
+        fields += [("WARC-Block-Digest", block),
+                   ("Content-Type", "application/http; msgtype=response"),
+                   ("Content-Length", str(len(http) + ex.body_length))]
+        return _Record(_head(fields), http, body, ex.body, ex.payload_digest or payload)
 
     def _revisit_record(self, ex: Exchange, date: str, record_id: str, rv: Revisit):  # type: ignore[no-untyped-def]
         http_headers = None
@@ -318,30 +315,33 @@ class WarcWriter:
             record.rec_headers.add_header("WARC-IP-Address", ex.peer_ip)
         return record
 
-    def _request_record(self, ex: Exchange, date: str, record_id: str, resp_id: str):  # type: ignore[no-untyped-def]
-        http_headers = StatusAndHeaders(
+    def _request_record(self, ex: Exchange, date: str, record_id: str,
+                        resp_id: str) -> _Record:
+        http = StatusAndHeaders(
             f"{ex.method} {ex.target} HTTP/{ex.http_version}",
             redact_request_headers(ex.request_headers),
             is_http_request=True,
-        )
-        return self._writer.create_warc_record(
-            ex.url,
-            "request",
-            http_headers=http_headers,
-            warc_headers_dict={
-                "WARC-Record-ID": record_id,
-                "WARC-Date": date,
-                "WARC-Warcinfo-ID": self._warcinfo_id,
-                "WARC-Concurrent-To": resp_id,
-            },
-        )
+        ).to_ascii_bytes()
+        fields = [("WARC-Record-ID", record_id), ("WARC-Date", date),
+                  ("WARC-Warcinfo-ID", self._warcinfo_id), ("WARC-Concurrent-To", resp_id),
+                  ("WARC-Type", "request"), ("WARC-Target-URI", ex.url),
+                  ("WARC-Payload-Digest", EMPTY_DIGEST),  # as warcio wrote it: no payload
+                  ("WARC-Block-Digest", sha1_digest(hashlib.sha1(http))),
+                  ("Content-Type", "application/http; msgtype=request"),
+                  ("Content-Length", str(len(http)))]
+        return _Record(_head(fields), http, b"", None, "")
 
     def _append(self, record) -> RecordLocation:  # type: ignore[no-untyped-def]
+        """One record as one gzip member: a _Record built here, or warcio's (warcinfo,
+        revisit)."""
         assert self._file is not None
         offset = self._file.tell()
         member = _GzipMember(self._file)
-        self._writer.out = member
-        self._writer.write_record(record)
+        if isinstance(record, _Record):
+            record.write(member)
+        else:
+            self._writer.out = member
+            self._writer.write_record(record)
         member.close()
         return RecordLocation(self._filename, offset, self._file.tell() - offset)
 
@@ -421,6 +421,54 @@ class _GzipMember:
 
     def close(self) -> None:
         self.out.write(self.compressor.flush())
+
+
+#: largest body read into memory to build its response record in one pass; a larger one is
+#: read twice from its file (the block digest, then the write)
+IN_MEMORY_BODY = 8 << 20
+EMPTY_DIGEST = sha1_digest(hashlib.sha1())
+_CHUNK = 1 << 20
+
+
+@dataclass
+class _Record:
+    """A request or response record built here (not by warcio's record builder): its WARC
+    head, its HTTP head, and its body (in memory, or read again from `stream`)."""
+
+    head: bytes
+    http: bytes
+    body: bytes | None
+    stream: IO[bytes] | None
+    payload_digest: str
+
+    def write(self, out: _GzipMember) -> None:
+        out.write(self.head + self.http)
+        if self.body is not None:
+            out.write(self.body)
+        elif self.stream is not None:
+            self.stream.seek(0)
+            while chunk := self.stream.read(_CHUNK):
+                out.write(chunk)
+        out.write(b"\r\n\r\n")
+
+
+def _head(fields: list[tuple[str, str]]) -> bytes:
+    """A WARC record's head as warcio writes it (UTF-8, one field a line, a blank line)."""
+    return (WARC_VERSION + "\r\n" + "".join(f"{k}: {v}\r\n" for k, v in fields)
+            + "\r\n").encode("utf-8")
+
+
+def _digests(http: bytes, body: bytes | None, stream: IO[bytes],
+             payload: bool) -> tuple[str, str]:
+    """(block digest, payload digest or "" unless `payload`) of a response record."""
+    block = hashlib.sha1(http)
+    hasher = hashlib.sha1() if payload else None
+    chunks = [body] if body is not None else iter(lambda: stream.read(_CHUNK), b"")
+    for chunk in chunks:
+        block.update(chunk)
+        if hasher is not None:
+            hasher.update(chunk)
+    return sha1_digest(block), sha1_digest(hasher) if hasher is not None else ""
 
 
 def _warc_fields(info: dict[str, str]) -> bytes:

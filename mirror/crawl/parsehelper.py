@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from mirror.config import SiteConfig
 from mirror.crawl.discover import Discovery
-from mirror.model import Discovered, NewUrl, PageText
+from mirror.model import Discovered, NewUrl, PageText, UrlItem
 
 LENGTH = struct.Struct("!Q")
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -54,6 +54,13 @@ def to_wire(found: Discovered) -> Wire:
     target, links, note, text, robots = found
     return (target, [tuple(x) for x in links], note, None if text is None else tuple(text),
             robots)
+
+
+def request_wire(item: UrlItem, page: Page) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """A request as it crosses the pipe: the item and the page as plain tuples (pickling
+    and reading two frozen dataclasses took 128 k instructions a page, tuples 61 k)."""
+    return ((item.id, item.url, item.site, item.depth, item.redirects_left, item.mode,
+             item.tries, item.via), (page.status, page.headers, page.body, page.truncated))
 
 
 def from_wire(wire: Wire) -> Discovered:
@@ -100,10 +107,10 @@ def run_helper(stdin: IO[bytes], stdout: IO[bytes],
     discovery = (make or _discovery)(cfg)
     write("ready")
     while (request := read()) is not None:
-        request_id, item, page = request
+        request_id, fields, (status, headers, body, truncated) = request
+        item = UrlItem(*fields)
         try:
-            result: object = to_wire(discovery.discover(
-                item, page.status, page.body, page.truncated, page.headers))
+            result: object = to_wire(discovery.discover(item, status, body, truncated, headers))
             ok = True
         except Exception as exc:  # report it: the crawler keeps the page, without links
             logging.getLogger(__name__).exception("link extraction failed on %s", item.url)

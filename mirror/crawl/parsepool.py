@@ -42,7 +42,14 @@ from typing import Any
 
 from mirror.config import SiteConfig
 from mirror.crawl.discover import Discovery
-from mirror.crawl.parsehelper import LENGTH, PARENT_VARIABLE, Page, frame, from_wire
+from mirror.crawl.parsehelper import (
+    LENGTH,
+    PARENT_VARIABLE,
+    Page,
+    frame,
+    from_wire,
+    request_wire,
+)
 from mirror.errors import MirrorError
 from mirror.launch import module_argv
 from mirror.model import NOTHING, PARSE_BUDGET, Discovered, Exchange, UrlItem, over_budget
@@ -270,7 +277,7 @@ class _Helper:
             self._start_clock()
         try:  # cancelled (a stop) in the drain too: no answer left for nobody to retrieve
             try:
-                self._send((request_id, item, page))
+                self._send((request_id, *request_wire(item, page)))
                 assert self.proc.stdin is not None
                 await self.proc.stdin.drain()
             except (ConnectionError, RuntimeError) as exc:
