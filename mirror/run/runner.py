@@ -52,7 +52,8 @@ def loop_factory() -> Callable[[], AbstractEventLoop] | None:
         import uvloop
     except ImportError:
         return None
-    return uvloop.new_event_loop
+    factory: Callable[[], AbstractEventLoop] = uvloop.new_event_loop  # untyped without it
+    return factory
 
 
 async def crawl_async(cfg: SiteConfig, *, quiet: bool, verbose: bool,
