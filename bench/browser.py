@@ -58,29 +58,64 @@ def descendants_rss(root: int) -> int:
     return total
 
 
-def site_file(folder: Path, base: str, mode: str, browser: Path, extra: str) -> Path:
+def descendants(root: int) -> list[int]:
+    """`root` and every process below it (from /proc's parent links)."""
+    kids: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                stat = Path(f"/proc/{entry.name}/stat").read_text()
+            except OSError:
+                continue
+            kids.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += kids.get(pid, [])
+    return found
+
+
+def descendants_pss(root: int) -> int:
+    """Proportional set size in bytes of `root` and the processes below it: a page shared by
+    N of them counts 1/N in each (smaps_rollup), so the sum is the memory they hold
+    together, where summed RSS counts the browser's shared pages once per process."""
+    total = 0
+    for pid in descendants(root):
+        try:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        total += next((int(line.split()[1]) * 1024 for line in rollup.splitlines()
+                       if line.startswith("Pss:")), 0)
+    return total
+
+
+def site_file(folder: Path, base: str, mode: str, browser: Path, extra: str,
+              crawl: str = "") -> Path:
     path = folder / "site.toml"
     path.write_text(
         f'[site]\nname = "spa"\nstart_urls = ["{base}"]\noutput_dir = "archive"\n'
         "[scope]\nrobots = false\nsitemaps = false\n"
-        "[crawl]\ntimeout = 30\n"
+        f"[crawl]\ntimeout = 30\n{crawl}"
         f'[browser]\nmode = "{mode}"\nexecutable = "{browser}"\n{extra}', encoding="utf-8")
     return path
 
 
-def one_mode(site: spasite.SpaSite, mode: str, browser: Path, extra: str
+def one_mode(site: spasite.SpaSite, mode: str, browser: Path, extra: str, crawl: str = ""
              ) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix=f"mirror-browserbench-{mode}-") as tmp:
         folder = Path(tmp)
-        path = site_file(folder, site.base, mode, browser, extra)
+        path = site_file(folder, site.base, mode, browser, extra, crawl)
         hits = len(site.hits)
         load0 = os.getloadavg()[0]
         start = time.monotonic()
         proc = subprocess.Popen([sys.executable, "-m", "mirror", "run", "-q", str(path)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        peak = 0
+        peak = peak_pss = 0
         while proc.poll() is None:
             peak = max(peak, descendants_rss(proc.pid))
+            peak_pss = max(peak_pss, descendants_pss(proc.pid))
             time.sleep(0.1)
         wall = time.monotonic() - start
         report = json.loads((folder / "archive" / "reports" / "1.json").read_text())
@@ -90,7 +125,8 @@ def one_mode(site: spasite.SpaSite, mode: str, browser: Path, extra: str
     b = report.get("browser", {})
     html = report["content_types"].get("text/html", 0)
     return {"mode": mode, "exit": proc.returncode, "wall_s": round(wall, 1),
-            "peak_rss_mb": round(peak / 1e6), "browser_loads": b.get("loads"),
+            "peak_rss_mb": round(peak / 1e6), "peak_pss_mb": round(peak_pss / 1e6),
+            "browser_loads": b.get("loads"),
             "rendered": b.get("rendered"), "render_failures": len(b.get("failed", [])),
             "browser_restarts": len(restarts), "first_restart": restarts[:1],
             "requests": len(site.hits) - hits, "captures": report["captures"],
@@ -104,8 +140,14 @@ def main() -> int:
     args.add_argument("--apps", type=int, default=20)
     args.add_argument("--modes", default="off,auto,always")
     args.add_argument("--max-rss-mb", type=int, help="[browser] max_rss_mb (default: its own)")
+    args.add_argument("--tabs", type=int, help="[browser] tabs (default: its own, 2)")
+    args.add_argument("--delay", type=float, default=0.0,
+                      help="[crawl] delay between two requests to the host (default 0, as "
+                           "mirror's own default; a real site is crawled with one)")
     opts = args.parse_args()
     extra = f"max_rss_mb = {opts.max_rss_mb}\n" if opts.max_rss_mb else ""
+    extra += f"tabs = {opts.tabs}\n" if opts.tabs else ""
+    crawl = f"delay = {opts.delay}\n" if opts.delay else ""
     browser = find_browser()
     if browser is None:
         print("no Chromium-family browser found", file=sys.stderr)
@@ -113,7 +155,7 @@ def main() -> int:
     results = {}
     with spasite.serve(plain=opts.plain, apps=opts.apps, lifetime=6 * 3600) as site:
         for mode in opts.modes.split(","):
-            results[mode] = one_mode(site, mode, browser, extra)
+            results[mode] = one_mode(site, mode, browser, extra, crawl)
             print(json.dumps(results[mode]), flush=True)
     if "off" in results and "auto" in results:
         ratio = float(results["auto"]["wall_s"]) / float(results["off"]["wall_s"])  # type: ignore[arg-type]
