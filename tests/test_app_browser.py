@@ -29,7 +29,12 @@ TIMEOUT = 30_000  # ms, for any one thing the page should show
 def hostile_page(app: str) -> str:
     """An archived page whose script tries the app's API three ways (a read, a no-cors
     POST, a form posted into a frame; the URLs are built at run time, out of the reach of
-    link rewriting) and writes what came of each into #result (the test reads it)."""
+    link rewriting) and writes what came of each into #result (the test reads it).
+
+    The read and the POST use a pristine fetch() taken from a new blank frame: serve's
+    static/fetch.js sends a page's own fetch() calls into the archive on replay's origin,
+    and a hostile script gets around that wrapper this way, so the guard that must hold is
+    the page's Content-Security-Policy (a blank frame inherits it)."""
     return f"""<html><head><title>Hostile</title></head><body><p id="result">pending</p>
 <iframe name="sink"></iframe>
 <script>
@@ -38,10 +43,15 @@ const out = [];
 const done = () => {{ document.getElementById("result").textContent = out.join(" "); }};
 document.addEventListener("securitypolicyviolation", (e) => {{
   out.push("csp:" + e.violatedDirective); done(); }});
-fetch(app, {{credentials: "include"}})
+const blank = document.createElement("iframe");
+document.body.appendChild(blank);
+const pristine = blank.contentWindow.fetch.bind(blank.contentWindow);
+blank.contentWindow.document.addEventListener("securitypolicyviolation", (e) => {{
+  out.push("csp:" + e.violatedDirective); done(); }});
+pristine(app, {{credentials: "include"}})
   .then(r => r.text()).then(t => {{ out.push("read:" + t.length); done(); }})
   .catch(() => {{ out.push("read:blocked"); done(); }});
-fetch(app + "site/gamma/run", {{method: "POST", mode: "no-cors", credentials: "include",
+pristine(app + "site/gamma/run", {{method: "POST", mode: "no-cors", credentials: "include",
   body: new URLSearchParams({{csrf: "guess"}})}})
   .then(() => {{ out.push("post:sent"); done(); }})
   .catch(() => {{ out.push("post:blocked"); done(); }});
