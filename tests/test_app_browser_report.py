@@ -26,8 +26,10 @@ TIMEOUT = 30_000
 
 
 def with_browser(path: Path, **keys: object) -> Path:
+    """The site file's [browser] section (uiproc.site_file writes mode = "off") replaced."""
     lines = [f"{k} = {v!r}".replace("'", '"') for k, v in keys.items()]
-    path.write_text(path.read_text() + "\n[browser]\n" + "\n".join(lines) + "\n")
+    text = path.read_text().replace('[browser]\nmode = "off"\n', "")
+    path.write_text(text + "\n[browser]\n" + "\n".join(lines) + "\n")
     return path
 
 
