@@ -19,7 +19,10 @@ site's robots.txt disallows): requests mirror does not make; `posts` counts POST
 Each app page's text carries words no other page has (`words(url)`), and `requisites(url)`
 names the paths the browser must fetch for it (without the cache-busting query).
 
-Every request is logged with its arrival time (`hits`), for politeness checks. The server
+Every request is logged with its arrival time and the time its answer was ready (`hits`),
+for politeness checks; `slow` makes every /api/ answer take that long (so two requests
+served at once show as overlaps), and a path in `flaky` answers its first GET with a 503
+and Retry-After: 1. The server
 runs in a thread with its own event loop (so a `mirror run` in-process or in a child process
 can crawl it) and stops at `stop()` or after `lifetime` seconds, whichever comes first.
 
@@ -50,6 +53,10 @@ ITEMS = 4  # items in a batch
 ROBOTS = "User-agent: *\nDisallow: /private/\n"
 #: a server stops by itself after this many seconds unless told otherwise
 LIFETIME = 300.0
+#: seconds between two ticks of the site's loop (how late it runs: SpaSite.lag)
+TICK = 0.01
+#: seconds the site may take to read a request once its loop runs
+MARGIN = 0.005
 
 APP_JS = r"""
 (function () {
@@ -150,11 +157,12 @@ ARTICLE = ("A server-rendered paragraph that a reader came for, long enough to b
            "without any script at all. ") * 4
 
 
-@dataclass(frozen=True)
+@dataclass
 class Hit:
     at: float  # time.monotonic() at arrival
     method: str
     path_qs: str
+    ended: float | None = None  # when its answer was written (None while it is served)
 
 
 def png(seed: int) -> bytes:
@@ -175,6 +183,12 @@ class SpaSite:
     apps: int = len(KINDS)
     base: str = ""
     hits: list[Hit] = field(default_factory=list)
+    #: seconds each /api/ answer takes (a slow server: two requests served at once show)
+    slow: float = 0.0
+    #: /api/ paths whose first GET is answered 503 with Retry-After: 1
+    flaky: frozenset[str] = frozenset()
+    #: (when, seconds late) of each wake-up of the site's loop ticking every TICK seconds
+    lateness: list[tuple[float, float]] = field(default_factory=list)
 
     __test__ = False
 
@@ -238,12 +252,37 @@ class SpaSite:
     def posts(self) -> int:
         return sum(1 for h in self.hits if h.method != "GET")
 
-    def min_gap(self) -> tuple[float, Hit, Hit] | None:
-        """The shortest time between two requests' arrivals and those two requests (None
-        under two requests)."""
+    def lag(self, at: float) -> float:
+        """How late the site may have logged a request it logged `at`: the site's loop
+        (a thread sharing the GIL with the test's process, on a loaded machine) runs late
+        at times, and a request that arrived while it could not run is logged when it runs
+        again. A tick due in that stretch woke when it ran again, late by at least the
+        stretch less one TICK: the lag is at most the lateness of the ticks that woke around
+        `at` (within five ticks), plus a TICK, plus MARGIN for reading the request."""
+        near = [late for when, late in self.lateness if abs(when - at) <= 5 * TICK]
+        return max(near, default=0.0) + TICK + MARGIN
+
+    def too_close(self, delay: float) -> list[tuple[float, Hit, Hit]]:
+        """Consecutive requests whose logged arrivals are closer than `delay`, even allowing
+        for how late the earlier one may have been logged (`lag`): (gap, earlier, later)."""
         hits = sorted(self.hits, key=lambda h: h.at)
-        return min(((b.at - a.at, a, b) for a, b in zip(hits, hits[1:], strict=False)),
-                   default=None, key=lambda t: t[0])
+        return [(b.at - a.at, a, b) for a, b in zip(hits, hits[1:], strict=False)
+                if b.at - a.at < delay - self.lag(a.at)]
+
+    async def watch(self) -> None:
+        """Tick every TICK seconds, noting how late each wake-up is (`lag`)."""
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(TICK)
+            now = time.monotonic()
+            self.lateness.append((now, now - before - TICK))
+
+    def overlaps(self) -> list[tuple[str, str]]:
+        """Pairs of requests served at once: one arrived before the other's answer was
+        written (with per_host = 1, none)."""
+        hits = sorted(self.hits, key=lambda h: h.at)
+        return [(a.path_qs, b.path_qs) for a, b in zip(hits, hits[1:], strict=False)
+                if a.ended is None or b.at < a.ended]
 
     # -- the pages ----------------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -269,8 +308,17 @@ class SpaSite:
     @web.middleware
     async def _log(self, request: web.Request, handler: web.RequestHandler
                    ) -> web.StreamResponse:
-        self.hits.append(Hit(time.monotonic(), request.method, request.path_qs))
-        return await handler(request)
+        hit = Hit(time.monotonic(), request.method, request.path_qs)
+        self.hits.append(hit)
+        try:
+            if request.path.startswith("/api/") and self.slow:
+                await asyncio.sleep(self.slow)
+            first = sum(1 for h in self.hits if h.path_qs.split("?")[0] == request.path) == 1
+            if request.path in self.flaky and first:
+                return web.Response(status=503, text="busy", headers={"Retry-After": "1"})
+            return await handler(request)
+        finally:
+            hit.ended = time.monotonic()
 
     async def _home(self, request: web.Request) -> web.StreamResponse:
         links = "".join(f'<li><a href="{p}">{p}</a></li>'
@@ -366,21 +414,23 @@ def _json(data: object) -> web.Response:
 
 
 @contextmanager
-def serve(plain: int = 4, apps: int = len(KINDS), lifetime: float = LIFETIME
-          ) -> Iterator[SpaSite]:
+def serve(plain: int = 4, apps: int = len(KINDS), lifetime: float = LIFETIME, *,
+          slow: float = 0.0, flaky: frozenset[str] = frozenset()) -> Iterator[SpaSite]:
     """`with serve(plain=3, apps=5) as site:` the site on 127.0.0.1 (`site.base`) in a thread
     of its own, stopped on leaving the block or after `lifetime` seconds."""
-    site = SpaSite(plain=plain, apps=apps)
+    site = SpaSite(plain=plain, apps=apps, slow=slow, flaky=flaky)
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="spa-site", daemon=True)
     thread.start()
     runner = web.AppRunner(site.app(), access_log=None)
+    watching: list[asyncio.Task[None]] = []
 
     async def start() -> str:
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", 0).start()
         host, port = runner.addresses[0][:2]
         loop.call_later(lifetime, lambda: loop.create_task(runner.cleanup()))
+        watching.append(loop.create_task(site.watch()))
         return f"http://{host}:{port}/"
 
     try:
@@ -388,6 +438,8 @@ def serve(plain: int = 4, apps: int = len(KINDS), lifetime: float = LIFETIME
         yield site
     finally:
         try:
+            for task in watching:
+                loop.call_soon_threadsafe(task.cancel)
             asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
         finally:
             loop.call_soon_threadsafe(loop.stop)

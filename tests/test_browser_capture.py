@@ -16,6 +16,7 @@ import spasite
 from conftest import RunClock, write_config
 
 from mirror.browser import BrowserSettings, find_browser
+from mirror.cli.main import main
 from mirror.config import SiteConfig, load_config
 from mirror.crawl.crawler import Crawler, RunResult
 from mirror.crawl.render import Renderer
@@ -28,12 +29,19 @@ if CHROMIUM is None:
     pytestmark.append(pytest.mark.skip(reason="no Chromium-family browser installed"))
 
 DELAY = 0.3
-#: how much earlier than `delay` after the one before a request may arrive: the frontier
-#: spaces the starts of requests, the site logs their arrivals in a thread of this process
-#: (it shares the GIL with the crawler and the browser's answerer), so an arrival lags its
-#: start by a varying time: up to 0.13 s seen at a load average of 22 on 2 cores. Half the
-#: delay still tells pacing from none (two tabs' requests unpaced arrive together).
-SLACK = DELAY / 2
+# Politeness is checked on the site's log of arrivals. The frontier lets a request go
+# `delay` after the one before to its host was let go, and counts again from when its
+# headers are sent (Frontier.sent), so the starts are never closer than `delay`, on
+# loopback their arrivals neither; but the site logs an arrival when its loop runs, in a
+# thread sharing this process's GIL with the crawler and the browser's answerer on a loaded
+# machine, so the earlier request of a pair may be logged late and the gap look shorter.
+# The slack allowed is that lag, measured (SpaSite.lag: how late the site's loop ticked
+# around the earlier arrival), not guessed: 0.2 s of lag seen at a load average of 47 on 2
+# cores, a few ms when quiet. Two requests unpaced arrive within milliseconds of each
+# other, and two served at once are caught exactly by `overlaps` (per_host = 1).
+#: seconds each /api/ answer takes: longer than DELAY, so a request let go on time but
+#: without its host's slot would arrive while the one before is still served
+SLOW = 0.4
 
 
 GLUED = "browser" in getattr(SiteConfig, "__dataclass_fields__", {})
@@ -47,7 +55,8 @@ def site_file(folder: Path, base: str, mode: str, **crawl: Any) -> Path:
                         **(browser if GLUED else {}))
 
 
-async def run(folder: Path, base: str, mode: str, clock: Any = None) -> RunResult:
+async def run(folder: Path, base: str, mode: str, clock: Any = None, *,
+              check: bool = True) -> RunResult:
     cfg = load_config(site_file(folder, base, mode))
     crawler = Crawler(cfg, backoff_base=0.01, seed=1, **({"clock": clock} if clock else {}))
     if not GLUED:
@@ -59,7 +68,7 @@ async def run(folder: Path, base: str, mode: str, clock: Any = None) -> RunResul
         write_report(cfg, crawler.manifest, result.run_id)
     finally:
         crawler.close()
-    assert result.exit_code == ExitCode.OK, result
+    assert not check or result.exit_code == ExitCode.OK, result
     return result
 
 
@@ -88,15 +97,15 @@ def texts(folder: Path) -> dict[str, str]:
 def polite(site: spasite.SpaSite) -> None:
     """No request to the site came sooner than `delay` after the one before (per_host=1),
     and none that mirror does not make (a POST, a URL robots.txt disallows)."""
-    gap = site.min_gap()
-    assert gap is None or gap[0] >= DELAY - SLACK, f"two requests {gap} apart"
+    assert site.too_close(DELAY) == []
+    assert site.overlaps() == []  # per_host = 1: the browser's requests take the slot too
     assert site.posts() == 0
     assert not [p for p in site.counts() if p.startswith("/private/")]
 
 
 async def test_auto_renders_the_app_pages_only_and_archives_their_content(
         tmp_path: Path) -> None:
-    with spasite.serve(plain=4, apps=5) as site:
+    with spasite.serve(plain=4, apps=5, slow=SLOW) as site:
         result = await run(tmp_path, site.base, "auto")
         polite(site)
         first = site.counts()
@@ -140,3 +149,32 @@ async def test_off_loads_nothing_and_always_every_html_page(tmp_path: Path, mode
 def test_a_renderer_without_a_browser_is_off() -> None:
     assert Renderer("auto", None).mode == "off"
     assert Renderer("always", BrowserSettings(Path("/usr/bin/chromium"))).loads == 0
+
+
+async def test_a_requisite_answered_503_is_retried_by_the_frontier(tmp_path: Path) -> None:
+    """The run's retry rule for what the browser asked for: a 503 (Retry-After: 1) with
+    tries left is not stored; the page gets the 503, and the frontier fetches the URL again
+    after the hold and archives its 200, once."""
+    with spasite.serve(plain=1, apps=1, flaky=frozenset({"/api/0.json"})) as site:
+        await run(tmp_path, site.base, "auto")
+        polite(site)
+    assert site.received("/api/0.json") == 2
+    assert archived(tmp_path)["/api/0.json"] == [(200, "response")]
+
+
+async def test_the_rendered_text_is_searched_and_diffed(tmp_path: Path, capsys: Any) -> None:
+    """Run 1 over HTTP only stores the app page's empty shell; run 2 in auto renders it:
+    `mirror search` finds words only the scripts wrote, and `mirror diff` shows them added."""
+    with spasite.serve(plain=1, apps=1) as site:
+        await run(tmp_path, site.base, "off")
+        clock = RunClock()
+        clock.next_run()
+        await run(tmp_path, site.base, "auto", clock=clock)
+    config, page = str(tmp_path / "site.toml"), site.base + "app/0"
+    [word] = site.words("/app/0")
+    assert main(["search", config, word]) == 0
+    assert page in capsys.readouterr().out
+    assert main(["diff", config, "1", "2", "--page", page]) == 0
+    out = capsys.readouterr().out
+    added = [part.split("+}")[0] for part in out.split("{+")[1:]]
+    assert [a for a in added if word in a], out

@@ -29,6 +29,7 @@ from mirror.browser import (
     BrowserPool,
     BrowserRequest,
     BrowserSettings,
+    Rendered,
     find_browser,
 )
 from mirror.browser.launch import group_members, kill_group
@@ -194,6 +195,16 @@ async def group_gone(pid: int) -> bool:
             return True
         await asyncio.sleep(0.05)
     return False
+
+
+async def render_one(make_site: Callable[[], Awaitable[Any]], path: str,
+                     **settings: Any) -> tuple[Any, DictAnswerer, Rendered]:
+    """The site, the Answerer and the page at `path`, rendered by a pool of its own."""
+    site = await serve_content(make_site)
+    answer = DictAnswerer()
+    async with BrowserPool(browser_settings(**settings)) as pool:
+        rendered = await pool.render(site.base + path, answer)
+    return site, answer, rendered
 
 
 async def render_plain(pool: BrowserPool, base: str, times: int) -> list[int | None]:
@@ -381,20 +392,14 @@ async def test_a_page_answered_with_nothing_fails_to_load(make_site: Any) -> Non
 
 
 async def test_a_page_that_polls_forever_is_read_before_page_timeout(make_site: Any) -> None:
-    site = await serve_content(make_site)
-    answer = DictAnswerer()
-    async with BrowserPool(browser_settings(page_timeout=6.0)) as pool:
-        rendered = await pool.render(site.base + "polling", answer)
+    site, answer, rendered = await render_one(make_site, "polling", page_timeout=6.0)
     assert rendered.title == "Polling" and rendered.text == "polled"
     assert rendered.requests == len(answer.log) >= 2
 
 
 @pytest.mark.parametrize("scroll", [0, 3])
 async def test_autoscroll_is_bounded_on_an_endless_page(make_site: Any, scroll: int) -> None:
-    site = await serve_content(make_site)
-    answer = DictAnswerer()
-    async with BrowserPool(browser_settings(scroll=scroll)) as pool:
-        rendered = await pool.render(site.base + "endless", answer)
+    site, answer, rendered = await render_one(make_site, "endless", scroll=scroll)
     batches = [p for p in answer.log if p.startswith("/api/endless/")]
     if scroll == 0:
         assert batches == ["/api/endless/1.json"]
@@ -404,19 +409,13 @@ async def test_autoscroll_is_bounded_on_an_endless_page(make_site: Any, scroll: 
 
 async def test_a_websocket_never_reaches_the_site(make_site: Any) -> None:
     """The Fetch domain does not pause WebSockets: the browser's dead proxy refuses them."""
-    site = await serve_content(make_site)
-    answer = DictAnswerer()
-    async with BrowserPool(browser_settings()) as pool:
-        rendered = await pool.render(site.base + "socket", answer)
+    site, answer, rendered = await render_one(make_site, "socket")
     assert rendered.title == "Socket"
     assert "/api/ws-outcome?error" in answer.log and site.log == []
 
 
 async def test_a_redirect_answered_is_followed(make_site: Any) -> None:
-    site = await serve_content(make_site)
-    answer = DictAnswerer()
-    async with BrowserPool(browser_settings()) as pool:
-        rendered = await pool.render(site.base + "old", answer)
+    site, answer, rendered = await render_one(make_site, "old")
     assert (rendered.url, rendered.title) == (site.base + "plain", "Plain")
     assert answer.log[:2] == ["/old", "/plain"]
     assert [r.is_navigation for r in answer.requests[:2]] == [True, True]
@@ -460,10 +459,7 @@ async def test_the_requests_of_a_worker_and_a_cross_site_frame_go_through_the_an
 async def test_a_service_worker_never_reaches_the_site(make_site: Any) -> None:
     """The page's Fetch domain does not pause a service worker's script: the dead proxy
     refuses it, so no service worker answers for the page either."""
-    site = await serve_content(make_site)
-    answer = DictAnswerer()
-    async with BrowserPool(browser_settings()) as pool:
-        rendered = await pool.render(site.base + "sw", answer)
+    site, answer, rendered = await render_one(make_site, "sw")
     assert rendered.text == "refused" and site.log == []
     assert "/sw.js" not in answer.log
 

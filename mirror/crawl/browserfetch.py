@@ -84,10 +84,9 @@ def document_answer(ex: Exchange, page: Page) -> BrowserAnswer:
     that confirms an archived capture, that capture as discovery read it."""
     if ex.status != page.status and page.body is not None:
         return answer_of(page.status, list(page.headers.items()), page.body)
+    answer = _answer_of_exchange(ex)
     ex.body.seek(0)
-    body = ex.body.read(MAX_ANSWER_BYTES)
-    ex.body.seek(0)
-    return answer_of(ex.status, ex.response_headers, body, ex.reason)
+    return answer
 
 
 @dataclass
@@ -107,6 +106,8 @@ class BrowserFetcher:
         self.work = work  # the run's UrlWork (its store, frontier, outcomes, robots gate)
         self.session = session
         self._inflight: dict[str, asyncio.Future[bool]] = {}
+        #: URLs given back to the frontier to be tried again (it fetches them, not a page)
+        self._retrying: set[str] = set()
 
     def answerer(self, requests: PageRequests
                  ) -> Callable[[BrowserRequest], Awaitable[BrowserAnswer | None]]:
@@ -135,9 +136,10 @@ class BrowserFetcher:
         if not await self._allowed(new):
             return None
         requests.used.setdefault(new.url, new)
-        if await self._archived_or_fetched(new):
-            return self._from_archive(new.url)
-        return None
+        found = await self._archived_or_fetched(new)
+        if isinstance(found, BrowserAnswer):
+            return found
+        return self._from_archive(new.url) if found else None
 
     def _scoped(self, page: UrlItem, raw: str) -> NewUrl | None:
         """The requisite row of a URL the page asked for, None when out of scope."""
@@ -160,12 +162,15 @@ class BrowserFetcher:
         rules: RobotsRules = await work.robots.rules_for(self.session, new.url)
         return rules.allowed(new.url, work.cfg.crawl.user_agent)
 
-    async def _archived_or_fetched(self, new: NewUrl) -> bool:
-        """Whether `new.url` is in this run's captures, fetching and storing it if not."""
+    async def _archived_or_fetched(self, new: NewUrl) -> BrowserAnswer | bool:
+        """Whether `new.url` is in this run's captures, fetching and storing it if not; or
+        the answer to give the page when the fetch is to be tried again later."""
         work = self.work
         while True:
             if work.manifest.captures.in_run(work.run_id, new.url) is not None:
                 return True
+            if new.url in self._retrying:  # handed to the frontier: not fetched again here
+                return False
             pending = self._inflight.get(new.url)
             if pending is None:
                 break
@@ -173,37 +178,61 @@ class BrowserFetcher:
         done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._inflight[new.url] = done
         try:
-            ok = await self._fetch_and_store(new)
-            done.set_result(ok)
-            return ok
+            found = await self._fetch_and_store(new)
+            done.set_result(found is True)
+            return found
         finally:
             if not done.done():
                 done.set_result(False)
             del self._inflight[new.url]
 
-    async def _fetch_and_store(self, new: NewUrl) -> bool:
+    async def _fetch_and_store(self, new: NewUrl) -> BrowserAnswer | bool:
+        """Fetch and store `new` under the run's politeness: its host's slot (`per_host`)
+        held and its turn under `delay` taken, as for any URL of the frontier. The run's
+        retry rule applies: an answer or failure to try again (5xx, 429, a reset) with
+        tries left is not stored now; the URL goes back to the frontier, which retries it
+        under max_tries and Retry-After like any URL, and the page, which cannot wait that
+        long, gets the answer the server gave (or fails the request)."""
         work = self.work
         item = work.manifest.urls.ensure(work.run_id, new.url, new.site, Via.BROWSER)
         if item is None:  # the frontier has it (or it failed in this run): wait for it
             return await self._wait_for_other(new.url)
-        prev = work.store.previous(work.run_id, item)
-        await work.frontier.turn(item.site)
         try:
-            ex = await work.fetch_item(self.session, item, prev)
+            return await self._fetched(item)
+        except BaseException:  # cancelled with its tab, or a fault: the frontier fetches it
+            work.unlease(item)  # (a no-op once stored or handed back)
+            work.frontier.notify()
+            raise
+
+    async def _fetched(self, item: UrlItem) -> BrowserAnswer | bool:
+        work = self.work
+        prev = work.store.previous(work.run_id, item)
+        try:
+            async with work.frontier.slot(item.site):
+                ex = await work.fetch_item(self.session, item, prev)
         except FetchError as exc:
-            work.outcomes.host_failed(item.site, exc)
-            work.outcomes.give_up(item, str(exc))
+            outcomes = work.outcomes
+            if not outcomes.host_failed(item.site, exc) or not outcomes.fail_if_dead(item):
+                self._later(item, str(exc), exc.retryable)
             return False
         try:
             work.outcomes.dead.answered(item.site)
-            work.outcomes.host_feedback(item.site, ex)
+            wait = work.outcomes.host_feedback(item.site, ex)
             error = http_error(ex.status, ex.truncated)
+            if error and item.tries + 1 < work.cfg.crawl.max_tries:
+                self._later(item, error, True, wait)
+                return _answer_of_exchange(ex)
             work.store.store(work.run_id, item, ex, error, prev, NOTHING)
             work.store.commit_group()  # archived before the page uses it
             crashpoints.reached("render:requisite", "requisite")
         finally:
             ex.body.close()
         return True
+
+    def _later(self, item: UrlItem, error: str, retryable: bool, wait: float = 0.0) -> None:
+        """The requisite back to the frontier (retried later) or failed for good."""
+        self._retrying.add(item.url)
+        self.work.outcomes.retry_or_fail(item, error, retryable, wait)
 
     async def _wait_for_other(self, url: str) -> bool:
         """A URL another worker holds: answered once it is archived (bounded)."""
@@ -222,6 +251,11 @@ class BrowserFetcher:
             return None
         raw = warcread.read_raw(work.store.warc_path(stored.filename), stored.offset)
         return answer_of(raw.status or stored.status, raw.headers or (), raw.payload)
+
+
+def _answer_of_exchange(ex: Exchange) -> BrowserAnswer:
+    ex.body.seek(0)
+    return answer_of(ex.status, ex.response_headers, ex.body.read(MAX_ANSWER_BYTES), ex.reason)
 
 
 def _same_page(asked: str, page: str) -> bool:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 from mirror.crawl.scope import PAGE
 from mirror.manifest.writer import Manifest, UrlItem
@@ -84,6 +85,13 @@ class Waits:
                 return False
             self._next_start[site] = self.clock() + self._delays.get(site, self.delay)
             return True
+
+    @contextlib.asynccontextmanager
+    async def slot(self, site: str) -> AsyncIterator[None]:
+        """A request made outside the frontier's URLs (a browser's requisite) waits its
+        turn; Frontier also holds one of the host's `per_host` slots for it."""
+        await self._turn(site)
+        yield
 
     def sent(self, site: str) -> None:
         """A request to `site` has just been sent (its headers written): the next one waits
@@ -170,6 +178,23 @@ class Frontier(Waits):
         starts `delay` after the one before to its host, whichever worker sends it);
         True."""
         return await self._turn(site)
+
+    @contextlib.asynccontextmanager
+    async def slot(self, site: str) -> AsyncIterator[None]:
+        """A request made outside the frontier's URLs (a browser's requisite): it waits for
+        a free slot of `site` and its turn under `delay`, and holds the slot meanwhile, as
+        a URL taken from the frontier does (so `per_host` bounds it too)."""
+        def free() -> bool:
+            return self._active.get(site, 0) < self.per_host
+
+        while not (free() and await self._turn(site, free)):
+            await self._wait(MAX_WAIT)
+        self._active[site] = self._active.get(site, 0) + 1  # no await since free()
+        try:
+            yield
+        finally:
+            self._active[site] -= 1
+            self._notify()
 
     def hold(self, site: str, seconds: float) -> None:
         """No request starts to `site` for `seconds` (429/503 backoff, Retry-After)."""

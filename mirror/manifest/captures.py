@@ -152,7 +152,8 @@ class Captures(CaptureReads):
         render: RenderRow | None = None,
     ) -> bool:
         """One transaction (or a part of a group's): the URL done (or failed), the capture
-        row, its page's text (a revisit shares its original's), what it linked to, a
+        row, its page's text (a revisit shares its original's, unless it was rendered: a
+        browser's text is the capture's own), what it linked to, a
         note on the page (why it may need a browser), its rendered DOM's place (`render`,
         a page loaded in a browser), and its robots directives
         ("noindex,nofollow": Discovered.robots), if any. With `lease` (a worker of a
@@ -165,7 +166,7 @@ class Captures(CaptureReads):
                                         "state=?, status=?, tries=tries+1, reason=?",
                                         (state, cap.status, failed_reason)):
                 return False
-            text_id = self._texts.text_id(cap.original_id, text)
+            text_id = self._texts.text_id(None if render else cap.original_id, text)
             want_id = text_id is not None or render is not None
             cur = self.sql.execute(  # its id is needed only for latest_texts and renders
                 f"{_INSERT_CAPTURE} RETURNING id" if want_id else _INSERT_CAPTURE,
