@@ -140,8 +140,12 @@ def write_config(folder: Path, start_urls: list[str], **sections: dict[str, Any]
     """A site.toml in `folder`; `sections` maps section name -> extra keys.
 
     robots.txt is off unless a test turns it on: most tests assert the exact request log,
-    and robots.txt has tests of its own (test_faults, test_cli)."""
-    sections = {**sections, "scope": {"robots": False, **sections.get("scope", {})}}
+    and robots.txt has tests of its own (test_faults, test_cli). So is the browser
+    ([browser] mode = "off"): a small fixture page with a script and little text is
+    flagged as built by scripts, and the default mode ("auto") would load it in Chromium;
+    the tests about the browser set the mode they test."""
+    sections = {**sections, "scope": {"robots": False, **sections.get("scope", {})},
+                "browser": {"mode": "off", **sections.get("browser", {})}}
     lines = ["[site]", 'name = "test"', f"start_urls = {_toml(start_urls)}",
              'output_dir = "archive"']
     for section, values in sections.items():

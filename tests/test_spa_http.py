@@ -12,7 +12,8 @@ import spasite
 
 async def test_an_http_only_run_finds_and_flags_the_app_pages(crawl: Any) -> None:
     with spasite.serve(plain=4, apps=10) as site:
-        c = await crawl([site.base], crawl={"workers": 2, "parse_processes": 0})
+        c = await crawl([site.base], crawl={"workers": 2, "parse_processes": 0},
+                        browser={"mode": "off"})  # HTTP only
     report = json.loads((c.archive / "reports" / "1.json").read_text())
     flagged = {r["url"].removeprefix(site.base.rstrip("/")) for r in report["needs_browser"]}
     assert flagged == set(site.linked_app_paths())

@@ -132,9 +132,12 @@ async def post(ui: UiProcess, session: aiohttp.ClientSession, path: str,
 
 
 def site_file(library: Path, name: str, start: str, **crawl: Any) -> Path:
-    """A site file in the library, archive beside it, robots.txt off (the sites have none)."""
+    """A site file in the library, archive beside it, robots.txt off (the sites have none),
+    the browser off (a page with a script and little text would be loaded in Chromium:
+    conftest.write_config says why)."""
     lines = ["# written by the test", "[site]", f'name = "{name}"', f'start_urls = ["{start}"]',
-             f'output_dir = "archive/{name}"', "", "[scope]", "robots = false", "", "[crawl]"]
+             f'output_dir = "archive/{name}"', "", "[scope]", "robots = false", "",
+             "[browser]", 'mode = "off"', "", "[crawl]"]
     lines += [f"{k} = {v}" for k, v in crawl.items()]
     path = library / f"{name}.toml"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
