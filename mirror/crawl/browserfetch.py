@@ -37,7 +37,7 @@ from mirror.browser.api import BrowserAnswer, BrowserRequest
 from mirror.crawl.fetch import FetchError
 from mirror.crawl.politeness import http_error
 from mirror.crawl.robots import RobotsRules
-from mirror.model import NOTHING, Exchange, LinkKind, NewUrl, UrlItem, Via
+from mirror.model import Exchange, LinkKind, NewUrl, UrlItem, Via
 from mirror.web.codings import DecodeError, decode_body
 from mirror.web.urls import InvalidURL, normalize
 
@@ -222,7 +222,8 @@ class BrowserFetcher:
             if error and item.tries + 1 < work.cfg.crawl.max_tries:
                 self._later(item, error, True, wait)
                 return _answer_of_exchange(ex)
-            work.store.store(work.run_id, item, ex, error, prev, NOTHING)
+            _, links = await work.discovered(item, ex, prev)
+            work.store.store(work.run_id, item, ex, error, prev, links)
             work.store.commit_group()  # archived before the page uses it
             crashpoints.reached("render:requisite", "requisite")
         finally:
