@@ -2,9 +2,10 @@
 with their content in the other readers of our archive, in a real Chromium driven by
 Playwright: pywb (over the archive folder: index.cdxj and warc/) and ReplayWeb.page (over
 `mirror export --wacz`). Each page's scripts run there again: their fetch() calls carry a
-cache-busting `?_=<Date.now()>` of today, which the capture dropped (`/api/1.json?_=...` is
-archived as `/api/1.json`), so each reader must match the query back by its own fuzzy rules
-(pywb's url_normalize `[?&](_|cb|uncache)=\\d+`, wabac.js's fuzzy lookup). The JSON content,
+cache-busting `?_=<Date.now()>` of today, and the capture stored the one the crawl's browser
+asked for (`/api/1.json?_=<then>`), so each reader matches the query back by its own fuzzy
+rules (pywb's url_normalize `[?&](_|cb|uncache)=\\d+` on both URLs; wabac.js's fuzzy
+lookup, which searches only archived URLs beginning with `/api/1.json?`). The JSON content,
 the lazy images and the three batches of the infinite scroll show; neither reader asks the
 site for anything. Screenshots at 1280 and 390 px are kept in the test's folder."""
 
@@ -117,12 +118,6 @@ async def test_pywb_replays_the_browser_captured_pages_with_their_content(
     assert spa.replayed_nothing()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ReplayWeb.page 2.x (wabac.js) answers 404 to the page's fetch('/api/0.json?_=<now>'): "
-    "its fuzzy lookup (lookupQueryPrefix) only searches archived URLs that begin with "
-    "'/api/0.json?', and the capture stored '/api/0.json' (the cache buster dropped); an "
-    "extra WACZ index line for the same record as '/api/0.json?' or '/api/0.json?_=0' was "
-    "tried by hand and did not help either"))
 async def test_replaywebpage_replays_the_browser_captured_pages_with_their_content(
         spa: Captured, tmp_path: Path) -> None:
     site = spa.site

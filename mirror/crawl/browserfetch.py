@@ -17,9 +17,13 @@ than GET (a POST may change something on the server: a vote, a form, an analytic
 mirror's promise is that it only reads), a URL out of scope (the site's requisite rules, as
 for a link), one robots.txt disallows, one on a host known dead, one that fails.
 
-A jQuery-style cache-busting parameter (`_=<digits>`) is dropped before anything else: the
-page's `fetch('/api/x.json?_=' + Date.now())` is the same resource at every load, fetched
-once and answered from the archive afterwards (replay matches it the same way).
+A URL is stored as the browser asked for it, a jQuery-style cache buster (`_=<digits>`)
+included: the record tells what was requested, and replayers find it (pywb drops `_=` from
+the asked and the stored URL alike; wabac.js's fuzzy lookup searches only archived URLs
+that begin with the asked one's `<path>?`; our serve ignores `_`). The page's
+`fetch('/api/x.json?_=' + Date.now())` is still the same resource at every load: a request
+that differs from a URL of this run's captures only by its `_=` is answered from that
+capture (its cache key, `without_cache_buster`), so the site is asked once per run.
 """
 
 from __future__ import annotations
@@ -135,17 +139,18 @@ class BrowserFetcher:
             return None
         if not await self._allowed(new):
             return None
-        requests.used.setdefault(new.url, new)
         found = await self._archived_or_fetched(new)
-        if isinstance(found, BrowserAnswer):
-            return found
-        return self._from_archive(new.url) if found else None
+        if isinstance(found, str):  # archived, as asked or under another cache buster
+            requests.used.setdefault(found, new._replace(url=found))
+            return self._from_archive(found)
+        requests.used.setdefault(new.url, new)
+        return found
 
     def _scoped(self, page: UrlItem, raw: str) -> NewUrl | None:
         """The requisite row of a URL the page asked for, None when out of scope."""
         work = self.work
         try:
-            url = without_cache_buster(normalize(raw, work.cfg.scope.ignore_query))
+            url = normalize(raw, work.cfg.scope.ignore_query)
         except InvalidURL:
             return None
         new = work.parsers.discovery.decide(url, page.depth + 1, work.cfg.crawl.max_redirects,
@@ -162,29 +167,46 @@ class BrowserFetcher:
         rules: RobotsRules = await work.robots.rules_for(self.session, new.url)
         return rules.allowed(new.url, work.cfg.crawl.user_agent)
 
-    async def _archived_or_fetched(self, new: NewUrl) -> BrowserAnswer | bool:
-        """Whether `new.url` is in this run's captures, fetching and storing it if not; or
-        the answer to give the page when the fetch is to be tried again later."""
-        work = self.work
+    async def _archived_or_fetched(self, new: NewUrl) -> BrowserAnswer | str | None:
+        """The URL of this run's captures that answers `new` (itself, or the same resource
+        under another cache buster), fetching and storing `new` if there is none; or the
+        answer to give the page when the fetch is to be tried again later; None: failed."""
+        key = without_cache_buster(new.url)
         while True:
-            if work.manifest.captures.in_run(work.run_id, new.url) is not None:
-                return True
-            if new.url in self._retrying:  # handed to the frontier: not fetched again here
-                return False
-            pending = self._inflight.get(new.url)
+            archived = self._archived(new.url, key)
+            if archived is not None:
+                return archived
+            if key in self._retrying:  # handed to the frontier: not fetched again here
+                return None
+            pending = self._inflight.get(key)
             if pending is None:
                 break
             await asyncio.shield(pending)
         done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._inflight[new.url] = done
+        self._inflight[key] = done
         try:
             found = await self._fetch_and_store(new)
             done.set_result(found is True)
-            return found
+            if found is True:
+                return new.url
+            return found if isinstance(found, BrowserAnswer) else None
         finally:
             if not done.done():
                 done.set_result(False)
-            del self._inflight[new.url]
+            del self._inflight[key]
+
+    def _archived(self, url: str, key: str) -> str | None:
+        """`url` if this run archived it, else a URL of this run's captures with the same
+        cache key (the latest), else None."""
+        captures, run_id = self.work.manifest.captures, self.work.run_id
+        if captures.in_run(run_id, url) is not None:
+            return url
+        if key == url:
+            return None
+        if captures.in_run(run_id, key) is not None:
+            return key
+        return next((other for other in captures.urls_in_run(run_id, url.split("?")[0] + "?")
+                     if without_cache_buster(other) == key), None)
 
     async def _fetch_and_store(self, new: NewUrl) -> BrowserAnswer | bool:
         """Fetch and store `new` under the run's politeness: its host's slot (`per_host`)
@@ -232,7 +254,7 @@ class BrowserFetcher:
 
     def _later(self, item: UrlItem, error: str, retryable: bool, wait: float = 0.0) -> None:
         """The requisite back to the frontier (retried later) or failed for good."""
-        self._retrying.add(item.url)
+        self._retrying.add(without_cache_buster(item.url))
         self.work.outcomes.retry_or_fail(item, error, retryable, wait)
 
     async def _wait_for_other(self, url: str) -> bool:
