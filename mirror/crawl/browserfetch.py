@@ -139,6 +139,7 @@ class BrowserFetcher:
             return None
         if not await self._allowed(new):
             return None
+        new = new._replace(url=self._known(new.url))
         found = await self._archived_or_fetched(new)
         if isinstance(found, str):  # archived, as asked or under another cache buster
             requests.used.setdefault(found, new._replace(url=found))
@@ -167,23 +168,33 @@ class BrowserFetcher:
         rules: RobotsRules = await work.robots.rules_for(self.session, new.url)
         return rules.allowed(new.url, work.cfg.crawl.user_agent)
 
+    def _known(self, url: str) -> str:
+        """The URL this run knows the resource by: `url` when it has no cache buster or the
+        run has no other URL for it, else the run's first URL with the same cache key
+        (asked by an earlier page load, or left pending by a crash: fetched under that URL,
+        the frontier's row and the browser's request are one resource, stored once)."""
+        key = without_cache_buster(url)
+        if key == url:
+            return url
+        return next((known for known in self.work.manifest.urls.of_path(
+            self.work.run_id, url.split("?")[0]) if without_cache_buster(known) == key), url)
+
     async def _archived_or_fetched(self, new: NewUrl) -> BrowserAnswer | str | None:
-        """The URL of this run's captures that answers `new` (itself, or the same resource
-        under another cache buster), fetching and storing `new` if there is none; or the
-        answer to give the page when the fetch is to be tried again later; None: failed."""
-        key = without_cache_buster(new.url)
+        """The URL of this run's captures that answers `new` (as `_known` names it),
+        fetching and storing it if there is none; or the answer to give the page when the
+        fetch is to be tried again later; None: failed."""
+        work = self.work
         while True:
-            archived = self._archived(new.url, key)
-            if archived is not None:
-                return archived
-            if key in self._retrying:  # handed to the frontier: not fetched again here
+            if work.manifest.captures.in_run(work.run_id, new.url) is not None:
+                return new.url
+            if new.url in self._retrying:  # handed to the frontier: not fetched again here
                 return None
-            pending = self._inflight.get(key)
+            pending = self._inflight.get(new.url)
             if pending is None:
                 break
             await asyncio.shield(pending)
         done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = done
+        self._inflight[new.url] = done
         try:
             found = await self._fetch_and_store(new)
             done.set_result(found is True)
@@ -193,20 +204,7 @@ class BrowserFetcher:
         finally:
             if not done.done():
                 done.set_result(False)
-            del self._inflight[key]
-
-    def _archived(self, url: str, key: str) -> str | None:
-        """`url` if this run archived it, else a URL of this run's captures with the same
-        cache key (the latest), else None."""
-        captures, run_id = self.work.manifest.captures, self.work.run_id
-        if captures.in_run(run_id, url) is not None:
-            return url
-        if key == url:
-            return None
-        if captures.in_run(run_id, key) is not None:
-            return key
-        return next((other for other in captures.urls_in_run(run_id, url.split("?")[0] + "?")
-                     if without_cache_buster(other) == key), None)
+            del self._inflight[new.url]
 
     async def _fetch_and_store(self, new: NewUrl) -> BrowserAnswer | bool:
         """Fetch and store `new` under the run's politeness: its host's slot (`per_host`)
@@ -254,7 +252,7 @@ class BrowserFetcher:
 
     def _later(self, item: UrlItem, error: str, retryable: bool, wait: float = 0.0) -> None:
         """The requisite back to the frontier (retried later) or failed for good."""
-        self._retrying.add(without_cache_buster(item.url))
+        self._retrying.add(item.url)
         self.work.outcomes.retry_or_fail(item, error, retryable, wait)
 
     async def _wait_for_other(self, url: str) -> bool:

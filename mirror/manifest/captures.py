@@ -84,14 +84,6 @@ class CaptureReads:
             (url,) if run_id is None else (url, run_id)).fetchone()
         return Original(*row) if row else None
 
-    def urls_in_run(self, run_id: int, prefix: str) -> list[str]:
-        """The URLs of a run's captures that begin with `prefix` (a path and its `?`: the
-        queries of one resource), the latest capture's first."""
-        rows = self.sql.execute(
-            "SELECT url FROM captures WHERE run_id=? AND substr(url, 1, ?)=? "
-            "GROUP BY url ORDER BY MAX(id) DESC", (run_id, len(prefix), prefix)).fetchall()
-        return [str(url) for url, in rows]
-
     def original_by_digest(self, digest: str, status: int) -> Original | None:
         """The first complete response record with this payload digest and status, in any
         run (a revisit never stands for an answer of another status)."""
