@@ -95,12 +95,15 @@ def build(site: Any, other: Any) -> None:
         other.page(path, "other server")
 
 
-async def crawl_site(make_site: Any, crawl: Any) -> tuple[Any, Any, Any]:
-    """(site, other, crawl result): the site archived, the second server untouched."""
+async def crawl_site(make_site: Any, crawl: Any, browser: str = "off"
+                     ) -> tuple[Any, Any, Any]:
+    """(site, other, crawl result): the site archived, the second server untouched.
+    `browser`: the [browser] mode (the home page, a script and little text, is flagged:
+    "auto" loads it in Chromium)."""
     site, other = await make_site(), await make_site()
     build(site, other)
     done = await crawl([site.base], crawl={"workers": 4},
-                       scope={"exclude": [re.escape(other.base)]})
+                       scope={"exclude": [re.escape(other.base)]}, browser={"mode": browser})
     assert other.log == []
     return site, other, done
 

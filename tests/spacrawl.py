@@ -29,8 +29,7 @@ CHROMIUM = find_browser()
 WIDTHS = {"wide": (1280, 900, False), "phone": (390, 844, True)}
 #: the app's own images that show (a replayer's toolbar may add images of its own)
 IMAGES_SHOWN = ("[...document.querySelectorAll('#root img')]"
-                ".filter(i => i.complete && i.naturalWidth > 0)"
-                ".map(i => i.getAttribute('src'))")
+                ".filter(i => i.complete && i.naturalWidth > 0).map(i => i.getAttribute('src'))")
 #: each image scrolled into view in turn, as a reader would (the lazy ones load then)
 SCROLL_IMAGES = """(async () => { for (const i of document.images) { i.scrollIntoView();
   await new Promise(r => setTimeout(r, 150)); } })()"""

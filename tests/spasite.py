@@ -14,6 +14,8 @@ each of one kind, in turn (`KINDS`):
 - "script": no request at all: an inline script writes the text, and without scripts the
   page shows nothing but its <noscript> ("enable JavaScript").
 
+Every app page but "script" also fetches `/api/site.json` (with its own `?_=`: the same
+resource asked under another URL by each page) and shows its footer (`SITE_WORD`).
 Every app page also tries a POST (`/api/track`) and a GET under `/private/` (which this
 site's robots.txt disallows): requests mirror does not make; `posts` counts POSTs received.
 Each app page's text carries words no other page has (`words(url)`), and `requisites(url)`
@@ -57,6 +59,9 @@ LIFETIME = 300.0
 TICK = 0.01
 #: seconds the site may take to read a request once its loop runs
 MARGIN = 0.005
+
+#: the word of the footer every app page but "script" fetches (one JSON for all the pages)
+SITE_WORD = "siteword"
 
 APP_JS = r"""
 (function () {
@@ -137,6 +142,9 @@ APP_JS = r"""
     });
     more.observe(mark);
   }
+  get('/api/site.json').then(function (data) {
+    document.body.appendChild(el('footer', data.footer));
+  });
   fetch('/api/track', {method: 'POST', body: location.pathname}).catch(function () {});
   fetch('/private/' + location.pathname.split('/')[2] + '.json').catch(function () {});
   show(location.pathname);
@@ -233,8 +241,8 @@ class SpaSite:
         kind = self.kind(i)
         if kind == "script":
             return []
-        out = ["/static/app.js", f"/api/{i}/view/{view}.json" if view is not None
-               else f"/api/{i}.json"]
+        out = ["/static/app.js", "/api/site.json", f"/api/{i}/view/{view}.json"
+               if view is not None else f"/api/{i}.json"]
         if kind == "lazy":
             out += [f"/img/{i}/{k}.png" for k in range(IMAGES)]
         if kind == "scroll":
@@ -296,6 +304,8 @@ class SpaSite:
         add("/static/analytics.js", _fixed("void 0;", "text/javascript"))
         add("/app/{i:\\d+}", self._shell)
         add("/app/{i:\\d+}/view/{k:\\d+}", self._shell)
+        add("/api/site.json", _fixed(json.dumps({"footer": f"{SITE_WORD} is in every footer."}),
+                                     "application/json"))
         add("/api/{i:\\d+}.json", self._content)
         add("/api/{i:\\d+}/view/{k:\\d+}.json", self._view)
         add("/api/{i:\\d+}/feed/{b:\\d+}", self._batch)

@@ -124,6 +124,8 @@ async def test_auto_renders_the_app_pages_only_and_archives_their_content(
     for path in apps:
         for word in site.words(path):
             assert word in words[path], f"{word} not in the text of {path}"
+        if site.requisites(path):  # its footer, from the run's one /api/site.json
+            assert spasite.SITE_WORD in words[path], path
     # every subresource was received once in run 1 ...
     assert {p: n for p, n in first.items() if n > 1} == {}
     # ... and at most once more by the incremental run 2, which archives it as a revisit

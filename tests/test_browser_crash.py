@@ -4,7 +4,9 @@ browser's requisites are stored, on the SPA fixture (tests/spasite.py).
 
 Each crash state (the archive folder as the disk holds it at that step, copied by a hook:
 what SIGKILL leaves, see tests/crashsim.py) is restarted with `mirror run`; then every URL is
-stored exactly once, the stored URLs are the uncrashed run's, and `mirror verify` passes.
+stored exactly once, the stored URLs are the uncrashed run's, and `mirror verify` passes
+(a URL taken by its cache key: a page load's `?_=<now>` is another than the uncrashed run's,
+for the same resource).
 One real `mirror run` killed at a render's crash point (os._exit) checks the copy's claim.
 """
 
@@ -16,6 +18,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,7 @@ from crashsim import copy_folder, stored_per_run, verify
 from test_browser_capture import CHROMIUM, run, site_file
 
 from mirror import crashpoints
+from mirror.crawl.browserfetch import without_cache_buster
 from mirror.model import ExitCode
 
 pytestmark = [pytest.mark.browser]
@@ -86,7 +90,7 @@ async def test_every_render_crash_point_resumes_exactly(tmp_path: Path) -> None:
         ref.mkdir()
         site_file(ref, site.base, "auto", delay=0)
         states = await record(ref, site.base, tmp_path / "states")
-        reference = set(stored_per_run(ref / "archive"))
+        reference = set(stored(ref / "archive"))
         steps = {part.split(" #")[0].split("/")[0] for name, _ in states
                  for part in name.split(" = ")}
         assert set(crashpoints.BROWSER_STEPS) <= steps
@@ -94,13 +98,21 @@ async def test_every_render_crash_point_resumes_exactly(tmp_path: Path) -> None:
         for name, folder in states:
             result = await run(folder, site.base, "auto", check=False)
             found = [] if result.exit_code == ExitCode.OK else [f"exit {result.exit_code}"]
-            counts = stored_per_run(folder / "archive")
+            counts = stored(folder / "archive")
             found += [f"stored {n} times: {u}" for u, n in counts.items() if n != 1]
             if set(counts) != reference:
                 found.append(f"stored URLs differ: {sorted(set(counts) ^ reference)}")
             found += verify(folder / "archive")
             failures += [f"{name}: {f}" for f in found]
     assert failures == []
+
+
+def stored(archive: Path) -> Counter[tuple[int, str]]:
+    """(run, URL by its cache key) -> response and revisit records."""
+    out: Counter[tuple[int, str]] = Counter()
+    for (run_id, url), n in stored_per_run(archive).items():
+        out[run_id, without_cache_buster(url)] += n
+    return out
 
 
 def browsers_under(folder: Path) -> set[int]:
@@ -130,7 +142,7 @@ async def test_a_real_kill_during_a_render_resumes_and_leaves_no_browser(
             await run(tmp_path, site.base, "auto")
     finally:
         shutil.rmtree(temp, ignore_errors=True)
-    counts = stored_per_run(tmp_path / "archive")
+    counts = stored(tmp_path / "archive")
     assert [u for u, n in counts.items() if n != 1] == []
     assert {p for p in site.app_paths()} <= {"/" + u.split("/", 3)[3] for _, u in counts}
     assert verify(tmp_path / "archive") == []

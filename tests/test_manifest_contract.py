@@ -230,6 +230,21 @@ def test_ensure_url_leases_robots_txt_once_per_run(manifest: Manifest) -> None:
     assert again is not None and again.id == robots.id
 
 
+def test_of_path_lists_the_runs_urls_of_one_path_and_its_queries(manifest: Manifest) -> None:
+    m = manifest
+    api = "http://h.test/api/1.json"
+    others = [f"{api}x", f"{api}/more", "http://h.test/api/1.jso", "http://h.test/api/2.json"]
+    mine = [f"{api}?_=1700000000000", api, f"{api}?page=2&_=1"]
+    run = m.runs.start("t", "d")
+    for url in [mine[0], *others, *mine[1:]]:  # one by one: ids in this order
+        m.urls.add(run, None, [new(url)])
+    assert m.urls.of_path(run, api) == mine  # the first found first
+    assert m.urls.of_path(run, "http://h.test/api/3.json") == []
+    m.runs.finish(run, "t", "complete", 0)
+    later = m.runs.start("t2", "d")
+    assert m.urls.of_path(later, api) == []  # another run's rows
+
+
 def test_rollback_past_forgets_captures_beyond_a_cut_file(manifest: Manifest) -> None:
     m = manifest
     urls = [f"http://h.test/{n}" for n in range(1, 5)]

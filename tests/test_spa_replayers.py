@@ -2,9 +2,10 @@
 with their content in the other readers of our archive, in a real Chromium driven by
 Playwright: pywb (over the archive folder: index.cdxj and warc/) and ReplayWeb.page (over
 `mirror export --wacz`). Each page's scripts run there again: their fetch() calls carry a
-cache-busting `?_=<Date.now()>` of today, which the capture dropped (`/api/1.json?_=...` is
-archived as `/api/1.json`), so each reader must match the query back by its own fuzzy rules
-(pywb's url_normalize `[?&](_|cb|uncache)=\\d+`, wabac.js's fuzzy lookup). The JSON content,
+cache-busting `?_=<Date.now()>` of today, and the capture stored the one the crawl's browser
+asked for (`/api/1.json?_=<then>`), so each reader matches the query back by its own fuzzy
+rules (pywb's url_normalize `[?&](_|cb|uncache)=\\d+` on both URLs; wabac.js's fuzzy
+lookup, which searches only archived URLs beginning with `/api/1.json?`). The JSON content,
 the lazy images and the three batches of the infinite scroll show; neither reader asks the
 site for anything. Screenshots at 1280 and 390 px are kept in the test's folder."""
 
@@ -86,6 +87,24 @@ async def tab(browser: Any) -> AsyncIterator[Any]:
         await context.close()
 
 
+#: the embed as large as the window (the screenshots are of the replayed page)
+FULL_SIZE = """() => { const e = document.querySelector("replay-web-page");
+  e.style.width = "100vw"; e.style.height = "100vh"; }"""
+#: the embed replays another URL of the WACZ, as a reader following a link would
+SHOW_URL = """(url) => document.querySelector("replay-web-page").setAttribute("url", url)"""
+
+
+async def shown(page: Any, prefix: str, url: str) -> Any:
+    """ReplayWeb.page's frame replaying `url` (its address: <prefix><ts>mp_/<url>)."""
+    deadline = asyncio.get_running_loop().time() + replayers.TIMEOUT
+    while asyncio.get_running_loop().time() < deadline:
+        for frame in page.frames:
+            if frame.url.startswith(prefix) and frame.url.endswith("/" + url):
+                return frame
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"ReplayWeb.page shows no {url}: {[f.url for f in page.frames]}")
+
+
 async def test_pywb_replays_the_browser_captured_pages_with_their_content(
         spa: Captured, tmp_path: Path) -> None:
     site = spa.site
@@ -108,10 +127,9 @@ async def test_replaywebpage_replays_the_browser_captured_pages_with_their_conte
             replayers.chromium() as browser:
         async with replayers.replaywebpage_context(browser, base) as loaded:
             page = loaded.frame.page
+            await page.evaluate(FULL_SIZE)
             for path in site.app_paths():
-                # the service worker holds the WACZ now: the replay address of each page,
-                # opened as the page itself (the embed's frame, full size)
-                await page.goto(f"{loaded.prefix}2999mp_/{spa.url(path)}",
-                                timeout=replayers.TIMEOUT * 1000)
-                await look(page, page.main_frame, site, path, tmp_path, "replayweb")
+                await page.evaluate(SHOW_URL, spa.url(path))
+                frame = await shown(page, f"{loaded.prefix}", spa.url(path))
+                await look(page, frame, site, path, tmp_path, "replayweb")
     assert spa.replayed_nothing()

@@ -17,9 +17,13 @@ than GET (a POST may change something on the server: a vote, a form, an analytic
 mirror's promise is that it only reads), a URL out of scope (the site's requisite rules, as
 for a link), one robots.txt disallows, one on a host known dead, one that fails.
 
-A jQuery-style cache-busting parameter (`_=<digits>`) is dropped before anything else: the
-page's `fetch('/api/x.json?_=' + Date.now())` is the same resource at every load, fetched
-once and answered from the archive afterwards (replay matches it the same way).
+A URL is stored as the browser asked for it, a jQuery-style cache buster (`_=<digits>`)
+included: the record tells what was requested, and replayers find it (pywb drops `_=` from
+the asked and the stored URL alike; wabac.js's fuzzy lookup searches only archived URLs
+that begin with the asked one's `<path>?`; our serve ignores `_`). The page's
+`fetch('/api/x.json?_=' + Date.now())` is still the same resource at every load: a request
+that differs from a URL of this run's captures only by its `_=` is answered from that
+capture (its cache key, `without_cache_buster`), so the site is asked once per run.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from mirror.browser.api import BrowserAnswer, BrowserRequest
 from mirror.crawl.fetch import FetchError
 from mirror.crawl.politeness import http_error
 from mirror.crawl.robots import RobotsRules
-from mirror.model import NOTHING, Exchange, LinkKind, NewUrl, UrlItem, Via
+from mirror.model import Exchange, LinkKind, NewUrl, UrlItem, Via
 from mirror.web.codings import DecodeError, decode_body
 from mirror.web.urls import InvalidURL, normalize
 
@@ -135,17 +139,19 @@ class BrowserFetcher:
             return None
         if not await self._allowed(new):
             return None
-        requests.used.setdefault(new.url, new)
+        new = new._replace(url=self._known(new.url))
         found = await self._archived_or_fetched(new)
-        if isinstance(found, BrowserAnswer):
-            return found
-        return self._from_archive(new.url) if found else None
+        if isinstance(found, str):  # archived, as asked or under another cache buster
+            requests.used.setdefault(found, new._replace(url=found))
+            return self._from_archive(found)
+        requests.used.setdefault(new.url, new)
+        return found
 
     def _scoped(self, page: UrlItem, raw: str) -> NewUrl | None:
         """The requisite row of a URL the page asked for, None when out of scope."""
         work = self.work
         try:
-            url = without_cache_buster(normalize(raw, work.cfg.scope.ignore_query))
+            url = normalize(raw, work.cfg.scope.ignore_query)
         except InvalidURL:
             return None
         new = work.parsers.discovery.decide(url, page.depth + 1, work.cfg.crawl.max_redirects,
@@ -162,15 +168,27 @@ class BrowserFetcher:
         rules: RobotsRules = await work.robots.rules_for(self.session, new.url)
         return rules.allowed(new.url, work.cfg.crawl.user_agent)
 
-    async def _archived_or_fetched(self, new: NewUrl) -> BrowserAnswer | bool:
-        """Whether `new.url` is in this run's captures, fetching and storing it if not; or
-        the answer to give the page when the fetch is to be tried again later."""
+    def _known(self, url: str) -> str:
+        """The URL this run knows the resource by: `url` when it has no cache buster or the
+        run has no other URL for it, else the run's first URL with the same cache key
+        (asked by an earlier page load, or left pending by a crash: fetched under that URL,
+        the frontier's row and the browser's request are one resource, stored once)."""
+        key = without_cache_buster(url)
+        if key == url:
+            return url
+        return next((known for known in self.work.manifest.urls.of_path(
+            self.work.run_id, url.split("?")[0]) if without_cache_buster(known) == key), url)
+
+    async def _archived_or_fetched(self, new: NewUrl) -> BrowserAnswer | str | None:
+        """The URL of this run's captures that answers `new` (as `_known` names it),
+        fetching and storing it if there is none; or the answer to give the page when the
+        fetch is to be tried again later; None: failed."""
         work = self.work
         while True:
             if work.manifest.captures.in_run(work.run_id, new.url) is not None:
-                return True
+                return new.url
             if new.url in self._retrying:  # handed to the frontier: not fetched again here
-                return False
+                return None
             pending = self._inflight.get(new.url)
             if pending is None:
                 break
@@ -180,7 +198,9 @@ class BrowserFetcher:
         try:
             found = await self._fetch_and_store(new)
             done.set_result(found is True)
-            return found
+            if found is True:
+                return new.url
+            return found if isinstance(found, BrowserAnswer) else None
         finally:
             if not done.done():
                 done.set_result(False)
@@ -222,7 +242,8 @@ class BrowserFetcher:
             if error and item.tries + 1 < work.cfg.crawl.max_tries:
                 self._later(item, error, True, wait)
                 return _answer_of_exchange(ex)
-            work.store.store(work.run_id, item, ex, error, prev, NOTHING)
+            _, links = await work.discovered(item, ex, prev)
+            work.store.store(work.run_id, item, ex, error, prev, links)
             work.store.commit_group()  # archived before the page uses it
             crashpoints.reached("render:requisite", "requisite")
         finally:

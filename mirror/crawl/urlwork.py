@@ -180,21 +180,29 @@ class UrlWork:
         """Links first, then the records, with no await between; the manifest commit
         follows with the capture's group (CaptureStore)."""
         with self._guarded(item):
-            async with self.parsers.room(min(ex.body_length, MAX_PARSE_BYTES)):
-                page = self.store.page(ex, prev, item=item)
-                links = parse_cut(await self.parsers.discover(item, page), page, ex)
-            if is_sitemap(item):
-                links = self.sitemap_budget.take(self.run_id, item, links)
-            links = requisites.bounded(
-                links, item, functools.partial(self.manifest.urls.requisite_chain, item.id),
-                self.cfg.scope.max_requisite_depth)
-            if self.learner is not None:
-                links = links._replace(links=self.learner.sift(links.links))
+            page, links = await self.discovered(item, ex, prev)
             rendered = None
             if self.renderer is not None and self.renderer.wants(page, links):
                 rendered, links = await self._render(item, ex, page, links)
             self._store(item, ex, error, prev, links, rendered)
             self._usage[item.site] = _plus(self._usage.get(item.site), ex.body_length)
+
+    async def discovered(self, item: UrlItem, ex: Exchange, prev: Previous | None
+                         ) -> tuple[Page, Discovered]:
+        """What a response links to, as the run keeps it (the sitemap budget, the requisite
+        depth, the learner): for a URL of the frontier and for a browser's requisite alike
+        (a stylesheet the browser fetched still brings its @import and url() references)."""
+        async with self.parsers.room(min(ex.body_length, MAX_PARSE_BYTES)):
+            page = self.store.page(ex, prev, item=item)
+            links = parse_cut(await self.parsers.discover(item, page), page, ex)
+        if is_sitemap(item):
+            links = self.sitemap_budget.take(self.run_id, item, links)
+        links = requisites.bounded(
+            links, item, functools.partial(self.manifest.urls.requisite_chain, item.id),
+            self.cfg.scope.max_requisite_depth)
+        if self.learner is not None:
+            links = links._replace(links=self.learner.sift(links.links))
+        return page, links
 
     async def _render(self, item: UrlItem, ex: Exchange, page: Page, links: Discovered
                       ) -> tuple[Rendered | None, Discovered]:

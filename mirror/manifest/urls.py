@@ -58,6 +58,20 @@ class UrlReads:
             sql += " AND mode='page'"
         return int(self.sql.execute(sql).fetchone()[0])
 
+    def of_path(self, run_id: int, path: str) -> list[str]:
+        """The run's URLs that are `path` or `path?<a query>` (the queries of one resource),
+        the first found first. SQLite reads them from the unique index on url (a range up
+        to `path@`, `@` following `?`); PostgreSQL, whose collation may order by locale,
+        compares the start of each row's URL."""
+        prefix = path + "?"
+        params: tuple[object, ...] = (run_id, path, len(prefix), prefix)
+        where = "run_id=? AND (url=? OR substr(url, 1, ?)=?)"
+        if self.sql.dialect == "sqlite":
+            where += " AND url >= ? AND url < ?"
+            params += (path, path + "@")
+        return [u for (u,) in self.sql.execute(
+            f"SELECT url FROM urls WHERE {where} ORDER BY id", params)]
+
     def item_for(self, run_id: int, url: str) -> UrlItem | None:
         """The URL as a work item if this run still has to fetch it (pending or leased)."""
         row = self.sql.execute(

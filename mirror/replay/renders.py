@@ -82,9 +82,7 @@ def _where(cap: Capture) -> tuple[str, int]:
 
 
 def _refs(reader: ManifestReader) -> dict[tuple[str, int], DomRef]:
-    renders = getattr(reader, "renders", None)  # a manifest part of issue 35
-    if renders is None:
-        return {}
+    renders = reader.renders  # an older manifest reads as one with no renders (schema 6)
     out = {}
     for run in reader.runs.all():
         ids = renders.captures(run.id)
