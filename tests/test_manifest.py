@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from mirror.manifest.reader import ManifestReader
+from mirror.manifest.schema import SCHEMA_VERSION
 from mirror.manifest.writer import Manifest, ManifestWriteError
 from mirror.model import CaptureRow, NewUrl, UrlItem
 
@@ -226,7 +227,7 @@ def test_an_older_full_text_index_is_kept_as_it_is_and_searched_alike(
         assert m.db.execute("SELECT sql FROM sqlite_master WHERE name='texts'"
                             ).fetchone()[0] == old
         assert m.db.execute("SELECT value FROM meta WHERE key='schema_version'"
-                            ).fetchone() == ("5",)
+                            ).fetchone() == (str(SCHEMA_VERSION),)  # brought up to date
         assert len(m.texts.search("bri*")) == 5 and len(m.texts.search("common")) == 5
         run = m.runs.start("2026-01-02T00:00:00Z", "cfg")
         m.urls.add(run, None, [new(urls[0])])
