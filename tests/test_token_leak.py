@@ -87,7 +87,11 @@ async def test_the_apps_cookie_reaches_no_other_loopback_server(
             cookies = {c["name"]: c for c in await context.cookies()}
             app_cookie = cookies["mirror_ui"]
             assert app_cookie["domain"] == ui.base.split("//")[1].split(":")[0]  # host-only
-            secrets = [ui.token, *(c["value"] for c in cookies.values())]
+            # serve's fetch.js sets mirror_at on the archived page's origin (which site and
+            # time the page's root-relative requests belong to): no secret, and no other
+            # server may receive it either (the check below counts any Cookie header)
+            assert "mirror_at" in cookies
+            secrets = [ui.token, *(c["value"] for n, c in cookies.items() if n != "mirror_at")]
             assert len(secrets) == 3  # the app's and the replay server's, nothing else
 
             # the way back from the archive (another site) keeps the app open
