@@ -302,3 +302,24 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
+
+
+@contextmanager
+def stoppable_store(kind: str, folder: Path, monkeypatch: Any
+                    ) -> Iterator[MotoOnPort | SeaweedOnPort]:
+    """An S3 server a test stops and starts again on its port: "moto" (in a thread) or
+    "seaweed" (a real SeaweedFS process stopped by its pid, started again with the same data
+    folder under `folder`), started, its AWS_* variables set through `monkeypatch` for the
+    test and what it starts; skipped when that server is not installed."""
+    import pytest
+
+    if reason := (moto_available() if kind == "moto" else seaweed_available()):
+        pytest.skip(reason)
+    server = MotoOnPort() if kind == "moto" else SeaweedOnPort(folder)
+    server.start()
+    for key, value in server.server.env.items():
+        monkeypatch.setenv(key, value)
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 from conftest import write_config
-from s3server import MotoOnPort, SeaweedOnPort, moto_available, seaweed_available
+from s3server import MotoOnPort, stoppable_store
 
 from mirror.cli.main import main
 from mirror.manifest.reader import ManifestReader
@@ -32,36 +32,18 @@ PAGES = 12
 
 
 @pytest.fixture
-def moto_outage(monkeypatch: pytest.MonkeyPatch) -> Iterator[MotoOnPort]:
+def moto_outage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MotoOnPort]:
     """moto on a port of its own (started), its AWS_* variables set for the test."""
-    if reason := moto_available():
-        pytest.skip(reason)
-    moto = MotoOnPort()
-    moto.start()
-    for key, value in moto.server.env.items():
-        monkeypatch.setenv(key, value)
-    try:
+    with stoppable_store("moto", tmp_path, monkeypatch) as moto:
         yield moto
-    finally:
-        moto.stop()
 
 
 @pytest.fixture(params=["moto", "seaweed"])
 def store_outage(request: pytest.FixtureRequest, tmp_path: Path,
                  monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """An S3 server a test stops and starts again on its port (moto in a thread, or a real
-    SeaweedFS process stopped by its pid and started again with the same data folder),
-    started, its AWS_* variables set for the test and what it starts."""
-    if reason := (moto_available() if request.param == "moto" else seaweed_available()):
-        pytest.skip(reason)
-    server = MotoOnPort() if request.param == "moto" else SeaweedOnPort(tmp_path)
-    server.start()
-    for key, value in server.server.env.items():
-        monkeypatch.setenv(key, value)
-    try:
+    """See s3server.stoppable_store."""
+    with stoppable_store(request.param, tmp_path, monkeypatch) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def outage_site(site: Any, stop_store: Callable[[], None]) -> None:
