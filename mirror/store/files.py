@@ -209,15 +209,20 @@ class StoreFiles(ArchiveFiles):
         there = self.store.stat(MANIFEST_KEY)
         if there is None:
             return None
-        if self._snapshot is not None and self._snapshot[1] == there:
+        return self._fresh(there, lambda path: self.store.download(MANIFEST_KEY, path))
+
+    def _fresh(self, stamp: object, make: Callable[[Path], None]) -> Path:
+        """The snapshot for `stamp`: the one held when it is the same, else a new file that
+        `make` writes, which replaces the old one."""
+        if self._snapshot is not None and self._snapshot[1] == stamp:
             return self._snapshot[0]
         if self._tmp is None:
             self._tmp = Path(tempfile.mkdtemp(prefix="mirror-snapshot-"))
         old = self._snapshot[0] if self._snapshot else None
         self._downloads += 1
         path = self._tmp / f"manifest-{self._downloads}.sqlite3"
-        self.store.download(MANIFEST_KEY, path)
-        self._snapshot = (path, there)
+        make(path)
+        self._snapshot = (path, stamp)
         if old is not None:  # a reader that has it open keeps it until it closes
             old.unlink(missing_ok=True)
         return path
@@ -240,19 +245,7 @@ class SharedRunFiles(StoreFiles):
     def manifest(self) -> Path | None:
         from mirror.manifest.pgsnapshot import snapshot_to_sqlite
 
-        stamp = self.stamp()
-        if self._snapshot is not None and self._snapshot[1] == stamp:
-            return self._snapshot[0]
-        if self._tmp is None:
-            self._tmp = Path(tempfile.mkdtemp(prefix="mirror-snapshot-"))
-        old = self._snapshot[0] if self._snapshot else None
-        self._downloads += 1
-        path = self._tmp / f"manifest-{self._downloads}.sqlite3"
-        snapshot_to_sqlite(self.dsn, path)
-        self._snapshot = (path, stamp)
-        if old is not None:  # a reader that has it open keeps it until it closes
-            old.unlink(missing_ok=True)
-        return path
+        return self._fresh(self.stamp(), lambda path: snapshot_to_sqlite(self.dsn, path))
 
 
 def archive_files(where: Path | ArchiveFiles) -> ArchiveFiles:
