@@ -31,6 +31,7 @@ from pathlib import Path
 from mirror import crashpoints
 from mirror.archive.warcwriter import FILE_RE, OPEN_SUFFIX
 from mirror.crawl.startup import roll_back_short
+from mirror.manifest.db import ManifestError
 from mirror.manifest.writer import Manifest
 from mirror.store.objstore import (
     INDEX_KEY,
@@ -287,6 +288,10 @@ class SharedFiles:
             else:
                 self._pending[name] = why
             log.warning("%s not uploaded to %s: %s", name, self.store_url, why)
+        except ManifestError as exc:  # the database is gone: the run is stopping
+            log.warning("%s not settled (%s): this worker's next start settles it", name,
+                        str(exc).partition(": ")[2][:120] or type(exc).__name__)
+            self.result.failed.append((name, str(exc)))
         except Exception as exc:  # noqa: BLE001 - a file's upload never stops the crawl
             log.exception("settling %s failed", name)
             self.result.failed.append((name, f"{type(exc).__name__}: {exc}"))

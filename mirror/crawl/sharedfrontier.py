@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from mirror import crashpoints
 from mirror.crawl.frontier import Waits
+from mirror.manifest.db import ManifestWriteError
 from mirror.manifest.writer import Manifest, UrlItem
 from mirror.model import HostLease
 
@@ -335,9 +336,16 @@ class SharedFrontier(Waits):
         held.dry = True
 
     def _give_back(self, held: _Held) -> None:
-        """No more URLs under this lease: those buffered go back to pending."""
+        """No more URLs under this lease: those buffered go back to pending. When the
+        database cannot take that (it is gone: the run is stopping), they stay leased and
+        return to pending when the lease expires; nothing is lost."""
         if held.queue and not held.lost:
-            self.manifest.urls.unlease([item.id for item in held.queue], lease=held.lease)
+            try:
+                self.manifest.urls.unlease([item.id for item in held.queue], lease=held.lease)
+            except ManifestWriteError:
+                log.warning("%d URLs of site=%s left under this worker's lease (the database "
+                            "does not answer): they are fetched again once it expires",
+                            len(held.queue), held.lease.site)
         held.queue.clear()
         held.dry = True
 
@@ -352,7 +360,12 @@ class SharedFrontier(Waits):
             site = held.lease.site
             delay = max(self._delays.get(site, self.delay),
                         self._next_start.get(site, 0.0) - self.clock())
-            at = self.manifest.sharedrun.release_host(held.lease, max(delay, 0.0))
+            try:
+                at = self.manifest.sharedrun.release_host(held.lease, max(delay, 0.0))
+            except ManifestWriteError:
+                log.warning("site=%s slot=%d kept until its lease expires (the database does "
+                            "not answer)", site, held.lease.slot)
+                continue
             # a look for hosts again once this one is due (another worker may take it)
             self._last_poll = min(self._last_poll, self.clock() - POLL_EVERY + delay)
             if at is None:
