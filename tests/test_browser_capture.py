@@ -56,8 +56,8 @@ def site_file(folder: Path, base: str, mode: str, **crawl: Any) -> Path:
 
 
 async def run(folder: Path, base: str, mode: str, clock: Any = None, *,
-              check: bool = True) -> RunResult:
-    cfg = load_config(site_file(folder, base, mode))
+              check: bool = True, **crawl: Any) -> RunResult:
+    cfg = load_config(site_file(folder, base, mode, **crawl))
     crawler = Crawler(cfg, backoff_base=0.01, seed=1, **({"clock": clock} if clock else {}))
     if not GLUED:
         assert CHROMIUM is not None
@@ -134,6 +134,21 @@ async def test_auto_renders_the_app_pages_only_and_archives_their_content(
     assert twice == {}
     for path in {r for p in apps for r in site.requisites(p)}:
         assert [k for _, k in archived(tmp_path, run=2).get(path, [])] in (["revisit"], []), path
+
+
+async def test_a_page_in_the_browser_does_not_wait_for_its_host_to_run_dry(
+        tmp_path: Path) -> None:
+    """A browser's request goes before the crawl's next URL of its host: a page open in a
+    tab waits on it. The one app page is linked halfway down a list of 200 plain pages of
+    its host, crawled one request at a time; its requisites arrive while at least a quarter
+    of the plain pages are still to come (without the priority, every slot the crawl freed
+    went to the next plain page, and the render waited for the last one)."""
+    with spasite.serve(plain=200, apps=1, latency=0.05, spread=True) as site:
+        await run(tmp_path, site.base, "auto", delay=0.0, workers=4)
+    order = [h.path_qs.split("?")[0] for h in sorted(site.hits, key=lambda h: h.at)]
+    plain = [n for n, path in enumerate(order) if path.startswith("/plain/")]
+    need = order.index("/api/0.json")
+    assert len([n for n in plain if n > need]) >= 50, (need, len(plain), order[need - 5:])
 
 
 @pytest.mark.parametrize("mode", ["off", "always"])

@@ -137,6 +137,7 @@ class Frontier(Waits):
         self.batch = batch
         self._queues: dict[str, deque[UrlItem]] = {}
         self._active: dict[str, int] = {}
+        self._asking: dict[str, int] = {}  # site -> a browser's requests waiting for a slot
         self._buffered = 0
         self._last_refill = -REFILL_EVERY
 
@@ -183,12 +184,20 @@ class Frontier(Waits):
     async def slot(self, site: str) -> AsyncIterator[None]:
         """A request made outside the frontier's URLs (a browser's requisite): it waits for
         a free slot of `site` and its turn under `delay`, and holds the slot meanwhile, as
-        a URL taken from the frontier does (so `per_host` bounds it too)."""
+        a URL taken from the frontier does (so `per_host` bounds it too). While it waits,
+        no URL of `site` is handed out: a page open in a tab waits on it, and the crawl of
+        a big host would otherwise take every slot as it frees, until its last URL."""
         def free() -> bool:
             return self._active.get(site, 0) < self.per_host
 
-        while not (free() and await self._turn(site, free)):
-            await self._wait(MAX_WAIT)
+        self._asking[site] = self._asking.get(site, 0) + 1  # _pick lets it go first
+        try:
+            while not (free() and await self._turn(site, free)):
+                await self._wait(MAX_WAIT)
+        finally:
+            self._asking[site] -= 1
+            if not self._asking[site]:
+                del self._asking[site]
         self._active[site] = self._active.get(site, 0) + 1  # no await since free()
         try:
             yield
@@ -220,7 +229,7 @@ class Frontier(Waits):
     def _pick(self) -> UrlItem | None:
         now = self.clock()
         for site, queue in self._queues.items():
-            if not queue or self._active.get(site, 0) >= self.per_host:
+            if not queue or self._active.get(site, 0) >= self.per_host or site in self._asking:
                 continue
             if self._next_start.get(site, 0.0) > now:
                 continue
