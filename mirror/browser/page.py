@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 #: the network is idle when no request has been in flight for this long (seconds)
 IDLE = 0.5
+#: a scroll step short of the bottom waits this long for a request it brought on (seconds)
+STEP_QUIET = 0.2
 #: past this share of page_timeout, a page whose network never rests (polling) is read as
 #: soon as no request is in flight: one whose request is never answered still times out
 PATIENCE = 0.75
@@ -82,6 +84,7 @@ class Tab:
     def __init__(self, conn: CDPConnection, settings: BrowserSettings, answer: Answerer) -> None:
         self.conn, self.settings, self.answer = conn, settings, answer
         self.requests = 0
+        self.scrolls = 0
         self.in_flight = 0
         self.context: str | None = None
         self.target: str | None = None
@@ -113,12 +116,17 @@ class Tab:
                 await asyncio.gather(steps, return_exceptions=True)
 
     async def _steps(self, url: str) -> Rendered:
-        await self._open()
-        await self._load(url)
-        await self._idle()
-        await self._scroll()
+        clock = asyncio.get_running_loop().time
+        marks = [clock()]
+        for step in (self._open, lambda: self._load(url), self._idle, self._scroll):
+            await step()
+            marks.append(clock())
         page = await self._eval(READ_PAGE)
         shot = await self._screenshot() if self.settings.screenshot else None
+        spans = [b - a for a, b in zip(marks, marks[1:], strict=False)]
+        log.info("browser: rendered %s in %.2f s (tab %.2f, load %.2f, idle %.2f, scroll "
+                 "%.2f over %d steps; %d requests)", url, clock() - marks[0], *spans,
+                 self.scrolls, self.requests)
         return Rendered(url=page["url"], html=page["html"], text=page["text"],
                         title=page["title"], links=tuple(page["links"]),
                         requests=self.requests, screenshot=shot)
@@ -182,27 +190,40 @@ class Tab:
                       for frame, loader, name in self.lifecycle):
             await asyncio.sleep(0.05)
 
-    async def _idle(self) -> None:
-        """Until no request has been in flight for IDLE seconds (or, once patience has run
-        out, until none is in flight)."""
+    async def _idle(self, wait: float = IDLE, after: float | None = None) -> None:
+        """Until no request has been in flight for `wait` seconds, or for `after` seconds
+        once a request was made meanwhile (or, once patience has run out, until none is in
+        flight)."""
         loop = asyncio.get_running_loop()
-        while self.in_flight or (loop.time() - self.last_activity < IDLE
-                                 and loop.time() < self.patience_ends):
+        made = self.requests
+        while True:
+            need = wait if after is None or self.requests == made else after
             quiet = loop.time() - self.last_activity
-            await asyncio.sleep(0.05 if self.in_flight else max(0.02, IDLE - quiet))
+            if not self.in_flight and (quiet >= need or loop.time() >= self.patience_ends):
+                return
+            await asyncio.sleep(0.05 if self.in_flight else max(0.02, need - quiet))
 
     async def _scroll(self) -> None:
         """Scroll down a viewport at a time (at most `scroll` times), waiting for the network
-        between steps, until the bottom is reached and the page no longer grows."""
+        between steps, until the bottom is reached and the page no longer grows.
+
+        A step that leaves the bottom out of view waits STEP_QUIET without a request (what
+        it brings into view, a lazy image, is asked for within a frame or two; a request it
+        starts is waited for to the end); a step that reaches the bottom waits up to the
+        whole IDLE for a request, as an endless feed may ask for its next batch only after a
+        pause. Once requests were made, STEP_QUIET without one ends the wait: the batch
+        arrived, and the next step looks for more."""
         if self.settings.scroll <= 0:
             return
         height, bottom = await self._eval(HEIGHT)
         if bottom:  # the page fits in the viewport: nothing below to bring into view
             return
         for _ in range(self.settings.scroll):
+            self.scrolls += 1
             await self._eval(SCROLL)
+            _, at_bottom = await self._eval(HEIGHT)
             self._touch()  # the quiet period counts from the scroll: observers see it first
-            await self._idle()
+            await self._idle(IDLE if at_bottom else STEP_QUIET, after=STEP_QUIET)
             grown, bottom = await self._eval(HEIGHT)
             if bottom and grown <= height:
                 break
