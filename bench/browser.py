@@ -10,8 +10,13 @@ the browser and its renderer, GPU and utility processes: /proc/*/stat's parent l
 summed, the peak kept. Printed per mode: wall time, peak RSS, the pages loaded in the
 browser (the report's browser.loads) and rendered, the browser's restarts (mirror.log, with
 the first one's reason), the requests the site received, pages
-per second (HTML pages stored / wall), the load average at the start and the end; then the
-ratio auto/off of the wall times (the issue's target: at most 1.5).
+per second (HTML pages stored / wall), the median and the sum of the renders' times (tab
+time: renders in parallel tabs overlap), the load average at the start and the end; then
+the ratio auto/off of the wall times (the issue's target: at most 1.5).
+
+--latency S makes the site answer each request after S seconds (a site across a network);
+--spread links the app pages among the plain ones (by default all of them come last, so every
+render happens after the plain crawl: the worst case).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,6 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import spasite  # noqa: E402  (the fixture of the tests, parameterised by counts)
 
 from mirror.browser import find_browser  # noqa: E402
+
+#: mirror.log's line for each page rendered (mirror/browser/page.py)
+RENDERED = re.compile(r"browser: rendered \S+ in ([0-9.]+) s")
 
 
 def descendants_rss(root: int) -> int:
@@ -122,12 +132,15 @@ def one_mode(site: spasite.SpaSite, mode: str, browser: Path, extra: str, crawl:
         log = (folder / "archive" / "mirror.log").read_text(errors="replace")
     restarts = [line.split("restarting it ", 1)[1] for line in log.splitlines()
                 if "browser: restarting it " in line]
+    renders = sorted(float(m.group(1)) for m in RENDERED.finditer(log))
     b = report.get("browser", {})
     html = report["content_types"].get("text/html", 0)
     return {"mode": mode, "exit": proc.returncode, "wall_s": round(wall, 1),
             "peak_rss_mb": round(peak / 1e6), "peak_pss_mb": round(peak_pss / 1e6),
             "browser_loads": b.get("loads"),
             "rendered": b.get("rendered"), "render_failures": len(b.get("failed", [])),
+            "render_s_median": round(statistics.median(renders), 2) if renders else None,
+            "render_s_sum": round(sum(renders), 1),
             "browser_restarts": len(restarts), "first_restart": restarts[:1],
             "requests": len(site.hits) - hits, "captures": report["captures"],
             "html_pages": html, "pages_per_s": round(html / wall, 2),
@@ -141,6 +154,12 @@ def main() -> int:
     args.add_argument("--modes", default="off,auto,always")
     args.add_argument("--max-rss-mb", type=int, help="[browser] max_rss_mb (default: its own)")
     args.add_argument("--tabs", type=int, help="[browser] tabs (default: its own, 2)")
+    args.add_argument("--latency", type=float, default=0.0,
+                      help="seconds the site takes to answer each request (a site across a "
+                           "network; default 0, loopback's own)")
+    args.add_argument("--spread", action="store_true",
+                      help="the home page links the app pages spread among the plain ones "
+                           "(default: all after them, the worst case: renders only at the end)")
     args.add_argument("--delay", type=float, default=0.0,
                       help="[crawl] delay between two requests to the host (default 0, as "
                            "mirror's own default; a real site is crawled with one)")
@@ -153,7 +172,8 @@ def main() -> int:
         print("no Chromium-family browser found", file=sys.stderr)
         return 2
     results = {}
-    with spasite.serve(plain=opts.plain, apps=opts.apps, lifetime=6 * 3600) as site:
+    with spasite.serve(plain=opts.plain, apps=opts.apps, lifetime=6 * 3600,
+                       latency=opts.latency, spread=opts.spread) as site:
         for mode in opts.modes.split(","):
             results[mode] = one_mode(site, mode, browser, extra, crawl)
             print(json.dumps(results[mode]), flush=True)

@@ -195,6 +195,11 @@ class SpaSite:
     slow: float = 0.0
     #: /api/ paths whose first GET is answered 503 with Retry-After: 1
     flaky: frozenset[str] = frozenset()
+    #: seconds every answer takes (a site across a network, not on loopback)
+    latency: float = 0.0
+    #: the home page links the app pages spread evenly among the plain ones (as a real
+    #: site's would be), not all after them
+    spread: bool = False
     #: (when, seconds late) of each wake-up of the site's loop ticking every TICK seconds
     lateness: list[tuple[float, float]] = field(default_factory=list)
 
@@ -323,6 +328,8 @@ class SpaSite:
         try:
             if request.path.startswith("/api/") and self.slow:
                 await asyncio.sleep(self.slow)
+            if self.latency:
+                await asyncio.sleep(self.latency)
             first = sum(1 for h in self.hits if h.path_qs.split("?")[0] == request.path) == 1
             if request.path in self.flaky and first:
                 return web.Response(status=503, text="busy", headers={"Retry-After": "1"})
@@ -331,9 +338,20 @@ class SpaSite:
             hit.ended = time.monotonic()
 
     async def _home(self, request: web.Request) -> web.StreamResponse:
-        links = "".join(f'<li><a href="{p}">{p}</a></li>'
-                        for p in self.plain_paths()[1:] + self.linked_app_paths())
+        links = "".join(f'<li><a href="{p}">{p}</a></li>' for p in self._home_links())
         return _html(f"<title>Home</title><h1>Home</h1><p>{ARTICLE}</p><ul>{links}</ul>")
+
+    def _home_links(self) -> list[str]:
+        plain, apps = self.plain_paths()[1:], self.linked_app_paths()
+        if not self.spread or not apps:
+            return plain + apps
+        every = max(1, len(plain) // len(apps))
+        out: list[str] = []
+        for n, path in enumerate(plain):
+            if n % every == every // 2 and len(out) - n < len(apps):
+                out.append(apps[len(out) - n])
+            out.append(path)
+        return out + apps[len(out) - len(plain):]
 
     async def _plain(self, request: web.Request) -> web.StreamResponse:
         k = int(request.match_info["k"])
@@ -425,10 +443,12 @@ def _json(data: object) -> web.Response:
 
 @contextmanager
 def serve(plain: int = 4, apps: int = len(KINDS), lifetime: float = LIFETIME, *,
-          slow: float = 0.0, flaky: frozenset[str] = frozenset()) -> Iterator[SpaSite]:
+          slow: float = 0.0, flaky: frozenset[str] = frozenset(), latency: float = 0.0,
+          spread: bool = False) -> Iterator[SpaSite]:
     """`with serve(plain=3, apps=5) as site:` the site on 127.0.0.1 (`site.base`) in a thread
     of its own, stopped on leaving the block or after `lifetime` seconds."""
-    site = SpaSite(plain=plain, apps=apps, slow=slow, flaky=flaky)
+    site = SpaSite(plain=plain, apps=apps, slow=slow, flaky=flaky, latency=latency,
+                   spread=spread)
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="spa-site", daemon=True)
     thread.start()
