@@ -397,6 +397,29 @@ async def test_a_page_that_polls_forever_is_read_before_page_timeout(make_site: 
     assert rendered.requests == len(answer.log) >= 2
 
 
+async def test_a_tab_is_kept_for_the_next_page_and_hears_nothing_of_the_last(
+        make_site: Any) -> None:
+    """A tab whose page rendered is blanked and loads the next page (no new tab, no new
+    renderer per page); the page before, polling every 100 ms, has nothing answered by the
+    next page's Answerer. A page that fails (a timeout) takes its tab with it."""
+    site = await serve_content(make_site)
+    async with BrowserPool(browser_settings(tabs=1, page_timeout=4.0)) as pool:
+        await pool.render(site.base + "polling", DictAnswerer())
+        browser = pool._browser
+        assert browser is not None and len(browser.windows) == 1
+        kept = browser.windows[0]
+        after = DictAnswerer()
+        rendered = await pool.render(site.base + "plain", after)
+        await asyncio.sleep(0.5)  # the polling page's next poll would have come by now
+        assert rendered.title == "Plain" and pool._browser is browser
+        assert browser.windows == [kept]  # the same tab, kept again
+        assert [p for p in after.log if not p.startswith("/favicon")] == ["/plain"], after.log
+        with pytest.raises(BrowserError):
+            await pool.render(site.base + "hang-request", DictAnswerer())
+        assert browser.windows == []  # closed with its failed page
+        assert (await pool.render(site.base + "plain", DictAnswerer())).title == "Plain"
+
+
 @pytest.mark.parametrize("scroll", [0, 3])
 async def test_autoscroll_is_bounded_on_an_endless_page(make_site: Any, scroll: int) -> None:
     site, answer, rendered = await render_one(make_site, "endless", scroll=scroll)

@@ -1,6 +1,7 @@
 """The browser pool: one browser, launched at the first render, `tabs` pages at a time;
 restarted between pages after `restart_pages` loads, when its RSS passes `max_rss_mb`, or
-when it crashed (the page then retried once); stopped, its whole process group, at close."""
+when it crashed (the page then retried once); stopped, its whole process group, at close.
+A tab whose page rendered is blanked and kept for the next page (page.Window)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from types import TracebackType
 from mirror.browser.api import Answerer, BrowserError, BrowserSettings, Rendered
 from mirror.browser.cdp import CDPConnection
 from mirror.browser.launch import BrowserProcess, start_browser
-from mirror.browser.page import Tab
+from mirror.browser.page import Tab, Window
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +22,7 @@ class Browser:
 
     def __init__(self, process: BrowserProcess, conn: CDPConnection, version: str) -> None:
         self.process, self.conn, self.version = process, conn, version
+        self.windows: list[Window] = []  # tabs kept open, blank, for the next pages
         self.loads = 0
         self.broken: str | None = None  # why it must be restarted before the next page
 
@@ -107,21 +109,33 @@ class BrowserPool:
 
     async def _attempt(self, url: str, answer: Answerer) -> Rendered:
         browser = await self._acquire()
-        tab = Tab(browser.conn, self.settings, answer)
+        tab = Tab(browser.conn, self.settings, answer,
+                  browser.windows.pop() if browser.windows else None)
+        rendered: Rendered | None = None
         try:
             self.loads += 1
             browser.loads += 1
-            return await tab.run(url)
+            rendered = await tab.run(url)
+            return rendered
         except BrowserError as exc:
             if exc.kind == "crashed":
                 browser.broken = str(exc)
             raise
         finally:
             try:  # a second cancellation may land here: the page is released all the same
-                if not await asyncio.shield(tab.close()) and browser.broken is None:
-                    browser.broken = "a tab did not close"
+                await asyncio.shield(self._put_away(browser, tab, rendered is not None))
             finally:
                 self._release()
+
+    async def _put_away(self, browser: Browser, tab: Tab, rendered: bool) -> None:
+        """A tab whose page rendered is kept, blank, for the next page; any other (a page
+        that failed, timed out, or a browser due for a restart) is closed."""
+        window = await tab.keep() if rendered and browser.broken is None \
+            and not self._closed and not self._restart_due(browser) else None
+        if window is not None:
+            browser.windows.append(window)
+        elif not await tab.close() and browser.broken is None:
+            browser.broken = "a tab did not close"
 
     async def _acquire(self) -> Browser:
         """The browser for one more page: launched, or restarted first when it is due (once
@@ -148,6 +162,9 @@ class BrowserPool:
         self._in_flight -= 1
         if self._in_flight == 0:
             self._drained.set()
+
+    def _restart_due(self, browser: Browser) -> bool:
+        return browser.dead or browser.loads >= self.settings.restart_pages
 
     def _restart_reason(self, browser: Browser) -> str | None:
         if browser.dead:
