@@ -9,7 +9,8 @@ each page loaded, waited for until the network is idle (Playwright's "networkidl
 without a request), scrolled to its end, its links read, the site's own pages followed. It
 archives nothing and reuses its tabs from page to page (no new context per page), so it is a
 lower bound on what such a tool spends per page. Printed: wall time, pages, pages per
-second, peak memory of the browser's processes (PSS, as bench/browser.py), load average.
+second, peak memory (PSS, as bench/browser.py) of this process (which serves the site in a
+thread), Playwright's driver and the browser's processes, load average.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ SCROLL = """async () => { for (let i = 0; i < 10; i++) {
 
 
 async def crawl(base: str, executable: Path, tabs: int) -> tuple[int, int]:
-    """(pages loaded, peak PSS in bytes of the browser's processes)."""
+    """(pages loaded, peak PSS in bytes of this process and all below it)."""
     from playwright.async_api import async_playwright
 
     origin = urlsplit(base).netloc
@@ -49,7 +50,7 @@ async def crawl(base: str, executable: Path, tabs: int) -> tuple[int, int]:
         browser = await pw.chromium.launch(executable_path=str(executable),
                                            args=["--no-sandbox", "--disable-gpu"])
         stop = threading.Event()
-        pid = _browser_pid()
+        pid = os.getpid()  # this process (the site's thread too), Playwright's driver, the browser
 
         def watch() -> None:
             while not stop.is_set():
@@ -95,31 +96,6 @@ async def crawl(base: str, executable: Path, tabs: int) -> tuple[int, int]:
         watcher.join(1)
         await browser.close()
     return done, peak[0]
-
-
-def _browser_pid() -> int:
-    """The browser Playwright launched: the newest child of Playwright's driver, itself a
-    child of this process."""
-    mine = os.getpid()
-    kids = [p for p in _children(mine)]
-    newest = 0
-    for driver in kids:
-        for pid in _children(driver):
-            newest = max(newest, pid)
-    return newest or mine
-
-
-def _children(parent: int) -> list[int]:
-    out = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                stat = Path(f"/proc/{entry.name}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
-                out.append(int(entry.name))
-    return out
 
 
 def main() -> int:
