@@ -25,7 +25,8 @@ FLAGS = (
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
     "--no-default-browser-check", "--disable-dev-shm-usage", "--hide-scrollbars",
     "--mute-audio", "--disable-extensions", "--disable-default-apps",
-    "--disable-features=Translate,MediaRouter,OptimizationHints,DialMediaRouteProvider",
+    "--disable-features=Translate,MediaRouter,OptimizationHints,DialMediaRouteProvider,"
+    "BackForwardCache",
     "--disable-domain-reliability", "--disable-breakpad", "--metrics-recording-only",
     "--password-store=basic", "--use-mock-keychain",
     "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
