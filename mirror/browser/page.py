@@ -15,13 +15,13 @@ from typing import Any
 
 from mirror.browser.api import (
     Answerer,
-    BrowserAnswer,
     BrowserError,
     BrowserRequest,
     BrowserSettings,
     Rendered,
 )
 from mirror.browser.cdp import CDPConnection
+from mirror.browser.fulfil import ask, fulfil, request_body, without_fragment
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +34,6 @@ STEP_QUIET = 0.2
 PATIENCE = 0.75
 #: closing a tab (its browser context) may take this long before the browser is suspect
 CLOSE_TIMEOUT = 5.0
-#: headers a decoded, whole body no longer bears out
-DROPPED_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 READ_PAGE = """(() => {
   const d = document, seen = new Set(), links = [];
@@ -55,27 +53,6 @@ READ_PAGE = """(() => {
 SCROLL = "window.scrollBy(0, window.innerHeight)"
 HEIGHT = """(() => { const e = document.scrollingElement || document.documentElement;
   return [e.scrollHeight, window.scrollY + window.innerHeight >= e.scrollHeight - 2]; })()"""
-
-
-def without_fragment(url: str) -> str:
-    return url.split("#", 1)[0]
-
-
-def answer_headers(answer: BrowserAnswer) -> list[dict[str, str]]:
-    """The answer's headers as Fetch.fulfillRequest takes them, without those a decoded
-    body no longer bears out."""
-    return [{"name": name, "value": value} for name, value in answer.headers
-            if name.lower() not in DROPPED_HEADERS]
-
-
-def request_body(request: dict[str, Any]) -> bytes | None:
-    """The body of a paused request (Network.Request), if it has one."""
-    entries = request.get("postDataEntries")
-    if entries:
-        return b"".join(base64.b64decode(e.get("bytes", "")) for e in entries)
-    if "postData" in request:
-        return str(request["postData"]).encode("utf-8")
-    return None
 
 
 @dataclass(frozen=True)
@@ -357,7 +334,7 @@ class Tab:
         self._touch()
         try:
             if self.done:
-                await self._give(session, request_id, None)
+                await fulfil(self.conn, session, request_id, None)
                 return
             if scheme in ("data", "blob"):  # the page's own bytes: never the Answerer's
                 await self.conn.call("Fetch.continueRequest", {"requestId": request_id}, session)
@@ -365,40 +342,15 @@ class Tab:
             self.requests += 1
             answer = None
             if scheme in ("http", "https"):
-                answer = await self._ask(BrowserRequest(
+                answer = await ask(self.answer, BrowserRequest(
                     url=without_fragment(url), method=request.get("method", "GET"),
                     headers=dict(request.get("headers", {})), body=request_body(request),
                     resource_type=params.get("resourceType", "Other"),
                     is_navigation=params.get("resourceType") == "Document"
                     and params.get("frameId") == self.target))
-            await self._give(session, request_id, answer)
+            await fulfil(self.conn, session, request_id, answer)
         except BrowserError as exc:  # the tab went away under it
             log.debug("browser: a paused request of %s was not answered: %s", url, exc)
         finally:
             self.in_flight -= 1
             self._touch()
-
-    async def _ask(self, request: BrowserRequest) -> BrowserAnswer | None:
-        try:
-            return await self.answer(request)
-        except Exception:  # the answerer's failure fails the request, not the page  # noqa: BLE001
-            log.exception("browser: answering %s %s failed", request.method, request.url)
-            return None
-
-    async def _give(self, session: str, request_id: str, answer: BrowserAnswer | None) -> None:
-        if answer is not None:
-            params: dict[str, Any] = {
-                "requestId": request_id, "responseCode": answer.status,
-                "responseHeaders": answer_headers(answer),
-                "body": base64.b64encode(answer.body).decode("ascii")}
-            if answer.reason:
-                params["responsePhrase"] = answer.reason
-            try:
-                await self.conn.call("Fetch.fulfillRequest", params, session)
-                return
-            except BrowserError as exc:
-                if exc.kind != "protocol":
-                    raise
-                log.warning("browser: an answer was refused (%s): the request fails", exc)
-        await self.conn.call("Fetch.failRequest", {"requestId": request_id,
-                                                   "errorReason": "BlockedByClient"}, session)
