@@ -66,6 +66,8 @@ async def run(folder: Path, base: str, mode: str, clock: Any = None, *,
     try:
         result = await asyncio.wait_for(crawler.run(), timeout=240)
         write_report(cfg, crawler.manifest, result.run_id)
+        # the browser's version outlives its pool: the run's last log line names it
+        assert not crawler.renderer.loads or "hrom" in (crawler.renderer.version or "")
     finally:
         crawler.close()
     assert not check or result.exit_code == ExitCode.OK, result

@@ -74,6 +74,7 @@ class Renderer:
         self.settings = settings
         self._pool: BrowserPool | None = None
         self._closed_loads = 0  # loads of pools closed before
+        self._closed_version: str | None = None  # the browser's, once its pool is closed
         self.failures = 0
 
     @classmethod
@@ -99,7 +100,7 @@ class Renderer:
 
     @property
     def version(self) -> str | None:
-        return self._pool.version if self._pool is not None else None
+        return self._pool.version if self._pool is not None else self._closed_version
 
     def wants(self, page: Page, found: Discovered) -> bool:
         return wants_render(self.mode, page, found)
@@ -133,4 +134,5 @@ class Renderer:
         pool, self._pool = self._pool, None
         if pool is not None:
             self._closed_loads += pool.loads
+            self._closed_version = pool.version or self._closed_version
             await pool.__aexit__(None, None, None)
