@@ -362,10 +362,15 @@ def targets(args: argparse.Namespace, rows: dict[str, dict[str, float]]) -> list
     ceiling = rows.get("fetch-only")
     lines = []
     if mirror and warc and not args.latency:
-        for key, name in (("ms_req", "CPU per request"), ("wall", "wall time")):
-            ratio = mirror[key] / warc[key]
-            lines.append(f"target (issue 17): mirror's {name} <= 1.0x wget-warc's: "
-                         f"{ratio:.2f}x {'PASS' if ratio <= 1 else 'FAIL'}")
+        # issue 17's 1.0x was withdrawn (issue 36): CPU per request at most 1.5x, with the
+        # crawl-time text and search index on; bench/cpu.py gives the verdict from
+        # alternating pairs, this comparison's single runs only the figure
+        ratio = mirror["ms_req"] / warc["ms_req"]
+        lines.append(f"target (issue 36): mirror's CPU per request <= 1.5x wget-warc's: "
+                     f"{ratio:.2f}x {'PASS' if ratio <= 1.5 else 'FAIL'} (the verdict: "
+                     "bench/cpu.py)")
+        ratio = mirror["wall"] / warc["wall"]
+        lines.append(f"note: mirror's wall time is {ratio:.2f}x wget-warc's")
     if mirror and args.latency:
         goal = 0.9 * args.workers / args.latency
         for key, name in (("crawl_req_s", "first to last request"), ("req_s", "whole run")):
