@@ -109,7 +109,8 @@ class Prune(PruneReads):
                 'UPDATE renders SET warc_file=?, "offset"=? WHERE capture_id=?',
                 [(m[1], m[6], m[0]) for m in moves if m[6] is not None])
             self.sql.execute(f"DELETE FROM runs WHERE id IN ({marks})", runs)
-            for table in ("sessions", "notes", "page_robots", "errors", "sitemap_reads"):
+            for table in ("sessions", "notes", "page_robots", "errors", "sitemap_reads",
+                          "robots_answers", "learned_patterns", "workers"):
                 self.sql.execute(f"DELETE FROM {table} WHERE run_id IN ({marks})", runs)
             self.sql.execute(SET_META, ("prune", journal))
             crashpoints.reached("prune:switch-inside")
