@@ -144,3 +144,26 @@ def test_the_rows_show_schedule_next_run_and_flags(tmp_path: Path) -> None:
         assert entry is not None
         text = cells(app.render_row(app.row(entry)))
     assert text.endswith(f"a scheduled run (pid {os.getpid()}) waits for the lock"), text
+
+
+@pytest.mark.usefixtures("real_crontab")
+def test_a_row_built_from_an_entry_read_before_a_save_does_not_stand_for_the_saved_file(
+        tmp_path: Path) -> None:
+    """A look at the rows (the live events, the home page) reads the site's entry, the
+    Settings page saves the file, and the look builds its row: the row of the old entry,
+    after the save. The site's page, reading the saved file, shows the saved schedule, not
+    that row (in CI the page showed no schedule: its row came from that cache)."""
+    library = tmp_path / "library"
+    library.mkdir()
+    write_site(library, "site", None)
+    app = LibraryApp(library, keys=Secrets(), hosts=lambda: frozenset())
+    before = app.library.get("site")
+    assert before is not None and before.config is not None
+    write_site(library, "site", "daily 03:15")  # the Settings page's save
+    assert app.row(before).entry is before  # the racing look, finishing after the save
+    after = app.library.get("site")
+    assert after is not None and after.config is not None
+    assert after.config.schedule.every is not None
+    row = app.row(after)
+    assert row.entry is after
+    assert cells(app.render_row(row)).startswith("daily 03:15"), cells(app.render_row(row))

@@ -29,6 +29,7 @@ class SiteEntry:
     file: Path
     config: SiteConfig | None
     error: ConfigError | None
+    stamp: int = 0  # the file's st_mtime_ns when it was read: which version this entry is
 
     @property
     def title(self) -> str:
@@ -65,12 +66,12 @@ class Library:
             return None
         cached = self._read.get(path)
         if cached is None or cached[0] != stamp:
-            cached = self._read[path] = (stamp, load_entry(path))
+            cached = self._read[path] = (stamp, load_entry(path, stamp))
         return cached[1]
 
 
-def load_entry(path: Path) -> SiteEntry:
+def load_entry(path: Path, stamp: int = 0) -> SiteEntry:
     try:
-        return SiteEntry(path.stem, path, load_config(path), None)
+        return SiteEntry(path.stem, path, load_config(path), None, stamp)
     except ConfigError as exc:
-        return SiteEntry(path.stem, path, None, exc)
+        return SiteEntry(path.stem, path, None, exc, stamp)

@@ -154,7 +154,10 @@ class LibraryApp:
     def _signature(self, entry: SiteEntry) -> Signature:
         """Cheap facts that change whenever the row would."""
         launch = self.launcher.launches.get(entry.id)
-        site_file = _mtime(entry.file)
+        # the version of the site file `entry` was read from, not the file's mtime now: a
+        # row built from an entry read before a save, by a look that raced the save, must not
+        # pass for the row of the saved file (its page showed the old settings)
+        site_file = entry.stamp
         if entry.config is None:
             return Signature(None, 0, None, 0, 0, site_file, False, None)
         layout = ArchiveLayout(entry.config.site.output_dir)
