@@ -131,26 +131,19 @@ class Tab:
                 or self.conn.closed.done() or self.failure.done():
             return None
         self.done = True  # a request the page still makes is failed, not answered
-        for task in list(self.tasks):
-            task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self._cancel_tasks()
         try:
             await asyncio.wait_for(self._load("about:blank"), CLOSE_TIMEOUT)
         except (BrowserError, TimeoutError) as exc:
             log.debug("browser: a tab not blanked for the next page (%s)", exc)
             return None
-        for session in self.sessions - {self.session}:
-            self.conn.unlisten(session)
-        self.conn.unlisten(self.session)
+        self._unlisten()
         window, self.context = Window(self.context, self.target, self.session), None
         return window
 
     async def close(self) -> bool:
-        for task in list(self.tasks):
-            task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
-        for session in self.sessions:
-            self.conn.unlisten(session)
+        await self._cancel_tasks()
+        self._unlisten()
         if self.context is None or self.conn.closed.done():
             return self.context is None
         try:
@@ -160,6 +153,15 @@ class Tab:
             log.warning("browser: the tab of a page did not close: %s", exc)
             return False
         return True
+
+    async def _cancel_tasks(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    def _unlisten(self) -> None:
+        for session in self.sessions:
+            self.conn.unlisten(session)
 
     # ----------------------------------------------------------------- steps
 

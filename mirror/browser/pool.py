@@ -131,7 +131,7 @@ class BrowserPool:
         """A tab whose page rendered is kept, blank, for the next page; any other (a page
         that failed, timed out, or a browser due for a restart) is closed."""
         window = await tab.keep() if rendered and browser.broken is None \
-            and not self._closed and not self._restart_due(browser) else None
+            and not self._closed and not self._restart_reason(browser) else None
         if window is not None:
             browser.windows.append(window)
         elif not await tab.close() and browser.broken is None:
@@ -162,9 +162,6 @@ class BrowserPool:
         self._in_flight -= 1
         if self._in_flight == 0:
             self._drained.set()
-
-    def _restart_due(self, browser: Browser) -> bool:
-        return browser.dead or browser.loads >= self.settings.restart_pages
 
     def _restart_reason(self, browser: Browser) -> str | None:
         if browser.dead:
