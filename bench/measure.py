@@ -14,7 +14,7 @@ import select
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,10 +98,13 @@ class Peaks:
 
 
 def _wait_exit(pid: int, timeout: float, sample: bool, started: float,
-               peaks: Peaks) -> list[tuple[float, int]]:
-    """Block until pid can be reaped (not reaping it), sampling RSS; ToolTimeout at the limit."""
+               peaks: Peaks, kill_when: Callable[[], bool] | None = None
+               ) -> list[tuple[float, int]]:
+    """Block until pid can be reaped (not reaping it), sampling RSS; ToolTimeout at the limit.
+    `kill_when` is asked at every sample: once it says True, the group gets SIGKILL."""
     samples: list[tuple[float, int]] = []
     deadline = started + timeout
+    killed = False
     try:
         fd: int | None = os.pidfd_open(pid)
     except (AttributeError, OSError):  # old kernel or Python: poll instead
@@ -113,7 +116,11 @@ def _wait_exit(pid: int, timeout: float, sample: bool, started: float,
                 seen: dict[int, int] = {}
                 samples.append((now - started, group_rss_kb(pid, seen)))
                 peaks.add(seen)
-            step = min(deadline - now, RSS_SAMPLE_EVERY if sample else deadline - now)
+            if kill_when is not None and not killed and kill_when():
+                kill_group(pid)
+                killed = True
+            every = RSS_SAMPLE_EVERY if sample or kill_when else deadline - now
+            step = min(deadline - now, every)
             if step <= 0:
                 raise ToolTimeout
             if fd is not None:
@@ -135,17 +142,20 @@ def run_measured(
     timeout: float,
     cwd: Path | None = None,
     sample_rss: bool = False,
+    kill_when: Callable[[], bool] | None = None,
+    env: dict[str, str] | None = None,
 ) -> Measured:
-    """Run cmd with stdout and stderr to output; ToolTimeout if it outlives timeout seconds."""
+    """Run cmd with stdout and stderr to output; ToolTimeout if it outlives timeout seconds.
+    kill_when (asked every RSS_SAMPLE_EVERY s): True sends the group SIGKILL (a kill -9)."""
     with open(output, "wb") as out:
         started = time.perf_counter()
         proc = subprocess.Popen(
             list(cmd), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            cwd=cwd, start_new_session=True,
+            cwd=cwd, env=env, start_new_session=True,
         )
     try:
         peaks = Peaks()
-        samples = _wait_exit(proc.pid, timeout, sample_rss, started, peaks)
+        samples = _wait_exit(proc.pid, timeout, sample_rss, started, peaks, kill_when)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
     except BaseException:

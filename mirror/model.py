@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import IO, NamedTuple
@@ -380,3 +381,18 @@ class Revisit:
     refers_to_uri: str
     refers_to_date: str
     payload_digest: str
+
+
+# -- the progress of long work over a whole archive (an export, a verify) ------------------
+
+#: on_progress(done, total), called by the work as it goes; the command line's bar
+#: (cli/bar.py) shows the steps `work_stage` names, the app's jobs (app/work.py) done of total
+WorkProgress = Callable[[int, int], None]
+
+
+def work_stage(progress: WorkProgress | None, text: str, total: int | None = None) -> None:
+    """Tell a progress display that can show steps which step begins, and its units when
+    known; done/total then count within that step."""
+    named = getattr(progress, "stage", None)
+    if named is not None:
+        named(text, total)

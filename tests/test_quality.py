@@ -130,12 +130,15 @@ def test_only_fetch_imports_aiohttp_on_the_crawl_side() -> None:
 
 def test_only_the_manifest_runs_sql() -> None:
     """The manifest's modules talk to the database; manifest.writer and
-    manifest.sharedrun through manifest.db, which speaks SQLite and PostgreSQL."""
+    manifest.sharedrun through manifest.db, which speaks SQLite and PostgreSQL. Besides the
+    manifest, one module keeps scratch tables of its process's own (never the manifest)."""
     assert {m for m in modules() if "sqlite3" in imports(m)} == {
         "manifest.db", "manifest.schema", "manifest.reader", "manifest.texts",
         "manifest.captures",  # sqlite3.Row: captures.all() reads rows by column name
         # a consistent copy of the manifest for an object store: SQLite's backup API, no SQL
-        "store.snapshot"}
+        "store.snapshot",
+        # temporary databases: an archive's captures and an export's plan in bounded memory
+        "replay.scratch"}
 
 
 #: modules outside manifest/ that send SQL: the fleet's own database (its registrations,
@@ -144,6 +147,9 @@ def test_only_the_manifest_runs_sql() -> None:
 #: connection is manifest.db's (fleet.db.connect)
 FLEET_SQL = {"fleet.db", "fleet.registry", "fleet.status", "fleet.commands", "fleet.tick",
              "fleet.records", "fleet.connector"}
+#: scratch tables of a process's own, in temporary files: an archive's captures and an
+#: export's plan in bounded memory, never the manifest
+SCRATCH_SQL = {"replay.scratch"}
 
 
 def _sql_calls(module: str) -> list[str]:
@@ -157,7 +163,8 @@ def _sql_calls(module: str) -> list[str]:
 def test_no_sql_outside_the_manifest() -> None:
     """SQL is sent by the manifest's package alone: the rest of mirror asks its parts (a
     new engine is a db adapter and the contract suite, tests/test_manifest_contract.py)."""
-    outside = [m for m in modules() if not m.startswith("manifest.") and m not in FLEET_SQL]
+    outside = [m for m in modules() if not m.startswith("manifest.")
+               and m not in FLEET_SQL | SCRATCH_SQL]
     assert [call for m in outside for call in _sql_calls(m)] == []
     assert _sql_calls("manifest.reader") and all(_sql_calls(m) for m in FLEET_SQL)  # control
 

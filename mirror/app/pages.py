@@ -14,7 +14,7 @@ from aiohttp import web
 from mirror.app.library import SiteEntry
 from mirror.app.replays import Replays, ReplayServer
 from mirror.layout import ArchiveLayout
-from mirror.replay.export import shown_url
+from mirror.replay.exportpages import shown_url
 from mirror.replay.history import (
     NO_TEXT,
     HistoryRow,

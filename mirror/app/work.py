@@ -40,7 +40,7 @@ def verify_work(cfg: SiteConfig) -> Callable[[Progress], str]:
             with ArchiveLock(layout.root):
                 manifest = ManifestReader(layout.manifest) if layout.manifest.exists() else None
                 try:
-                    verdict = check_archive(layout.root, manifest)
+                    verdict = check_archive(layout.root, manifest, progress)
                 finally:
                     if manifest is not None:
                         manifest.close()

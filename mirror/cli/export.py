@@ -90,25 +90,39 @@ def values(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from mirror.archive.damage import tally
-    from mirror.replay.captures import CaptureIndex
     from mirror.storecmds import reading
 
     check_args(args)
     source = reading(args)  # the site file's folder, or a store (--from-store, s3://...)
     try:
         with tally() as damaged:
-            archive = CaptureIndex.load(source.where, source.ignore_query)
-            if not archive.captures:
-                raise ExportFailed(f"{source.label}: no captures to export")
-            settings = Settings(source.name, source.start_urls, values(args))
-            for exporter in chosen(args):
-                print(exporter.write(archive, getattr(args, exporter.flag), settings).summary())
+            for line in _export(source, args):
+                print(line)
     finally:
         source.close()
     if damaged.count:  # written, without what could not be read
         print(f"mirror: damaged places left out, above: {damaged.count}", file=sys.stderr)
         return ExitCode.DAMAGED
     return ExitCode.OK
+
+
+def _export(source: Any, args: argparse.Namespace) -> list[str]:
+    """Each chosen format's export, with a progress bar on a terminal; their summaries."""
+    from mirror.cli.bar import Bar
+    from mirror.replay.captures import CaptureIndex
+
+    done = []
+    with Bar("export") as bar:
+        bar.stage("reading the index")
+        archive = CaptureIndex.load(source.where, source.ignore_query)
+        if not archive.captures:
+            raise ExportFailed(f"{source.label}: no captures to export")
+        settings = Settings(source.name, source.start_urls, values(args))
+        for exporter in chosen(args):
+            bar.what = f"export --{exporter.flag}"
+            done.append(exporter.write(archive, getattr(args, exporter.flag), settings,
+                                       bar).summary())
+    return done
 
 
 COMMANDS = (

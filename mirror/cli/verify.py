@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from mirror.cli.bar import Bar
 from mirror.cli.command import (
     ADDRESS,
     FROM_STORE,
@@ -46,7 +47,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         finish_prune(cfg.site.output_dir)
         manifest = ManifestReader(manifest_path) if manifest_path.exists() else None
         try:
-            verdict = check_archive(cfg.site.output_dir, manifest)
+            with Bar("verify") as bar:
+                verdict = check_archive(cfg.site.output_dir, manifest, bar)
         finally:
             if manifest is not None:
                 manifest.close()
@@ -88,7 +90,8 @@ def _verify_store(source: Any) -> int:
         path = source.where.manifest()
         manifest = ManifestReader(path) if path is not None else None
         try:
-            verdict = check_archive(source.where, manifest)
+            with Bar("verify") as bar:
+                verdict = check_archive(source.where, manifest, bar)
         finally:
             if manifest is not None:
                 manifest.close()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from warcio.timeutils import timestamp_to_iso_date
 
 from mirror.replay.captures import Capture
-from mirror.replay.export import VIEWPORT, shown_url
+from mirror.replay.exportpages import VIEWPORT, shown_url
 from mirror.replay.origins import archived_frame
 from mirror.replay.pages import PAGE, attr, history_href, replay_path, shown_time
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import logging
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +24,8 @@ from mirror.archive import index
 from mirror.archive.damage import Damage, report
 from mirror.archive.warcread import RawRecord, ReadError, complete_prefix, read_raw_from
 from mirror.archive.warcwriter import OPEN_SUFFIX
-from mirror.replay.fuzzy import base_of, best_matches
+from mirror.replay.fuzzy import best_matches
+from mirror.replay.scratch import CaptureTable, Row
 from mirror.store.files import ArchiveFiles, LocalFiles, archive_files
 from mirror.store.objstore import StoreError
 from mirror.web.codings import DecodeError, decode_body
@@ -65,6 +67,16 @@ class Capture:
         """The index line again, optionally naming the WARC file differently."""
         fields = dict(self.fields, filename=filename or self.filename)
         return f"{self.key} {self.timestamp} {json.dumps(fields)}\n"
+
+
+def capture_row(cap: Capture) -> Row:
+    """A capture as a scratch table's row (scratch.CAPTURE), and back (capture_of)."""
+    return (cap.url, cap.timestamp, cap.mime, cap.status, cap.digest, cap.filename, cap.offset,
+            cap.length, cap.key, cap.data)
+
+
+def capture_of(row: Row) -> Capture:
+    return Capture(*row)  # type: ignore[arg-type]  # the columns in Capture's field order
 
 
 #: an offset or length past this is no record's (a file of 2**48 bytes is 256 TiB)
@@ -145,30 +157,16 @@ class CaptureIndex:
         self.files = archive_files(folder)
         self.folder = self.files.local  # None for an archive in a store
         self.ignore_query = tuple(ignore_query)
-        self.captures = sorted(captures, key=lambda c: (c.url, c.timestamp))
-        self._by_url: dict[str, list[Capture]] = {}
-        self._by_digest: dict[str, Capture] = {}
-        self._by_base: dict[str, list[str]] | None = None  # made at the first fuzzy lookup
-        for cap in self.captures:
-            self._by_url.setdefault(cap.url, []).append(cap)
-            if not cap.is_revisit and cap.digest:
-                self._by_digest.setdefault(cap.digest, cap)
+        self._table = CaptureTable(map(capture_row, captures))  # bounded memory at any size
+        self.captures = Captures(self._table)
 
     @classmethod
     def load(cls, folder: Path | ArchiveFiles,
              ignore_query: Sequence[str] = DEFAULT_IGNORE_QUERY) -> CaptureIndex:
         files = archive_files(folder)
-        captures = _read_index(files)
-        indexed = {c.filename for c in captures}
-        unindexed = [name for name in files.warc_files() if name not in indexed]
-        if isinstance(files, LocalFiles):
-            for name in unindexed:
-                captures += _scan(files.path(name))
-        elif unindexed:
-            log.warning("%s: %d WARC files are not in its index.cdxj yet (a run is under "
-                        "way, or its index was not uploaded): not shown", files.label,
-                        len(unindexed))
-        return cls(files, captures, ignore_query)
+        indexed: set[str] = set()
+        return cls(files, itertools.chain(_read_index(files, indexed),
+                                          _unindexed(files, indexed)), ignore_query)
 
     # -- lookups -------------------------------------------------------------------------
     def key(self, url: str) -> str:
@@ -180,7 +178,8 @@ class CaptureIndex:
 
     def captures_of(self, url: str) -> list[Capture]:
         """Captures of a URL, oldest first."""
-        return self._by_url.get(url) or self._by_url.get(self.key(url), [])
+        rows = self._table.of_url(url) or self._table.of_url(self.key(url))
+        return [capture_of(row) for row in rows]
 
     def closest(self, url: str, timestamp: str) -> Capture | None:
         """The capture nearest in time to a 1-14 digit timestamp (ties: the earlier one)."""
@@ -196,27 +195,26 @@ class CaptureIndex:
         """For a URL not archived as asked: the capture nearest in time among the URLs of the
         same path that differ from it only by what fuzzy.py ignores (a cache-busting `?_=`,
         a per-request callback name), or None."""
-        if self._by_base is None:
-            self._by_base = {}
-            for stored in self._by_url:
-                self._by_base.setdefault(base_of(stored), []).append(stored)
         key = self.key(url)
         near = [self.closest(match, timestamp)
-                for match in best_matches(key, self._by_base.get(base_of(key), ()))]
+                for match in best_matches(key, self._table.urls_like(key))]
         want = pad_timestamp(timestamp[:14], PAD_14_DOWN)
         return min((c for c in near if c is not None), default=None,
                    key=lambda c: (_distance(c.timestamp, want), c.timestamp, c.url))
 
-    def latest(self, at: str | None = None) -> list[Capture]:
-        """The last capture of every URL at or before a timestamp (default: the newest);
-        a short timestamp means the end of that period ('2024' = up to 2024-12-31 23:59:59)."""
-        at = pad_timestamp(at[:14], PAD_14_UP) if at else None
-        out = []
-        for caps in self._by_url.values():
-            chosen = [c for c in caps if at is None or c.timestamp <= at]
-            if chosen:
-                out.append(chosen[-1])
-        return out
+    def latest(self, at: str | None = None) -> Iterator[Capture]:
+        """The last capture of every URL at or before a timestamp (default: the newest), in
+        URL order; a short timestamp means the end of that period ('2024' = up to 2024-12-31
+        23:59:59)."""
+        until = pad_timestamp(at[:14], PAD_14_UP) if at else None
+        walk = map(capture_of, self._table.ordered())
+        for _, caps in itertools.groupby(walk, key=lambda c: c.url):
+            chosen = None
+            for cap in caps:
+                if until is None or cap.timestamp <= until:
+                    chosen = cap
+            if chosen is not None:
+                yield chosen
 
     def original(self, cap: Capture) -> Capture:
         """For a revisit, the capture whose payload it repeats as far as the index tells: the
@@ -229,9 +227,14 @@ class CaptureIndex:
         same = [c for c in earlier if cap.digest and c.digest == cap.digest]
         if same:
             return same[-1]
-        if cap.digest in self._by_digest:
-            return self._by_digest[cap.digest]
+        first = self._first_with_digest(cap.digest)
+        if first is not None:
+            return first
         return earlier[-1] if earlier else cap
+
+    def _first_with_digest(self, digest: str) -> Capture | None:
+        row = self._table.first_with_digest(digest) if digest else None
+        return capture_of(row) if row is not None else None
 
     def status_and_mime(self, cap: Capture) -> tuple[int | None, str]:
         """What the capture replays as, from the index alone (revisits via their original)."""
@@ -283,29 +286,67 @@ class CaptureIndex:
                 if cap.timestamp == ts and not cap.is_revisit:
                     return cap
         digest = raw.warc.get("WARC-Payload-Digest", "")
-        if digest in self._by_digest:
-            return self._by_digest[digest]
+        first = self._first_with_digest(digest)
+        if first is not None:
+            return first
         raise ReadError(f"revisit of {raw.warc.get('WARC-Target-URI')}: original not found "
                         f"({uri} at {date}, digest {digest or '-'})")
+
+
+class Captures:
+    """The captures of a CaptureIndex as a read-only sequence, by URL then timestamp, read
+    from its table as they are walked (never all held at once)."""
+
+    def __init__(self, table: CaptureTable) -> None:
+        self._table = table
+
+    def __len__(self) -> int:
+        return self._table.count
+
+    def __iter__(self) -> Iterator[Capture]:
+        return map(capture_of, self._table.ordered())
+
+    def __getitem__(self, n: int) -> Capture:
+        return capture_of(self._table.nth(n))
+
+    def cdxj_lines(self, filename: Callable[[str], str]) -> Iterator[str]:
+        """Every capture's index line, naming its WARC file filename(name), in the byte order
+        of a CDXJ index (sorted on disk)."""
+        def line(row: Row) -> str:
+            cap = capture_of(row)
+            return cap.cdxj(filename(cap.filename))
+        return self._table.sorted_lines(line)
 
 
 def _distance(a: str, b: str) -> int:
     return abs(int(timestamp_to_sec(a)) - int(timestamp_to_sec(b)))
 
 
-def _read_index(files: ArchiveFiles) -> list[Capture]:
+def _read_index(files: ArchiveFiles, filenames: set[str]) -> Iterator[Capture]:
+    """The captures of index.cdxj, a line at a time; `filenames` gets the WARC files named."""
     f = files.open_index()
     if f is None:
-        return []
-    out = []
+        return
     with f:
         for n, line in enumerate(f, 1):
             cap = cdxj_or_why(line.decode("utf-8", "replace"))
             if isinstance(cap, str):
                 report(Damage("index.cdxj", None, f"line {n}: {cap}; left out"))
             else:
-                out.append(cap)
-    return out
+                filenames.add(cap.filename)
+                yield cap
+
+
+def _unindexed(files: ArchiveFiles, indexed: set[str]) -> Iterator[Capture]:
+    """The captures of the local WARC files index.cdxj does not name (read once the index
+    has been: `indexed` is complete by then); a store's are not read (logged)."""
+    unindexed = [name for name in files.warc_files() if name not in indexed]
+    if isinstance(files, LocalFiles):
+        for name in unindexed:
+            yield from _scan(files.path(name))
+    elif unindexed:
+        log.warning("%s: %d WARC files are not in its index.cdxj yet (a run is under way, "
+                    "or its index was not uploaded): not shown", files.label, len(unindexed))
 
 
 def _scan(path: Path) -> list[Capture]:

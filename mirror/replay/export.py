@@ -4,12 +4,11 @@ and a search of the pages' text (sitesearch.py)."""
 from __future__ import annotations
 
 import functools
-import html
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import quote
@@ -17,27 +16,30 @@ from urllib.parse import quote
 from mirror.archive.damage import Damage, report
 from mirror.archive.warcread import ReadError
 from mirror.errors import UsageError
-from mirror.replay.captures import Capture, CaptureIndex, Record
+from mirror.model import WorkProgress as Progress
+from mirror.model import work_stage as stage
+from mirror.replay.captures import CaptureIndex, Record
+from mirror.replay.exportpages import (
+    CONTENTS,
+    EXPORT_CSP,
+    ContentsPages,
+    notice_page,
+    redirect_page,
+    shown_url,
+)
 from mirror.replay.exportpath import export_path, relative_ref
+from mirror.replay.exportplan import Entry, Plan
 from mirror.replay.renders import RenderedPages, page_source
 from mirror.replay.seal import SEAL_SCRIPT
-from mirror.replay.sitesearch import ASSETS, INDEX_SCRIPT, SEARCH_PAGE, SearchIndex, asset
+from mirror.replay.sitesearch import ASSETS, INDEX_SCRIPT, SearchIndex, asset
 from mirror.web.extract import extract_html
 from mirror.web.http import HTML_TYPES
 from mirror.web.rewrite import Mapper, rewrite_css_bytes, rewrite_html
 from mirror.web.urls import join
 
-#: on_progress(done, total)
-Progress = Callable[[int, int], None]
-
 log = logging.getLogger(__name__)
 
-CONTENTS = "index.html"
 MARKER = ".mirror-export"  # marks a folder as ours, so a new export may overwrite it
-#: the export may not reach the network at all; 'self' keeps it working when hosted on http
-#: (a form's target is a navigation, which default-src does not cover: form-action does)
-EXPORT_CSP = ("default-src 'self' file: data: blob: 'unsafe-inline' 'unsafe-eval'; "
-              "frame-src 'self' file:; object-src 'self' file:; form-action 'self' file:")
 EXPORT_HEAD = (
     f'<meta http-equiv="Content-Security-Policy" content="{EXPORT_CSP}">{SEAL_SCRIPT}'
     "<style>[data-mirror-href]:not([href]){text-decoration:underline dotted;"
@@ -49,14 +51,6 @@ MAX_REDIRECTS = 10
 # --- writing an export --------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Entry:
-    capture: Capture
-    status: int
-    mime: str
-    path: str
-
-
 @dataclass
 class ExportResult:
     folder: Path
@@ -65,7 +59,6 @@ class ExportResult:
     redirects: int = 0
     unreadable: int = 0
     seconds: float = 0.0
-    contents: list[tuple[Entry, str | None, int]] = field(default_factory=list)
 
     def summary(self) -> str:
         return (f"exported {self.files} files ({self.pages} pages, {self.redirects} redirects) "
@@ -76,36 +69,31 @@ class ExportError(UsageError):
     """The export folder cannot be used."""
 
 
-def plan_export(archive: CaptureIndex, at: str | None = None) -> dict[str, Entry]:
+def plan_export(archive: CaptureIndex, at: str | None = None) -> Plan:
     """URL -> what to write where: the newest capture of each URL at or before `at`."""
-    plan = {}
+    return Plan(_planned(archive, at))
+
+
+def _planned(archive: CaptureIndex, at: str | None) -> Iterator[tuple[str, Entry]]:
     for cap in archive.latest(at):
         status, mime = archive.status_and_mime(cap)
         status = status or 200
         mime = "text/html" if 300 <= status < 400 else mime
-        plan[cap.url] = Entry(cap, status, mime, export_path(cap.url, mime))
-    return plan
+        yield cap.url, Entry(cap, status, mime, export_path(cap.url, mime))
 
 
 class Links:
     """How the files of an export refer to each other: by the path of each URL's entry, and a
     link to a redirect goes straight to where its chain ends, skipping the hops."""
 
-    def __init__(self, archive: CaptureIndex, plan: dict[str, Entry]) -> None:
+    def __init__(self, archive: CaptureIndex, plan: Plan) -> None:
         self.archive, self.plan = archive, plan
         self.redirects: dict[str, str] = {}  # source URL -> target URL (canonical)
-
-    def read_redirects(self, read: Callable[[Entry], Record | None]
-                       ) -> dict[str, Record | None]:
-        """Learn where each redirect of the plan leads; returns the records read, by URL."""
-        records = {}
-        for url, entry in self.plan.items():
-            if 300 <= entry.status < 400:
-                record = records[url] = read(entry)
-                location = record.header("Location") if record else None
-                if location:
-                    self.redirects[url] = self.archive.key(join(url, location))
-        return records
+        for url, entry in plan.redirects():  # damage is reported when the entry is written
+            record = read_entry(archive, entry, quiet=True)
+            location = record.header("Location") if record else None
+            if location:
+                self.redirects[url] = archive.key(join(url, location))
 
     def follow(self, url: str) -> Entry | None:
         """The entry a link to `url` opens: where its redirect chain ends in the plan (at most
@@ -129,7 +117,7 @@ class Links:
 class FolderWriter:
     """Writes the files of one export; links resolve through the plan and redirect chains."""
 
-    def __init__(self, archive: CaptureIndex, plan: dict[str, Entry], out: Path,
+    def __init__(self, archive: CaptureIndex, plan: Plan, out: Path,
                  on_progress: Progress | None = None) -> None:
         self.archive, self.plan, self.out = archive, plan, out
         self.on_progress = on_progress
@@ -141,23 +129,23 @@ class FolderWriter:
     def run(self) -> ExportResult:
         started = time.monotonic()
         result = ExportResult(self.out)
-        records = self.links.read_redirects(lambda entry: self._read(entry, result))
+        stage(self.on_progress, "writing files", len(self.plan))
         searchable = sum(_searchable(entry) for entry in self.plan.values())
         self.search = SearchIndex(self._open(INDEX_SCRIPT), searchable)
         try:
-            for url, entry in self.plan.items():
-                record = records.pop(url) if url in records else self._read(entry, result)
-                title, size = self._write_entry(url, entry, record, result)
-                result.files += 1
-                if self.on_progress is not None:
-                    self.on_progress(result.files, len(self.plan))
-                if entry.mime in HTML_TYPES or 300 <= entry.status < 400:
-                    result.contents.append((entry, title, size))
+            with ContentsPages(self._write) as contents:
+                for url, entry in self.plan.items():
+                    record = self._read(entry, result)
+                    title, size = self._write_entry(url, entry, record, result)
+                    result.files += 1
+                    if self.on_progress is not None:
+                        self.on_progress(result.files, len(self.plan))
+                    if entry.mime in HTML_TYPES or 300 <= entry.status < 400:
+                        contents.add(entry, title, size)
         finally:
             self.search.close()
         for name in ASSETS:
             self._write(name, asset(name))
-        self._write(CONTENTS, contents_page(result.contents))
         self._write(MARKER, b"written by mirror export\n")
         result.seconds = time.monotonic() - started
         return result
@@ -243,82 +231,5 @@ def export_folder(archive: CaptureIndex, out: Path, at: str | None = None,
     if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
         raise ExportError(f"{out}: not empty and not an earlier export; choose another folder")
     out.mkdir(parents=True, exist_ok=True)
+    stage(on_progress, "choosing the captures", len(archive.captures))
     return FolderWriter(archive, plan_export(archive, at), out, on_progress).run()
-
-
-# --- generated pages ----------------------------------------------------------------------
-
-_STYLE = (
-    "body{font:15px/1.45 system-ui,sans-serif;margin:2em auto;max-width:60em;padding:0 1em}"
-    "h1{overflow-wrap:anywhere}table{border-collapse:collapse;width:100%}"
-    "td,th{text-align:left;padding:.25em .5em;border-bottom:1px solid #ddd;vertical-align:top}"
-    "td.n{text-align:right;white-space:nowrap}table.pages td:first-child,.u{overflow-wrap:anywhere}"
-    ".u{color:#555;font-size:90%}input{font:inherit;max-width:100%}input[type=search]{width:20em}"
-    ".scroll{overflow-x:auto}"  # a table too wide for a phone scrolls inside its own box
-    "@media (max-width:640px){body{margin:1em auto;padding:0 .6em}h1{font-size:1.3em}"
-    "td,th{padding:.25em .3em}}"
-)
-
-#: a phone lays the page out at its own width (without it: at 980 px, shrunk)
-VIEWPORT = '<meta name="viewport" content="width=device-width, initial-scale=1">'
-
-
-def html_page(title: str, body: str, head: str = "") -> bytes:
-    return (
-        f'<!doctype html>\n<html><head><meta charset="utf-8">{VIEWPORT}{head}'
-        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>\n"
-        f"<body>\n{body}\n</body></html>\n"
-    ).encode()
-
-
-def shown_url(url: str) -> str:
-    """A URL as text in generated pages: without its scheme, so that nothing reads as a link."""
-    return url.partition("://")[2] or url
-
-
-def page_rows(rows: Iterable[tuple[str, str, str | None, int | None, int]]) -> str:
-    """Table rows of (href, url, title, status, size)."""
-    return "\n".join(
-        f'<tr><td><a href="{html.escape(href)}">{html.escape(title or shown_url(url))}</a>'
-        f'<div class="u">{html.escape(shown_url(url))}</div></td>'
-        f'<td class="n">{status or ""}</td><td class="n">{size:,}</td></tr>'
-        for href, url, title, status, size in rows
-    )
-
-
-def contents_page(contents: list[tuple[Entry, str | None, int]]) -> bytes:
-    rows = page_rows(
-        (quote(e.path, safe="/="), e.capture.url, title, e.status, size)
-        for e, title, size in sorted(contents, key=lambda c: c[0].capture.url)
-    )
-    body = (
-        f'<h1>Archived pages</h1><form action="{SEARCH_PAGE}"><input name="q" type="search" '
-        'placeholder="words in the pages" aria-label="words in the pages"> '
-        "<button>Search the text</button></form>"
-        f"<p>{len(contents)} pages. "
-        '<input id="q" type="search" placeholder="filter" autofocus></p>'
-        '<table class="pages"><tr><th>page</th><th>status</th><th>bytes</th></tr>\n'
-        f"{rows}\n</table>"
-        "<script>document.getElementById('q').oninput=function(){var q=this.value."
-        "toLowerCase();document.querySelectorAll('tr').forEach(function(r,i){if(i)r.style."
-        "display=r.textContent.toLowerCase().includes(q)?'':'none'})}</script>"
-    )
-    return html_page("Archived pages", body, f'<meta http-equiv="Content-Security-Policy" '
-                     f'content="{EXPORT_CSP}">')
-
-
-def redirect_page(source: str, target: str | None, ref: str | None, status: int) -> bytes:
-    """The page a redirect source becomes: it moves on to the target when that was archived."""
-    shown = html.escape(shown_url(target or "?"))
-    if ref is None:
-        return notice_page(f"Redirect ({status})", source,
-                           f"redirected to {shown}, which is not in this archive")
-    head = f'<meta http-equiv="refresh" content="0; url={html.escape(ref)}">'
-    body = (f"<p>{html.escape(shown_url(source))} redirected ({status}) to "
-            f'<a href="{html.escape(ref)}">{shown}</a>.</p>')
-    return html_page("Redirect", body, head)
-
-
-def notice_page(title: str, url: str, message: str) -> bytes:
-    return html_page(title, f"<h1>{html.escape(title)}</h1><p>{html.escape(shown_url(url))}: "
-                     f"{message}.</p>")

@@ -12,7 +12,7 @@ from warcio.timeutils import timestamp_to_iso_date
 from mirror.manifest.texts import PageCapture
 from mirror.model import PageText
 from mirror.replay.captures import Capture
-from mirror.replay.export import shown_url
+from mirror.replay.exportpages import shown_url
 from mirror.replay.origins import archived_frame
 from mirror.replay.pages import (
     PAGE,

@@ -11,7 +11,7 @@ from typing import Protocol, TypeVar
 
 from mirror.manifest.reader import ManifestReader
 from mirror.replay.captures import Capture, CaptureIndex
-from mirror.replay.export import shown_url
+from mirror.replay.exportpages import shown_url
 from mirror.replay.history import HistoryRow, Side, capture_at_run, index_rows, manifest_rows
 from mirror.replay.pages import number
 

@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 from mirror.manifest.reader import ManifestReader
 from mirror.manifest.searchpages import MAX_PAGES, PageHit, best_pages
 from mirror.manifest.texts import SearchError
-from mirror.replay.export import shown_url
+from mirror.replay.exportpages import shown_url
 from mirror.replay.pages import (
     attr,
     marked_html,

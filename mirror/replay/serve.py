@@ -20,7 +20,8 @@ from mirror.archive.warcread import ReadError
 from mirror.layout import ArchiveLayout
 from mirror.manifest.reader import ManifestError, ManifestReader, Run
 from mirror.replay.captures import Capture, CaptureIndex, Record
-from mirror.replay.export import REWRITTEN_TYPES, page_rows
+from mirror.replay.export import REWRITTEN_TYPES
+from mirror.replay.exportpages import page_rows
 from mirror.replay.fuzzy import rename_callback
 from mirror.replay.origins import CONTENT, Origins, listen_for_content
 from mirror.replay.pages import (

@@ -8,6 +8,7 @@ from importlib import resources
 from typing import IO
 
 from mirror.archive.searchrank import fold_key, token_count
+from mirror.replay.scratch import SeenSet
 
 SEARCH_PAGE = "search.html"
 INDEX_SCRIPT = "search-index.js"
@@ -63,23 +64,23 @@ def inert(url: str) -> str:
 
 
 class SearchIndex:
-    """search-index.js, written a page at a time: no text is held in memory."""
+    """search-index.js, written a page at a time: no text is held in memory, and the digests
+    of the pages added are in a scratch table (scratch.SeenSet) (a million of them took 100 MB as a
+    set)."""
 
     def __init__(self, out: IO[bytes], pages: int) -> None:
         self.out = out
         self.limit = page_text_limit(pages)
         self.pages = 0
-        self.digests: set[str] = set()
+        self._digests = SeenSet()
         self.bytes = out.write(INDEX_START)
 
     def add(self, href: str, shown: str, title: str | None, text: str | None,
             digest: str = "", url: str = "") -> None:
         """Add a page (`url`, `shown` as text), unless its archived bytes (payload `digest`)
         were added under another URL already: the manifest keeps one text for them too."""
-        if digest in self.digests or not (text or title):
+        if not (text or title) or (digest and not self._digests.add(digest)):
             return
-        if digest:
-            self.digests.add(digest)
         self.bytes += self.out.write(index_entry(href, shown, title, text or "", self.limit,
                                                  url))
         self.pages += 1
@@ -87,6 +88,7 @@ class SearchIndex:
     def close(self) -> None:
         self.bytes += self.out.write(INDEX_END)
         self.out.close()
+        self._digests.close()
 
 
 def asset(name: str) -> bytes:

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from mirror.replay.banner import BANNER_JS, CAPTURE_INFO, CaptureInfo, capture_info, frame_page
 from mirror.replay.captures import Capture, CaptureIndex
-from mirror.replay.export import html_page, shown_url
+from mirror.replay.exportpages import html_page, shown_url
 from mirror.replay.history import COMPARE_STYLE, compare_html, history_html
 from mirror.replay.origins import CONTENT, framed_policy
 from mirror.replay.pagedata import NO_MANIFEST, ArchiveSource, Problem, compare_sides, page_history

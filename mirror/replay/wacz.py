@@ -21,6 +21,8 @@ from mirror import __version__
 from mirror.archive.damage import Damage, report
 from mirror.archive.warcread import ReadError
 from mirror.archive.warcwriter import OPEN_SUFFIX
+from mirror.model import WorkProgress as Progress
+from mirror.model import work_stage as stage
 from mirror.replay.captures import Capture, CaptureIndex
 from mirror.replay.destination import aside, check_destination, is_our_wacz
 from mirror.web.extract import extract_html
@@ -55,10 +57,15 @@ def final_name(filename: str) -> str:
     return filename.removesuffix(OPEN_SUFFIX)
 
 
-def page_lines(archive: CaptureIndex) -> Iterator[dict[str, str]]:
+def page_lines(archive: CaptureIndex, on_progress: Progress | None = None
+               ) -> Iterator[dict[str, str]]:
     """pages.jsonl entries: every HTML page archived with a 2xx status, with the title and
-    the visible text read back from its record (one at a time: nothing is kept)."""
-    for cap in archive.captures:
+    the visible text read back from its record (one at a time: nothing is kept);
+    on_progress(captures looked at, captures in all)."""
+    total = len(archive.captures)
+    for done, cap in enumerate(archive.captures, 1):
+        if on_progress is not None:
+            on_progress(done, total)
         status, mime = archive.status_and_mime(cap)
         if mime not in HTML_TYPES or not status or not 200 <= status < 300:
             continue
@@ -98,9 +105,11 @@ class _Packer:
         self.spool_dir = spool_dir
         self.resources: list[dict[str, object]] = []
 
-    def add_stream(self, name: str, src: IO[bytes], size: int) -> None:
-        """A WARC file: already gzipped, and readers seek into it: stored."""
-        self._copy(name, src, size, zipfile.ZIP_STORED)
+    def add_stream(self, name: str, src: IO[bytes], size: int,
+                   copied: Callable[[int], None] | None = None) -> None:
+        """A WARC file: already gzipped, and readers seek into it: stored; copied(bytes)
+        after each chunk."""
+        self._copy(name, src, size, zipfile.ZIP_STORED, copied)
 
     def add_lines(self, name: str, lines: Iterable[bytes]) -> int:
         """Deflate the lines into the entry `name`; returns how many there were. They are
@@ -117,7 +126,8 @@ class _Packer:
             self._copy(name, spool, size, zipfile.ZIP_DEFLATED)
         return count
 
-    def _copy(self, name: str, src: IO[bytes], size: int, compress_type: int) -> None:
+    def _copy(self, name: str, src: IO[bytes], size: int, compress_type: int,
+              copied: Callable[[int], None] | None = None) -> None:
         info = zipfile.ZipInfo(name, _zip_time())
         info.compress_type = compress_type
         digest = hashlib.sha256()
@@ -128,6 +138,8 @@ class _Packer:
                 digest.update(chunk)
                 dst.write(chunk)
                 left -= len(chunk)
+                if copied is not None:
+                    copied(len(chunk))
         self._note(name, size - left, digest.hexdigest())
 
     def add_bytes(self, name: str, data: bytes, *, listed: bool = True) -> None:
@@ -172,16 +184,16 @@ def datapackage(resources: list[dict[str, object]], title: str,
 
 def write_wacz(archive: CaptureIndex, out: Path, *, title: str,
                start_urls: tuple[str, ...] = (),
-               on_progress: Callable[[int, int], None] | None = None,
+               on_progress: Progress | None = None,
                force: bool = False) -> WaczResult:
-    """Pack every WARC file of the archive into `out` (written aside, then renamed);
-    on_progress(WARC files packed, WARC files in all) after each file. `out` may be an
+    """Pack every WARC file of the archive into `out` (written aside, then renamed), with
+    progress in three steps (exporters.stage): WARC bytes packed, captures indexed, captures
+    looked at for pages. `out` may be an
     earlier WACZ of mirror's, any regular file with `force`, nothing else (DestinationError)."""
     check_destination(out, force=force, ours=is_our_wacz)
     files = archive.files
     listed = files.warc_files()  # a symlink out of the archive is not listed (reported)
-    lines = sorted((c.cdxj(final_name(c.filename)) for c in archive.captures),
-                   key=lambda s: s.encode("utf-8"))
+    lines = (line.encode("utf-8") for line in archive.captures.cdxj_lines(final_name))
     tmp = aside(out)
     try:
         pages = _pack(archive, tmp, listed, lines, title, start_urls, on_progress)
@@ -189,24 +201,33 @@ def write_wacz(archive: CaptureIndex, out: Path, *, title: str,
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
-    return WaczResult(out, len(listed), len(lines), pages, out.stat().st_size)
+    return WaczResult(out, len(listed), len(archive.captures), pages, out.stat().st_size)
 
 
-def _pack(archive: CaptureIndex, tmp: Path, listed: dict[str, int], lines: list[str],
+def _pack(archive: CaptureIndex, tmp: Path, listed: dict[str, int], lines: Iterable[bytes],
           title: str, start_urls: tuple[str, ...],
-          on_progress: Callable[[int, int], None] | None) -> int:
+          on_progress: Progress | None) -> int:
     files = archive.files
+    sizes = {name: files.packable_size(name, size) for name, size in listed.items()}
+    packed = 0
+
+    def copied(size: int) -> None:
+        nonlocal packed
+        packed += size
+        if on_progress is not None:
+            on_progress(packed, sum(sizes.values()))
+
     with zipfile.ZipFile(tmp, "w") as zf:
         packer = _Packer(zf, tmp.parent)
-        for done, (name, size) in enumerate(listed.items(), 1):
+        stage(on_progress, "packing the WARC files (bytes)", sum(sizes.values()))
+        for name, size in sizes.items():
             with files.stream(name) as src:  # a file in a store is streamed, not downloaded
-                packer.add_stream(f"archive/{final_name(name)}", src,
-                                  files.packable_size(name, size))
-            if on_progress is not None:
-                on_progress(done, len(listed))
-        packer.add_bytes("indexes/index.cdxj", "".join(lines).encode("utf-8"))
+                packer.add_stream(f"archive/{final_name(name)}", src, size, copied)
+        stage(on_progress, "sorting the index")
+        packer.add_lines("indexes/index.cdxj", lines)
+        stage(on_progress, "the pages' text", len(archive.captures))
         pages = packer.add_lines("pages/pages.jsonl",
-                                 jsonl(PAGES_HEADER, page_lines(archive))) - 1
+                                 jsonl(PAGES_HEADER, page_lines(archive, on_progress))) - 1
         home = next((c for u in start_urls for c in archive.captures_of(u)), None)
         package = json.dumps(datapackage(packer.resources, title, home), indent=2).encode()
         packer.add_bytes("datapackage.json", package, listed=False)

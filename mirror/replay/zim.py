@@ -38,15 +38,10 @@ from mirror import __version__
 from mirror.errors import UsageError
 from mirror.replay.captures import CaptureIndex, Record
 from mirror.replay.destination import aside, check_destination, is_our_zim
-from mirror.replay.export import (
-    Entry,
-    Links,
-    notice_page,
-    plan_export,
-    read_entry,
-    shown_url,
-)
+from mirror.replay.export import Links, plan_export, read_entry
+from mirror.replay.exportpages import notice_page, shown_url
 from mirror.replay.exportpath import relative_ref
+from mirror.replay.exportplan import Entry, Plan
 from mirror.replay.renders import RenderedPages, page_source
 from mirror.replay.seal import FRAMES_SELF, SEAL_SCRIPT
 from mirror.web.extract import extract_html
@@ -274,12 +269,11 @@ def _png(picture: Any) -> bytes:
 class ZimWriter:
     """Reads the plan's records one at a time and hands each to libzim's creator."""
 
-    def __init__(self, archive: CaptureIndex, plan: dict[str, Entry], result: ZimResult,
+    def __init__(self, archive: CaptureIndex, plan: Plan, result: ZimResult,
                  on_progress: Progress | None = None) -> None:
         self.archive, self.plan, self.result = archive, plan, result
         self.on_progress = on_progress
         self.links = Links(archive, plan)
-        self.records = self.links.read_redirects(self.read)
         self.rendered = RenderedPages.load(archive)  # browser-captured pages: their DOMs
 
     def read(self, entry: Entry) -> Record | None:
@@ -301,26 +295,21 @@ class ZimWriter:
         """Every entry of the plan, then the redirects (their targets exist by then)."""
         from libzim.writer import Hint
 
-        redirects = []
         for done, (url, entry) in enumerate(self.plan.items(), 1):
-            if 300 <= entry.status < 400:
-                redirects.append(url)
-            else:
+            if not 300 <= entry.status < 400:
                 self._add(creator, url, entry)
             if self.on_progress is not None:
                 self.on_progress(done, len(self.plan))
-        for url in redirects:
+        for url, entry in self.plan.redirects():
             target = self.content_entry(url)
             if target is None:
                 self.result.left_out += 1
                 continue
-            creator.add_redirection(self.plan[url].path, "", target.path,
-                                    {Hint.FRONT_ARTICLE: False})
+            creator.add_redirection(entry.path, "", target.path, {Hint.FRONT_ARTICLE: False})
             self.result.redirects += 1
-        self.records.clear()
 
     def _add(self, creator: Any, url: str, entry: Entry) -> None:
-        record = self.records.pop(url) if url in self.records else self.read(entry)
+        record = self.read(entry)
         creator.add_item(_item(entry.path, *self._content(url, entry, record)))
         self.result.entries += 1
 
@@ -417,7 +406,7 @@ def write_zim(archive: CaptureIndex, out: Path, *, site_name: str,
                        "checkout: pip install -e '.[zim]')") from exc
     started = time.monotonic()
     planned = plan_export(archive, at)
-    plan = {url: entry for url, entry in planned.items() if zim_kept(entry)}
+    plan = planned.where(zim_kept)
     result = ZimResult(out, left_out=len(planned) - len(plan))
     writer = ZimWriter(archive, plan, result, on_progress)
     main = _main_page(writer, start_urls)
@@ -472,7 +461,7 @@ def _main_page(writer: ZimWriter, start_urls: tuple[str, ...]) -> Entry | None:
         entry = writer.content_entry(url)
         if entry is not None and entry.mime in HTML_TYPES:
             return entry
-    html_pages = (e for u, e in sorted(writer.plan.items())
+    html_pages = (e for e in writer.plan.values()
                   if e.mime in HTML_TYPES and not 300 <= e.status < 400)
     first = next(html_pages, None)
     if first is not None:

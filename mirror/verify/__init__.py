@@ -6,7 +6,7 @@ import json
 from array import array
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol
@@ -17,6 +17,8 @@ from mirror.archive.warcwriter import OPEN_SUFFIX
 from mirror.manifest.audit import Audit
 from mirror.manifest.captures import CaptureReads
 from mirror.model import CAPTURE_TYPES, RunState, UrlState
+from mirror.model import WorkProgress as Progress
+from mirror.model import work_stage as stage
 from mirror.store.files import ArchiveFiles, LocalFiles, archive_files
 from mirror.store.objstore import StoreError
 from mirror.verify.problem import Problem
@@ -344,10 +346,12 @@ def _index_file(archive: ArchiveFiles, expected: Counter[bytes],
                       f"{len(unsorted) - 1} more sort bytewise before the line above them")
 
 
-def check_archive(output_dir: Path | ArchiveFiles, manifest: ManifestLike | None) -> Verdict:
+def check_archive(output_dir: Path | ArchiveFiles, manifest: ManifestLike | None,
+                  on_progress: Progress | None = None) -> Verdict:
     """Every WARC file under warc/, the manifest against them, the index against both.
     `output_dir` is the archive folder, or its files elsewhere (store.files: a store,
-    whose files are streamed, and whose records are read by ranged GETs)."""
+    whose files are streamed, and whose records are read by ranged GETs). on_progress:
+    bytes of WARC files read, of all (model.work_stage names the steps)."""
     refused: list[Problem] = []
     archive = archive_files(output_dir) if isinstance(output_dir, ArchiveFiles) else \
         LocalFiles(output_dir, lambda d: refused.append(Problem(d.where, "refused-file", d.what)))
@@ -357,8 +361,12 @@ def check_archive(output_dir: Path | ArchiveFiles, manifest: ManifestLike | None
                                   "not finish; the next `mirror run` repairs and closes it")
                           for name in listed if name.endswith(OPEN_SUFFIX)]
     originals, revisits, tables, records = Originals(), [], {}, 0
+    total, before = sum(listed[name] for name in files), 0
+    stage(on_progress, "reading the WARC files (bytes)", total)
     for name in files:
-        check = _file_check(archive, name, listed[name])
+        check = _file_check(archive, name, listed[name],
+                            _offset_progress(on_progress, before, total))
+        before += listed[name]
         try:
             problems += check.run()
         except StoreError as exc:
@@ -368,6 +376,7 @@ def check_archive(output_dir: Path | ArchiveFiles, manifest: ManifestLike | None
         records += check.records
         tables[name] = _Table(check.bounds, check.captures, bytearray(len(check.captures)))
     problems += check_revisits(revisits, originals)
+    stage(on_progress, "the manifest and the index against the WARC files")
     seeker = _Seeker(archive, tables)
     try:
         if manifest is not None:
@@ -378,7 +387,16 @@ def check_archive(output_dir: Path | ArchiveFiles, manifest: ManifestLike | None
     return Verdict(tuple(problems), len(files), records)
 
 
-def _file_check(archive: ArchiveFiles, name: str, size: int) -> FileCheck:
+def _offset_progress(on_progress: Progress | None, before: int, total: int
+                     ) -> Callable[[int], None] | None:
+    """read_to(offset) of one file as on_progress(bytes read of all files, total)."""
+    if on_progress is None:
+        return None
+    return lambda offset: on_progress(before + offset, total)
+
+
+def _file_check(archive: ArchiveFiles, name: str, size: int,
+                read_to: Callable[[int], None] | None = None) -> FileCheck:
     if isinstance(archive, LocalFiles):
-        return FileCheck(archive.path(name), f"warc/{name}")
-    return FileCheck(Path(name), f"warc/{name}", lambda: archive.stream(name), size)
+        return FileCheck(archive.path(name), f"warc/{name}", read_to=read_to)
+    return FileCheck(Path(name), f"warc/{name}", lambda: archive.stream(name), size, read_to)

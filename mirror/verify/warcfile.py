@@ -136,8 +136,9 @@ class FileCheck:
     store, of `size` bytes)."""
 
     def __init__(self, path: Path, label: str, opener: Callable[[], IO[bytes]] | None = None,
-                 size: int | None = None) -> None:
+                 size: int | None = None, read_to: Callable[[int], None] | None = None) -> None:
         self.path, self.label = path, label
+        self.read_to = read_to  # read_to(offset) after each gzip member: progress
         self.opener = opener or (lambda: open(path, "rb"))
         self._size = size
         self.name = path.name.removesuffix(OPEN_SUFFIX)
@@ -166,6 +167,8 @@ class FileCheck:
             while True:
                 while s.next_member():
                     yield from self._member(s)
+                    if self.read_to is not None:
+                        self.read_to(s.raw_at)
                     if self.gzipped and not (s.torn or s.error):  # a whole member, good or not
                         self.bounds.append(s.member_at)
                         end = s.raw_at

@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from mirror.errors import UsageError
+from mirror.model import WorkProgress
 
 if TYPE_CHECKING:
     from mirror.replay.captures import CaptureIndex
 
-#: progress(done, total), called by `write` as it goes
-Progress = Callable[[int, int], None]
+#: what an exporter's `write` takes: progress(done, total), steps named by model.work_stage
+Progress = WorkProgress
 
 
 class ExportFailed(UsageError):

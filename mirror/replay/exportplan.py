@@ -1,0 +1,72 @@
+"""What an export writes where (URL -> Entry), in a scratch table (replay/scratch.py): an
+export of a million-page archive looks up every link of every page in it, and as a dict of
+objects it took about a GB. The order is the order the entries were given in (URL order,
+from CaptureIndex.latest)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from mirror.replay.captures import Capture, capture_of, capture_row
+from mirror.replay.scratch import KeyedTable, Row
+
+#: a redirect's status (Plan.redirects)
+REDIRECT = range(300, 400)
+
+
+@dataclass(frozen=True)
+class Entry:
+    capture: Capture
+    status: int
+    mime: str
+    path: str
+
+
+def _row(entry: Entry) -> Row:
+    return (entry.status, entry.mime, entry.path, *capture_row(entry.capture))
+
+
+def _entry(row: Row) -> Entry:
+    status, mime, path, *capture = row
+    return Entry(capture_of(tuple(capture)), status, mime, path)  # type: ignore[arg-type]
+
+
+class Plan:
+    """URL -> Entry, read-only once made; iterated in the order given, a batch at a time."""
+
+    def __init__(self, entries: Iterable[tuple[str, Entry]]) -> None:
+        self._table = KeyedTable(((url, _row(entry)) for url, entry in entries), 13)
+
+    def __len__(self) -> int:
+        return self._table.count
+
+    def items(self) -> Iterator[tuple[str, Entry]]:
+        return ((url, _entry(row)) for url, row in self._table.items())
+
+    def values(self) -> Iterator[Entry]:
+        return (entry for _, entry in self.items())
+
+    def redirects(self) -> Iterator[tuple[str, Entry]]:
+        """The entries of redirects (3xx), in order."""
+        return ((url, _entry(row)) for url, row in self._table.items(REDIRECT))
+
+    def get(self, url: str) -> Entry | None:
+        row = self._table.get(url)
+        return _entry(row) if row is not None else None
+
+    def __getitem__(self, url: str) -> Entry:
+        entry = self.get(url)
+        if entry is None:
+            raise KeyError(url)
+        return entry
+
+    def __contains__(self, url: object) -> bool:
+        return isinstance(url, str) and self._table.get(url) is not None
+
+    def where(self, keep: Callable[[Entry], bool]) -> Plan:
+        """A new plan of the entries `keep` says yes to, in the same order."""
+        return Plan((url, entry) for url, entry in self.items() if keep(entry))
+
+    def close(self) -> None:
+        self._table.close()

@@ -1,0 +1,184 @@
+"""Scratch tables in bounded memory for reading a big archive (issue 36): an archive's
+captures for CaptureIndex's lookups, an export's plan, a set of digests. A million-page
+archive has about 1.4 million captures; as objects they took 1.2 KB each (1.7 GB), and an
+export's plan 1 GB more. Here they take SQLite's page cache (CACHE_KB), whatever the size.
+
+Each table is in a temporary SQLite database of its own (an empty name: a file in the
+temporary folder that SQLite deletes when it is closed, and nothing else opens), with no
+journal: nothing in it outlives the process. The rows are plain tuples; the modules that
+use them make objects of them (replay.captures, replay.exportplan). Lookups may come from
+several threads (the replay server reads records in a thread pool): each holds the table's
+lock for its query, and a walk over every row holds it for one batch at a time."""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator
+
+from mirror.replay.fuzzy import base_of
+
+#: SQLite's page cache for one table, in KiB (its own default is 2 MB)
+CACHE_KB = 32 * 1024
+#: rows read per query when walking every row
+BATCH = 2000
+Row = tuple[object, ...]
+#: a capture's row: replay.captures.Capture's fields, in their order
+CAPTURE = "url, ts, mime, status, digest, filename, off, len, key, data"
+_CAPTURE_INDEXES = (
+    "CREATE INDEX caps_url ON caps (url, ts)",
+    "CREATE INDEX caps_digest ON caps (digest, url, ts)"
+    " WHERE mime != 'warc/revisit' AND digest != ''",
+)
+
+
+def scratch_db(cache_kb: int = CACHE_KB) -> sqlite3.Connection:
+    """A temporary SQLite database of this process's own (on disk, gone once closed), for
+    any thread that holds its user's lock, with `cache_kb` KiB of page cache and no journal."""
+    db = sqlite3.connect("", isolation_level=None, check_same_thread=False)
+    for pragma in (f"cache_size = -{cache_kb}", "journal_mode = OFF", "synchronous = OFF"):
+        db.execute(f"PRAGMA {pragma}")
+    return db
+
+
+class _Scratch:
+    def __init__(self, cache_kb: int = CACHE_KB) -> None:
+        self._lock = threading.Lock()
+        self._db = scratch_db(cache_kb)
+
+    def _one(self, sql: str, args: Row = ()) -> Row | None:
+        with self._lock:
+            return self._db.execute(sql, args).fetchone()  # type: ignore[no-any-return]
+
+    def _all(self, sql: str, args: Row = ()) -> list[Row]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def _count(self, table: str) -> int:
+        row = self._one(f"SELECT count(*) FROM {table}")
+        return int(row[0]) if row else 0  # type: ignore[call-overload]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+class CaptureTable(_Scratch):
+    """Every capture of an archive (rows of CAPTURE), ordered by (URL, timestamp, order of
+    arrival) as CaptureIndex lists them, looked up by URL and by payload digest."""
+
+    def __init__(self, rows: Iterable[Row]) -> None:
+        super().__init__()
+        self._db.execute(f"CREATE TABLE caps (id INTEGER PRIMARY KEY, {CAPTURE})")
+        self._db.execute("BEGIN")
+        self._db.executemany(f"INSERT INTO caps ({CAPTURE}) VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+        for statement in _CAPTURE_INDEXES:
+            self._db.execute(statement)
+        self._db.execute("COMMIT")
+        self.count = self._count("caps")
+        self._bases = False  # the fuzzy lookup's table, made at its first use
+
+    def ordered(self) -> Iterator[Row]:
+        """Every capture, by URL, then timestamp, then order of arrival; a batch at a time."""
+        rows = self._all(f"SELECT id, {CAPTURE} FROM caps ORDER BY url, ts, id LIMIT ?",
+                         (BATCH,))
+        while rows:
+            yield from (row[1:] for row in rows)
+            last = rows[-1]
+            rows = self._all(f"SELECT id, {CAPTURE} FROM caps WHERE (url, ts, id) > (?, ?, ?)"
+                             " ORDER BY url, ts, id LIMIT ?", (last[1], last[2], last[0], BATCH))
+
+    def nth(self, n: int) -> Row:
+        """The n-th capture in that order (IndexError past the end)."""
+        if not -self.count <= n < self.count:
+            raise IndexError(n)
+        row = self._one(f"SELECT {CAPTURE} FROM caps ORDER BY url, ts, id LIMIT 1 OFFSET ?",
+                        (n % self.count,))
+        assert row is not None
+        return row
+
+    def of_url(self, url: str) -> list[Row]:
+        """Captures of exactly this URL, oldest first."""
+        return self._all(f"SELECT {CAPTURE} FROM caps WHERE url = ? ORDER BY ts, id", (url,))
+
+    def first_with_digest(self, digest: str) -> Row | None:
+        """The first response (not revisit) with this payload digest, in the table's order."""
+        return self._one(f"SELECT {CAPTURE} FROM caps WHERE digest = ? AND mime != "
+                         "'warc/revisit' AND digest != '' ORDER BY url, ts, id LIMIT 1", (digest,))
+
+    def urls_like(self, url: str) -> list[str]:
+        """Every URL stored with the same fuzzy base (fuzzy.base_of) as `url`, in URL order."""
+        with self._lock:
+            if not self._bases:
+                self._db.create_function("base_of", 1, base_of, deterministic=True)
+                self._db.executescript(
+                    "BEGIN; CREATE TABLE bases (base TEXT, url TEXT);"
+                    "INSERT INTO bases SELECT base_of(url), url FROM caps GROUP BY url;"
+                    "CREATE INDEX bases_base ON bases (base, url); COMMIT;")
+                self._bases = True
+            rows = self._db.execute("SELECT url FROM bases WHERE base = ? ORDER BY url",
+                                    (base_of(url),)).fetchall()
+        return [row[0] for row in rows]
+
+    def sorted_lines(self, line: Callable[[Row], str]) -> Iterator[str]:
+        """line(row) of every capture, in the byte order of their UTF-8 (a CDXJ index's
+        order), sorted by SQLite (on disk past its cache) and read a batch at a time."""
+        with self._lock:
+            self._db.execute("DROP TABLE IF EXISTS lines")
+            self._db.execute("CREATE TABLE lines (line TEXT)")
+        walk = self.ordered()
+        while batch := list(itertools.islice(walk, BATCH)):  # itertools.batched: Python 3.12
+            with self._lock:
+                self._db.executemany("INSERT INTO lines VALUES (?)",
+                                     ((line(row),) for row in batch))
+        with self._lock:
+            self._db.execute("CREATE INDEX lines_line ON lines (line)")
+        rows = self._all("SELECT line, rowid FROM lines ORDER BY line, rowid LIMIT ?", (BATCH,))
+        while rows:
+            yield from (str(row[0]) for row in rows)
+            rows = self._all("SELECT line, rowid FROM lines WHERE (line, rowid) > (?, ?) "
+                             "ORDER BY line, rowid LIMIT ?", (*rows[-1], BATCH))
+
+
+class KeyedTable(_Scratch):
+    """Rows of `width` values under unique string keys (a key given again replaces its row),
+    walked in the order given, optionally only the rows whose first value is in a range."""
+
+    def __init__(self, rows: Iterable[tuple[str, Row]], width: int) -> None:
+        super().__init__(CACHE_KB // 2)
+        values = ", ".join(f"v{i}" for i in range(width))
+        self._values = values
+        self._db.execute(f"CREATE TABLE keyed (n INTEGER PRIMARY KEY, k TEXT UNIQUE, {values})")
+        self._db.execute("BEGIN")
+        self._db.executemany(
+            f"INSERT OR REPLACE INTO keyed (k, {values}) VALUES ({','.join('?' * (width + 1))})",
+            ((key, *row) for key, row in rows))
+        self._db.execute("COMMIT")
+        self.count = self._count("keyed")
+
+    def items(self, first_in: range | None = None) -> Iterator[tuple[str, Row]]:
+        """(key, row) in order; with `first_in`, the rows whose first value is in it."""
+        where, bounds = ("", ()) if first_in is None else (
+            "AND v0 >= ? AND v0 < ?", (first_in.start, first_in.stop))
+        last = 0
+        while rows := self._all(f"SELECT n, k, {self._values} FROM keyed WHERE n > ? {where} "
+                                "ORDER BY n LIMIT ?", (last, *bounds, BATCH)):
+            yield from ((str(row[1]), row[2:]) for row in rows)
+            last = rows[-1][0]  # type: ignore[assignment]
+
+    def get(self, key: str) -> Row | None:
+        return self._one(f"SELECT {self._values} FROM keyed WHERE k = ?", (key,))
+
+
+class SeenSet(_Scratch):
+    """A set of strings that may grow past memory: `add` says whether a string is new."""
+
+    def __init__(self) -> None:
+        super().__init__(1024)
+        self._db.execute("CREATE TABLE seen (s TEXT PRIMARY KEY) WITHOUT ROWID")
+
+    def add(self, text: str) -> bool:
+        with self._lock:
+            return self._db.execute("INSERT OR IGNORE INTO seen VALUES (?)",
+                                    (text,)).rowcount == 1
