@@ -138,7 +138,7 @@ def test_only_the_manifest_runs_sql() -> None:
         # a consistent copy of the manifest for an object store: SQLite's backup API, no SQL
         "store.snapshot",
         # temporary databases: an archive's captures and an export's plan in bounded memory
-        "replay.scratch"}
+        "archive.scratch"}
 
 
 #: modules outside manifest/ that send SQL: the fleet's own database (its registrations,
@@ -149,7 +149,7 @@ FLEET_SQL = {"fleet.db", "fleet.registry", "fleet.status", "fleet.commands", "fl
              "fleet.records", "fleet.connector"}
 #: scratch tables of a process's own, in temporary files: an archive's captures and an
 #: export's plan in bounded memory, never the manifest
-SCRATCH_SQL = {"replay.scratch"}
+SCRATCH_SQL = {"archive.scratch"}
 
 
 def _sql_calls(module: str) -> list[str]:

@@ -22,10 +22,10 @@ from warcio.timeutils import (
 
 from mirror.archive import index
 from mirror.archive.damage import Damage, report
+from mirror.archive.scratch import CaptureTable, Row
 from mirror.archive.warcread import RawRecord, ReadError, complete_prefix, read_raw_from
 from mirror.archive.warcwriter import OPEN_SUFFIX
-from mirror.replay.fuzzy import best_matches
-from mirror.replay.scratch import CaptureTable, Row
+from mirror.replay.fuzzy import base_of, best_matches
 from mirror.store.files import ArchiveFiles, LocalFiles, archive_files
 from mirror.store.objstore import StoreError
 from mirror.web.codings import DecodeError, decode_body
@@ -197,7 +197,7 @@ class CaptureIndex:
         a per-request callback name), or None."""
         key = self.key(url)
         near = [self.closest(match, timestamp)
-                for match in best_matches(key, self._table.urls_like(key))]
+                for match in best_matches(key, self._table.urls_like(key, base_of))]
         want = pad_timestamp(timestamp[:14], PAD_14_DOWN)
         return min((c for c in near if c is not None), default=None,
                    key=lambda c: (_distance(c.timestamp, want), c.timestamp, c.url))

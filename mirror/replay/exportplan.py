@@ -1,4 +1,4 @@
-"""What an export writes where (URL -> Entry), in a scratch table (replay/scratch.py): an
+"""What an export writes where (URL -> Entry), in a scratch table (archive/scratch.py): an
 export of a million-page archive looks up every link of every page in it, and as a dict of
 objects it took about a GB. The order is the order the entries were given in (URL order,
 from CaptureIndex.latest)."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+from mirror.archive.scratch import KeyedTable, Row
 from mirror.replay.captures import Capture, capture_of, capture_row
-from mirror.replay.scratch import KeyedTable, Row
 
 #: a redirect's status (Plan.redirects)
 REDIRECT = range(300, 400)

@@ -7,8 +7,8 @@ import json
 from importlib import resources
 from typing import IO
 
+from mirror.archive.scratch import SeenSet
 from mirror.archive.searchrank import fold_key, token_count
-from mirror.replay.scratch import SeenSet
 
 SEARCH_PAGE = "search.html"
 INDEX_SCRIPT = "search-index.js"

@@ -13,6 +13,7 @@ from typing import IO, Any, Literal, Protocol
 
 from mirror.archive import index
 from mirror.archive.damage import Damage, printable
+from mirror.archive.scratch import BytesCounter
 from mirror.archive.warcwriter import OPEN_SUFFIX
 from mirror.manifest.audit import Audit
 from mirror.manifest.captures import CaptureReads
@@ -25,8 +26,8 @@ from mirror.verify.problem import Problem
 from mirror.verify.record import uri_problem
 from mirror.verify.stream import Head, Stream, read_head
 from mirror.verify.warcfile import (
+    ArchiveOriginals,
     FileCheck,
-    Originals,
     check_revisits,
     key,
     verify_warc,
@@ -308,21 +309,31 @@ def _check_index(archive: ArchiveFiles, files: list[str],
             yield Problem("index.cdxj", "index-missing", "no index; `mirror index` rebuilds it")
         return
     f.close()
-    expected: Counter[bytes] = Counter()
-    for line in _index_lines(archive, files):
+    expected = BytesCounter()  # in a scratch table: a million-page archive's lines
+    try:
+        unreadable: list[Problem] = []
+        expected.add_all(_keys(_index_lines(archive, files), unreadable))
+        yield from unreadable
+        yield from _index_file(archive, expected, seeker)
+        if expected.total > 0:
+            for line in _index_lines(archive, files):
+                if isinstance(line, str) and expected.take(key(line)):
+                    yield Problem("index.cdxj", "index-mismatch",
+                                  f"line missing: {line.strip()}")
+    finally:
+        expected.close()
+
+
+def _keys(lines: Iterable[str | Problem], problems: list[Problem]) -> Iterator[bytes]:
+    """The key of each line; the problems among them go to `problems`."""
+    for line in lines:
         if isinstance(line, Problem):
-            yield line
+            problems.append(line)
         else:
-            expected[key(line)] += 1
-    yield from _index_file(archive, expected, seeker)
-    if expected.total() > 0:
-        for line in _index_lines(archive, files):
-            if isinstance(line, str) and expected[k := key(line)] > 0:
-                expected[k] -= 1
-                yield Problem("index.cdxj", "index-mismatch", f"line missing: {line.strip()}")
+            yield key(line)
 
 
-def _index_file(archive: ArchiveFiles, expected: Counter[bytes],
+def _index_file(archive: ArchiveFiles, expected: BytesCounter,
                 seeker: _Seeker) -> Iterator[Problem]:
     prev, unsorted = b"", []
     f = archive.open_index()
@@ -333,10 +344,7 @@ def _index_file(archive: ArchiveFiles, expected: Counter[bytes],
             if raw < prev:
                 unsorted.append(n)
             prev = raw
-            k = key(raw.decode("utf-8", "replace"))
-            if expected[k] > 0:
-                expected[k] -= 1
-            else:
+            if not expected.take(key(raw.decode("utf-8", "replace"))):
                 yield Problem(f"index.cdxj:{n}", "index-mismatch",
                               "not a line `mirror index` makes from the WARC files")
             if why := _readback(raw, seeker):
@@ -360,7 +368,7 @@ def check_archive(output_dir: Path | ArchiveFiles, manifest: ManifestLike | None
     problems = refused + [Problem(f"warc/{name}", "open-file", "left open by a run that did "
                                   "not finish; the next `mirror run` repairs and closes it")
                           for name in listed if name.endswith(OPEN_SUFFIX)]
-    originals, revisits, tables, records = Originals(), [], {}, 0
+    originals, revisits, tables, records = ArchiveOriginals(), [], {}, 0
     total, before = sum(listed[name] for name in files), 0
     stage(on_progress, "reading the WARC files (bytes)", total)
     for name in files:
@@ -376,6 +384,7 @@ def check_archive(output_dir: Path | ArchiveFiles, manifest: ManifestLike | None
         records += check.records
         tables[name] = _Table(check.bounds, check.captures, bytearray(len(check.captures)))
     problems += check_revisits(revisits, originals)
+    originals.close()
     stage(on_progress, "the manifest and the index against the WARC files")
     seeker = _Seeker(archive, tables)
     try:

@@ -1,12 +1,13 @@
 """Scratch tables in bounded memory for reading a big archive (issue 36): an archive's
-captures for CaptureIndex's lookups, an export's plan, a set of digests. A million-page
+captures for CaptureIndex's lookups, an export's plan, a set of digests, verify's maps of
+records across WARC files. A million-page
 archive has about 1.4 million captures; as objects they took 1.2 KB each (1.7 GB), and an
 export's plan 1 GB more. Here they take SQLite's page cache (CACHE_KB), whatever the size.
 
 Each table is in a temporary SQLite database of its own (an empty name: a file in the
 temporary folder that SQLite deletes when it is closed, and nothing else opens), with no
 journal: nothing in it outlives the process. The rows are plain tuples; the modules that
-use them make objects of them (replay.captures, replay.exportplan). Lookups may come from
+use them make objects of them (replay.captures, replay.exportplan, verify). Lookups may come from
 several threads (the replay server reads records in a thread pool): each holds the table's
 lock for its query, and a walk over every row holds it for one batch at a time."""
 
@@ -16,8 +17,6 @@ import itertools
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator
-
-from mirror.replay.fuzzy import base_of
 
 #: SQLite's page cache for one table, in KiB (its own default is 2 MB)
 CACHE_KB = 32 * 1024
@@ -107,8 +106,9 @@ class CaptureTable(_Scratch):
         return self._one(f"SELECT {CAPTURE} FROM caps WHERE digest = ? AND mime != "
                          "'warc/revisit' AND digest != '' ORDER BY url, ts, id LIMIT 1", (digest,))
 
-    def urls_like(self, url: str) -> list[str]:
-        """Every URL stored with the same fuzzy base (fuzzy.base_of) as `url`, in URL order."""
+    def urls_like(self, url: str, base_of: Callable[[str], str]) -> list[str]:
+        """Every URL stored with the same base as `url` (replay.fuzzy.base_of, always the same
+        function for one table), in URL order."""
         with self._lock:
             if not self._bases:
                 self._db.create_function("base_of", 1, base_of, deterministic=True)
@@ -182,3 +182,47 @@ class SeenSet(_Scratch):
         with self._lock:
             return self._db.execute("INSERT OR IGNORE INTO seen VALUES (?)",
                                     (text,)).rowcount == 1
+
+
+class BytesMap(_Scratch):
+    """A map of bytes to bytes that may grow past memory (verify's maps of 16-byte keys)."""
+
+    def __init__(self) -> None:
+        super().__init__(CACHE_KB // 4)
+        self._db.execute("CREATE TABLE map (k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID")
+
+    def update(self, items: dict[bytes, bytes]) -> None:
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.executemany("INSERT OR REPLACE INTO map VALUES (?, ?)", items.items())
+            self._db.execute("COMMIT")
+
+    def get(self, key: bytes) -> bytes | None:
+        row = self._one("SELECT v FROM map WHERE k = ?", (key,))
+        return row[0] if row else None  # type: ignore[return-value]  # a BLOB reads as bytes
+
+
+class BytesCounter(_Scratch):
+    """A multiset of bytes that may grow past memory: `add` counts one in, `take` one out
+    when there is one (and says whether there was)."""
+
+    def __init__(self) -> None:
+        super().__init__(CACHE_KB // 4)
+        self._db.execute("CREATE TABLE bag (k BLOB PRIMARY KEY, n INTEGER) WITHOUT ROWID")
+        self.total = 0
+
+    def add_all(self, keys: Iterable[bytes]) -> None:
+        with self._lock:
+            self._db.execute("BEGIN")
+            for key in keys:
+                self._db.execute("INSERT INTO bag VALUES (?, 1) ON CONFLICT (k) DO UPDATE "
+                                 "SET n = n + 1", (key,))
+                self.total += 1
+            self._db.execute("COMMIT")
+
+    def take(self, key: bytes) -> bool:
+        with self._lock:
+            taken = self._db.execute("UPDATE bag SET n = n - 1 WHERE k = ? AND n > 0",
+                                     (key,)).rowcount == 1
+        self.total -= taken
+        return taken
