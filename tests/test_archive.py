@@ -183,10 +183,11 @@ def test_torn_tail_is_cut_back_at_every_byte(tmp_path: Path) -> None:
         trial = tmp_path / "trial"
         trial.mkdir(exist_ok=True)
         torn = trial / (path.name + warcwriter.OPEN_SUFFIX)
-        torn.write_bytes(data[:cut])
-        recovery.cut_torn_tail(torn)
         expected = loc.request.offset if cut >= loc.request.offset else keep
-        assert torn.stat().st_size == expected, cut
+        for whole_to in (keep, 0):  # read from what the manifest recorded, and whole
+            torn.write_bytes(data[:cut])
+            assert recovery.cut_torn_tail(torn, whole_to) == expected, (cut, whole_to)
+            assert torn.stat().st_size == expected, (cut, whole_to)
         # and a response without its request is not a complete capture: cut it too
         found, good_end = recovery.scan_groups(torn, 0, path.name)
         for f in found:
@@ -244,3 +245,20 @@ def test_records_match_warcios_builder(tmp_path: Path, monkeypatch: pytest.Monke
         records = [(r.rec_type, r.content_stream().read()) for r in
                    ArchiveIterator(f, check_digests="raise")]
     assert records[1] == ("response", body) and records[2][0] == "request"
+
+
+@pytest.mark.parametrize(("stat", "alive", "rebooted"), [
+    ("cpu 1 2 3\nbtime 1000000\nprocesses 9\n", 2_000_000.0, False),  # killed, machine up
+    ("btime 1000000\n", 1_000_030.0, True),  # seen alive within the boot's margin
+    ("btime 1000000\n", 900_000.0, True),  # last seen before this boot: a machine crash
+    ("btime 1000000\n", None, True),  # never seen alive
+    ("cpu 1 2 3\n", 2_000_000.0, True),  # no boot time: not known, so checked
+    ("btime soon\n", 2_000_000.0, True),
+    (None, 2_000_000.0, True),  # no /proc (not Linux)
+])
+def test_only_a_crash_of_the_machine_has_open_files_read_whole(
+        tmp_path: Path, stat: str | None, alive: float | None, rebooted: bool) -> None:
+    path = tmp_path / "stat"
+    if stat is not None:
+        path.write_text(stat)
+    assert recovery.rebooted_since(alive, path) is rebooted

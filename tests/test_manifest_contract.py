@@ -216,6 +216,20 @@ def test_outcomes_and_the_reports_queries(manifest: Manifest) -> None:
     assert m.runs.last() is not None and m.runs.last().exit_code == 3
 
 
+def test_a_runs_captures_are_walked_by_url_as_python_orders_them(manifest: Manifest) -> None:
+    """runs.walk feeds the report's merge of two runs (run/changes.py), which compares URLs
+    as Python does: by code point on both engines, whatever PostgreSQL's locale says."""
+    m = manifest
+    urls = ["http://h.test/b", "http://h.test/B", "http://h.test/é", "http://h.test/a-z",
+            "http://h.test/a_z", "http://h.test/Z", "http://h.test/a"]
+    run = m.runs.start("t", "d", [new(u, via="start") for u in urls])
+    for n, url in enumerate(urls, 1):
+        m.captures.commit(run, item(m, run, url), capture(n), [])
+    walked = list(m.runs.walk(run))
+    assert [w[0] for w in walked] == sorted(urls)
+    assert walked[0] == ("http://h.test/B", 200, "sha1:2")
+
+
 def test_ensure_url_leases_robots_txt_once_per_run(manifest: Manifest) -> None:
     m = manifest
     run = m.runs.start("t", "d")

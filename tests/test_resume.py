@@ -166,6 +166,7 @@ async def test_damaged_manifest_is_not_resumed(make_site, crawl, tmp_path):
     db_path = first.archive / "manifest.sqlite3"
     db = sqlite3.connect(db_path, isolation_level=None)
     db.execute("UPDATE runs SET state='running'")
+    db.execute("UPDATE sessions SET alive=0")  # last seen before this boot: a machine crash
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     page_size = db.execute("PRAGMA page_size").fetchone()[0]
     schema = {n - 1 for (n,) in db.execute(  # the tables' list: damage in it is another case

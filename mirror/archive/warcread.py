@@ -118,14 +118,17 @@ class _Prefixed(io.RawIOBase):
         return len(data)
 
 
-def complete_prefix(path: Path) -> int:
+def complete_prefix(path: Path, start: int = 0) -> int:
     """Length of the longest prefix of a .warc.gz made of complete gzip members.
 
     Streams the file (bounded memory) to cut a torn tail off a file left ``.open`` by a crash.
+    `start`: where a member begins, with only complete members before it (the end of what
+    the manifest recorded): the members before it are not read again.
     """
-    good = offset = 0
+    good = offset = start
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
     with open(path, "rb") as f:
+        f.seek(start)
         while chunk := f.read(1 << 20):
             data = chunk
             while data:

@@ -75,12 +75,17 @@ class Startup:
         self.force_new_run = force_new_run
         self.run_id = 0
         self.history = False  # the run recovered last has captures of earlier runs
+        self.check_whole = True  # open WARC files read whole (begin: unless only killed)
 
     def begin(self) -> tuple[int, bool]:
         """(the run to work on, whether it is resumed)."""
         last = self.manifest.runs.last()
         resumed = last is not None and last.state in UNFINISHED
-        if last is not None and last.state == RunState.RUNNING:  # the last run died: check first
+        # a machine crash may have damaged what was committed; a killed process cannot
+        self.check_whole = last is None or recovery.rebooted_since(
+            self.manifest.runs.last_alive(last.id))
+        died = last is not None and last.state == RunState.RUNNING
+        if died and self.check_whole:  # the last run died with its machine: check first
             damage = self.manifest.quick_check()
             if damage != "ok":
                 raise ManifestError(
@@ -113,9 +118,10 @@ class Startup:
         warc_dir = store.warc_dir
         recovery.remove_temporaries(self.cfg.site.output_dir)
         open_paths = recovery.open_files(warc_dir)
-        for path in open_paths:
-            recovery.cut_torn_tail(path)
         ends = self.manifest.captures.committed_ends()
+        for path in open_paths:  # after a kill, what the manifest recorded is whole
+            whole_to = 0 if self.check_whole else ends.get(path.name[: -len(OPEN_SUFFIX)], 0)
+            recovery.cut_torn_tail(path, whole_to)
         for name, end in ends.items():
             size = file_size(warc_dir / name) or file_size(warc_dir / (name + OPEN_SUFFIX))
             roll_back_short(self.manifest, run_id, name, size, end)

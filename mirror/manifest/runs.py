@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from mirror.manifest.db import SqlDb, Tx
@@ -38,6 +38,20 @@ class RunReads:
         spans = self.sql.execute("SELECT started, alive FROM sessions WHERE run_id=? "
                                  "ORDER BY started", (run_id,)).fetchall()
         return union_length((float(a), float(b)) for a, b in spans), len(spans)
+
+    def last_alive(self, run_id: int) -> float | None:
+        """When a process was last seen working on the run (Unix time), or None."""
+        row = self.sql.execute("SELECT MAX(alive) FROM sessions WHERE run_id=?",
+                               (run_id,)).fetchone()
+        return float(row[0]) if row and row[0] is not None else None
+
+    def walk(self, run_id: int) -> Iterator[tuple[str, int, str]]:
+        """(url, status, payload digest) of every capture in a run, by URL (a URL captured
+        twice: in the order of its captures), read as they are used."""
+        # by code point, as Python compares (PostgreSQL's default collation follows a locale)
+        by_url = "url" if self.sql.dialect == "sqlite" else 'url COLLATE "C"'
+        yield from self.sql.execute("SELECT url, status, payload_digest FROM captures "
+                                    f"WHERE run_id=? ORDER BY {by_url}, id", (run_id,))
 
     def contents(self, run_id: int) -> dict[str, tuple[int, str]]:
         """url -> (status, payload digest) of every capture in a run."""

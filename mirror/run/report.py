@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from mirror.model import UNFINISHED, ExitCode, RobotsCounts, RunState, UrlState
 from mirror.run.browsernotes import BrowserFacts, browser_json, loaded_text, needing_text
-from mirror.run.changes import Changes
+from mirror.run.changes import KINDS, Changes
 
 if TYPE_CHECKING:
     from mirror.run.health import Health
@@ -81,7 +81,8 @@ def build_report(d: RunData) -> dict[str, object]:
     out["broken_links"] = [
         {"url": u, "status": s, "linked_from": ref} for u, s, ref in d.broken_links
     ]
-    out["changes"] = {**asdict(d.changes), "failed": [u for u, _ in d.failed],
+    listed = {kind: getattr(d.changes, kind) for kind in KINDS}  # the first REPORT_URLS
+    out["changes"] = {**listed, "failed": [u for u, _ in d.failed],
                       "counts": {**d.changes.counts(), "failed": len(d.failed)}}
     return out
 
@@ -160,14 +161,15 @@ def counts_text(counts: dict[str, int]) -> str:
 
 def render_changes(title: str, changes: Changes, max_items: int = 50) -> str:
     """`mirror diff`: the counts, then the URLs of each kind of change."""
-    lines = [f"{title}: {counts_text(changes.counts())}"]
+    counts = changes.counts()
+    lines = [f"{title}: {counts_text(counts)}"]
     for kind in ("new", "changed", "gone"):
         urls: list[str] = getattr(changes, kind)
         if urls:
-            lines.append(f"  {kind} ({len(urls)}):")
+            lines.append(f"  {kind} ({counts[kind]}):")
             lines += [f"    {u}" for u in urls[:max_items]]
-            if len(urls) > max_items:
-                lines.append(f"    ... and {len(urls) - max_items} more")
+            if counts[kind] > max_items:
+                lines.append(f"    ... and {counts[kind] - max_items} more")
     return "\n".join(lines)
 
 

@@ -13,7 +13,7 @@ from mirror.layout import ArchiveLayout
 from mirror.manifest.reader import ManifestReader
 from mirror.model import PARSE_BUDGET, UNFINISHED, UNREACHABLE, ExitCode, Run, RunState
 from mirror.run.browsernotes import BrowserFacts, split_notes
-from mirror.run.changes import Changes, compare
+from mirror.run.changes import Changes, compare_walks
 from mirror.run.health import Health, health, numbers_of, start_problem
 from mirror.run.report import RunData, build_report
 
@@ -22,24 +22,30 @@ def report_path(cfg: SiteConfig, run_id: int) -> Path:
     return ArchiveLayout(cfg.site.output_dir).report(run_id)
 
 
+#: URLs of each kind of change a report lists (all are counted): a million-page site's first
+#: run made an 82 MB report of its new URLs, which the app read for its home screen
+REPORT_URLS = 1000
+
+
 def changes(manifest: ManifestReader, run_id: int) -> Changes:
     """This run against the run before it (everything is new in the first run)."""
     runs = manifest.runs.all()
     earlier = [r.id for r in runs if r.id < run_id and r.state != RunState.ABANDONED]
     this = next(r for r in runs if r.id == run_id)
-    return changes_between(manifest, earlier[-1] if earlier else None, this)
+    return changes_between(manifest, earlier[-1] if earlier else None, this, REPORT_URLS)
 
 
-def changes_between(manifest: ManifestReader, before: int | None, run: Run) -> Changes:
+def changes_between(manifest: ManifestReader, before: int | None, run: Run,
+                    keep: int | None = None) -> Changes:
     """`run` against the run `before` (None: nothing before it). Only a complete run says a
     URL it has not captured is gone; one interrupted or stopped at a limit has not reached
     it yet (pending), nor the URLs still in its frontier (pending too), and a URL that
     failed in `run` is a failure, not gone."""
     complete = run.state == RunState.COMPLETE
-    return compare(manifest.runs.contents(before) if before is not None else {},
-                   manifest.runs.contents(run.id), complete=complete,
-                   failed={url for url, _ in manifest.counts.failed(run.id)},
-                   queued=() if complete else manifest.urls.queued(run.id))
+    return compare_walks(manifest.runs.walk(before) if before is not None else (),
+                         manifest.runs.walk(run.id), complete=complete,
+                         failed={url for url, _ in manifest.counts.failed(run.id)},
+                         queued=() if complete else manifest.urls.queued(run.id), keep=keep)
 
 
 def browser_facts(cfg: SiteConfig, manifest: ManifestReader, run_id: int,

@@ -61,16 +61,40 @@ def remove_temporaries(output_dir: Path) -> None:
         log.warning("%s", done)
 
 
+#: seconds of doubt around the boot time (/proc/stat gives whole seconds, and the clock may
+#: have been set since): a process last seen this close to the boot counts as before it
+BOOT_MARGIN = 60.0
+
+
+def rebooted_since(alive: float | None, stat: Path = Path("/proc/stat")) -> bool:
+    """Whether the machine may have crashed (or lost power) since a process was last seen
+    alive at `alive` (Unix time): it booted after that, or its boot time is unknown (not
+    Linux), or so was `alive`. A process killed while the machine kept running cannot
+    damage what SQLite committed nor what was flushed to the OS before: only a machine crash
+    can, and then the manifest and the open WARC files are checked whole."""
+    if alive is None:
+        return True
+    try:
+        for line in stat.read_text().splitlines():
+            if line.startswith("btime "):
+                return int(line.split()[1]) >= alive - BOOT_MARGIN
+    except (OSError, ValueError, IndexError):
+        pass
+    return True
+
+
 def open_files(warc_dir: Path) -> list[Path]:
     if not warc_dir.is_dir():
         return []
     return sorted(warc_dir / n for n in os.listdir(warc_dir) if n.endswith(OPEN_SUFFIX))
 
 
-def cut_torn_tail(path: Path) -> int:
-    """Cut the file back to its last complete gzip member; returns the new size."""
-    keep = complete_prefix(path)
+def cut_torn_tail(path: Path, whole_to: int = 0) -> int:
+    """Cut the file back to its last complete gzip member; returns the new size. `whole_to`:
+    the end of the last record the manifest recorded in it, read from there on (a file
+    shorter than that, cut by a power loss, is read whole)."""
     size = path.stat().st_size
+    keep = complete_prefix(path, whole_to if whole_to <= size else 0)
     if keep < size:
         log.warning("cut torn tail of %s: %d -> %d bytes", path.name, size, keep)
         truncate(path, keep)
