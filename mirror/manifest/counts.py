@@ -77,25 +77,35 @@ class Counts:
             "ORDER BY 2 DESC, 1 LIMIT ?", (run_id, limit)
         ).fetchall()
 
+    def _join(self) -> str:
+        """A join whose order is the order written: SQLite's CROSS JOIN (its planner probed
+        the 1.2 M URLs for each of a million-page run's 20 M links before the few targets
+        that matter: 40 s, against 4 s this way round); PostgreSQL plans hash joins itself."""
+        return "CROSS JOIN" if self.sql.dialect == "sqlite" else "JOIN"
+
+    #: the run's broken targets: failed, or answered 4xx/5xx
+    _BROKEN = ("WITH broken(id, url, status) AS MATERIALIZED (SELECT id, url, status FROM urls "
+               "WHERE run_id=? AND (state='failed' OR status >= 400)) ")
+
     def broken_links(self, run_id: int, limit: int = 50) -> list[tuple[str, int | None, str]]:
         """(target URL, status or None, a page linking to it) for 4xx/5xx/failed targets.
         A robots.txt is no page: the /sitemap.xml guessed for it may well be missing."""
+        join = self._join()
         return self.sql.execute(
-            """SELECT d.url, d.status, MIN(s.url) FROM urls d
-                 JOIN links l ON l.dst = d.id JOIN urls s ON s.id = l.src
-               WHERE d.run_id=? AND (d.state='failed' OR d.status >= 400)
-                 AND s.via != 'robots'
-               GROUP BY d.id ORDER BY d.url LIMIT ?""",
+            f"""{self._BROKEN}SELECT b.url, b.status, MIN(s.url) FROM links l
+                 {join} broken b ON b.id = l.dst {join} urls s ON s.id = l.src
+               WHERE s.via != 'robots' GROUP BY b.id, b.url, b.status ORDER BY b.url
+               LIMIT ?""",
             (run_id, limit),
         ).fetchall()
 
     def broken_links_total(self, run_id: int) -> int:
         """How many targets broken_links would list without its limit."""
+        join = self._join()
         return int(self.sql.execute(
-            """SELECT COUNT(DISTINCT d.id) FROM urls d JOIN links l ON l.dst = d.id
-                 JOIN urls s ON s.id = l.src
-               WHERE d.run_id=? AND (d.state='failed' OR d.status >= 400)
-                 AND s.via != 'robots'""",
+            f"""{self._BROKEN}SELECT COUNT(DISTINCT b.id) FROM links l
+                 {join} broken b ON b.id = l.dst {join} urls s ON s.id = l.src
+               WHERE s.via != 'robots'""",
             (run_id,)).fetchone()[0])
 
     def needs_browser(self, run_id: int) -> list[tuple[str, str]]:
@@ -118,15 +128,21 @@ class Counts:
         """Pages of the run fetched because a sitemap lists them, that no page, start URL,
         redirect or robots.txt of the run leads to: every link to them is from a sitemap
         (a URL via 'sitemap' fetched as a requisite; the pages a sitemap lists are via
-        'sitemap' too, but pages). Links from URLs of earlier runs only do not count."""
+        'sitemap' too, but pages). Links from URLs of earlier runs only do not count. The
+        links are read once, and their sources looked up only for the sitemaps' targets."""
+        join, sitemap = self._join(), "s.via = 'sitemap' AND s.mode = 'requisite'"
         return int(self.sql.execute(
-            """SELECT COUNT(*) FROM (
-                 SELECT l.dst FROM links l JOIN urls s ON s.id = l.src WHERE s.run_id = ?
-                 GROUP BY l.dst HAVING MIN(CASE WHEN s.via = 'sitemap'
-                                           AND s.mode = 'requisite' THEN 1 ELSE 0 END) = 1
-               ) AS linked JOIN urls d ON d.id = linked.dst
+            f"""WITH sitemaps(id) AS MATERIALIZED (
+                   SELECT s.id FROM urls s WHERE s.run_id = ? AND {sitemap}),
+                 listed(dst) AS MATERIALIZED (
+                   SELECT DISTINCT l.dst FROM sitemaps m {join} links l ON l.src = m.id),
+                 linked(dst) AS MATERIALIZED (
+                   SELECT DISTINCT l.dst FROM links l {join} listed c ON c.dst = l.dst
+                   {join} urls s ON s.id = l.src WHERE s.run_id = ? AND NOT ({sitemap}))
+               SELECT COUNT(*) FROM listed c {join} urls d ON d.id = c.dst
                WHERE d.run_id = ? AND d.mode = 'page' AND d.state = 'done'
-                 AND d.via != 'start'""", (run_id, run_id)).fetchone()[0])
+                 AND d.via != 'start' AND c.dst NOT IN (SELECT dst FROM linked)""",
+            (run_id, run_id, run_id)).fetchone()[0])
 
     def pages(self) -> int:
         """URLs with an HTML capture in any run: the pages the archive can show."""
