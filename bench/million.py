@@ -169,8 +169,9 @@ def crawl(args: argparse.Namespace, work: Path) -> dict[str, object]:
     for row in rows:
         print(f"| {row['first']:,}-{row['last']:,} | {row['seconds']:.1f} | {row['down']:.1f}"
               f" | {row['ms_per_page']:.3f} |")
-    ratio = rows[-1]["ms_per_page"] / rows[0]["ms_per_page"] if rows else float("nan")
-    print(f"last {args.bucket:,} over first: {ratio:.2f}x (target at most 1.2x)")
+    full = [row for row in rows if row["last"] - row["first"] == args.bucket]
+    ratio = full[-1]["ms_per_page"] / full[0]["ms_per_page"] if full else float("nan")
+    print(f"last full {args.bucket:,} pages over the first: {ratio:.2f}x (target at most 1.2x)")
     return {"run1": figures(first), "run2": figures(second), "killed_pages": counter.pages,
             "resume_ms": resume_ms, "pages": len(times), "requests": requests,
             "archive_mb": disk_mb(work / "archive"), "curve": rows, "ratio": ratio}
@@ -247,15 +248,47 @@ def app(args: argparse.Namespace, work: Path) -> dict[str, object]:
 
 def tool(args: argparse.Namespace, work: Path, name: str, words: list[str],
          out: Path | None) -> dict[str, object]:
+    """One command over the finished run, with its own temporary folder ($TMPDIR), whose
+    largest size is sampled with the RSS: where the scratch tables go."""
     if out is not None and out.exists():
         shutil.rmtree(out) if out.is_dir() else out.unlink()
-    measured = measured_mirror(args, work, name, words)
+    tmp = work / f"tmp-{name}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    largest = [0.0]
+
+    def sample_tmp() -> bool:
+        largest[0] = max(largest[0], open_under(tmp))
+        return False
+
+    measured = measured_mirror(args, work, name, words, kill_when=sample_tmp,
+                               env={**os.environ, "TMPDIR": str(tmp)})
     size = disk_mb(out) if out is not None and out.is_dir() else (
         out.stat().st_size / 1e6 if out is not None else 0.0)
     last = (work / f"{name}.out").read_text(errors="replace").strip().splitlines()[-1:]
     print(f"{name}: {show(measured)}" + (f", output {size:.0f} MB" if out else "")
-          + f"; says: {last[0] if last else ''}")
-    return {**figures(measured), "output_mb": size}
+          + f", temporary files at most {largest[0]:.0f} MB; says: {last[0] if last else ''}")
+    return {**figures(measured), "output_mb": size, "tmp_mb": largest[0]}
+
+
+def open_under(folder: Path) -> float:
+    """MB of the files any process holds open under `folder`, deleted ones included (SQLite
+    unlinks its temporary files as it opens them)."""
+    total, prefix = 0, str(folder) + os.sep
+    for proc in os.scandir("/proc"):
+        if not proc.name.isdigit():
+            continue
+        try:
+            fds = list(os.scandir(f"/proc/{proc.name}/fd"))
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(fd.path).startswith(prefix):
+                    total += os.stat(fd.path).st_blocks * 512
+            except OSError:
+                continue
+    return total / 1e6
 
 
 def run_phase(args: argparse.Namespace, work: Path, phase: str) -> dict[str, object]:
