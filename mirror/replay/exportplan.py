@@ -5,6 +5,7 @@ from CaptureIndex.latest)."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
@@ -13,6 +14,8 @@ from mirror.replay.captures import Capture, capture_of, capture_row
 
 #: a redirect's status (Plan.redirects)
 REDIRECT = range(300, 400)
+#: entries a plan keeps of its last lookups (about 1 KB each)
+RECENT = 10_000
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,9 @@ class Plan:
 
     def __init__(self, entries: Iterable[tuple[str, Entry]]) -> None:
         self._table = KeyedTable(((url, _row(entry)) for url, entry in entries), 13)
+        # the entries looked up last (pages share their menus, styles and images): a link
+        # seen again costs no query
+        self._recent: OrderedDict[str, Entry | None] = OrderedDict()
 
     def __len__(self) -> int:
         return self._table.count
@@ -52,8 +58,14 @@ class Plan:
         return ((url, _entry(row)) for url, row in self._table.items(REDIRECT))
 
     def get(self, url: str) -> Entry | None:
+        if url in self._recent:
+            self._recent.move_to_end(url)
+            return self._recent[url]
         row = self._table.get(url)
-        return _entry(row) if row is not None else None
+        entry = self._recent[url] = _entry(row) if row is not None else None
+        if len(self._recent) > RECENT:
+            self._recent.popitem(last=False)
+        return entry
 
     def __getitem__(self, url: str) -> Entry:
         entry = self.get(url)
@@ -62,7 +74,7 @@ class Plan:
         return entry
 
     def __contains__(self, url: object) -> bool:
-        return isinstance(url, str) and self._table.get(url) is not None
+        return isinstance(url, str) and self.get(url) is not None
 
     def where(self, keep: Callable[[Entry], bool]) -> Plan:
         """A new plan of the entries `keep` says yes to, in the same order."""
