@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from mirror.cli.bar import Bar
 from mirror.cli.command import (
     ADDRESS,
     FROM_STORE,
@@ -29,6 +28,7 @@ def verify_arguments(verify: argparse.ArgumentParser) -> None:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from mirror.archive.lock import ArchiveLock
+    from mirror.cli.bar import Bar
     from mirror.config import load_config
     from mirror.layout import ArchiveLayout
     from mirror.manifest.reader import ManifestReader
@@ -83,6 +83,7 @@ def _verify_shared(args: argparse.Namespace) -> int:
 
 
 def _verify_store(source: Any) -> int:
+    from mirror.cli.bar import Bar
     from mirror.manifest.reader import ManifestReader
     from mirror.verify import check_archive, format_problems
 
