@@ -187,7 +187,7 @@ def write_wacz(archive: CaptureIndex, out: Path, *, title: str,
                on_progress: Progress | None = None,
                force: bool = False) -> WaczResult:
     """Pack every WARC file of the archive into `out` (written aside, then renamed), with
-    progress in three steps (exporters.stage): WARC bytes packed, captures indexed, captures
+    progress in three steps (model.work_stage): WARC bytes packed, captures indexed, captures
     looked at for pages. `out` may be an
     earlier WACZ of mirror's, any regular file with `force`, nothing else (DestinationError)."""
     check_destination(out, force=force, ours=is_our_wacz)
@@ -209,17 +209,17 @@ def _pack(archive: CaptureIndex, tmp: Path, listed: dict[str, int], lines: Itera
           on_progress: Progress | None) -> int:
     files = archive.files
     sizes = {name: files.packable_size(name, size) for name, size in listed.items()}
-    packed = 0
+    packed, total = 0, sum(sizes.values())
 
     def copied(size: int) -> None:
         nonlocal packed
         packed += size
         if on_progress is not None:
-            on_progress(packed, sum(sizes.values()))
+            on_progress(packed, total)
 
     with zipfile.ZipFile(tmp, "w") as zf:
         packer = _Packer(zf, tmp.parent)
-        stage(on_progress, "packing the WARC files (bytes)", sum(sizes.values()))
+        stage(on_progress, "packing the WARC files (bytes)", total)
         for name, size in sizes.items():
             with files.stream(name) as src:  # a file in a store is streamed, not downloaded
                 packer.add_stream(f"archive/{final_name(name)}", src, size, copied)
