@@ -53,7 +53,8 @@ def render_found(results: Results, *, color: bool) -> str:
     if not results.found:
         return f"nothing found for {printable(results.query)!r}"
     pages, sites = results.total, results.sites
-    head = (f"{pages} page{'s' if pages != 1 else ''} in {sites} site"
+    head = (f"{'at least ' if results.at_least else ''}{pages:,} page{'s' if pages != 1 else ''}"
+            f" in {sites} site"
             f"{'s' if sites != 1 else ''}, best first"
             + (f" (the first {len(results.found)} shown)" if pages > len(results.found)
                else ""))

@@ -157,7 +157,8 @@ def test_the_writer_upgrades_a_version_1_manifest_keeping_its_rows(v1: Path) -> 
         indexes = {r[0] for r in m.db.execute(
             "SELECT name FROM sqlite_master WHERE type='index' AND sql IS NOT NULL")}
         assert indexes == {"urls_frontier", "urls_due", "captures_url", "captures_run",
-                           "captures_digest", "captures_text", "latest_texts_text"}
+                           "captures_digest", "captures_text", "captures_untexted",
+                           "latest_texts_text"}
         assert {"sessions", "hosts", "workers", "files"} <= {r[0] for r in m.db.execute(
             "SELECT name FROM sqlite_master WHERE type='table'")}
         # and the crawl goes on from it: a new run, a revisit of a schema-1 capture

@@ -9,7 +9,7 @@ from mirror.config import SiteConfig
 from mirror.layout import ArchiveLayout
 from mirror.manifest.reader import ManifestError, ManifestReader
 from mirror.model import UNFINISHED, RunState
-from mirror.replay.serve import run_timestamp
+from mirror.replay.pages import run_timestamp
 from mirror.run.health import health, numbers_of
 from mirror.run.report import build_report
 from mirror.run.runreport import gather

@@ -10,7 +10,7 @@ from mirror.layout import ArchiveLayout
 from mirror.manifest.reader import ManifestError, ManifestReader
 from mirror.manifest.searchpages import MAX_PAGES, best_pages
 from mirror.manifest.texts import Hit, SearchError
-from mirror.replay.serve import run_timestamp
+from mirror.replay.pages import run_timestamp
 
 __all__ = ["MAX_PAGES", "PER_PAGE", "Found", "Results", "SearchError", "clamp_page",
            "search_library", "site_pages"]
@@ -57,6 +57,8 @@ class Results:
     searched: int = 0  # sites whose manifest was searched
     total: int = 0  # pages found, each once (its variants folded)
     sites: int = 0  # sites where pages were found
+    at_least: bool = False  # the total counts the pages of a limited number of URLs
+                            # (searchpages.COUNTED_AT_MOST): more match
 
     @property
     def first(self) -> int:
@@ -70,6 +72,7 @@ class SiteFound:
 
     found: list[Found]
     total: int
+    more: bool = False  # more pages match than `total` counts
 
 
 def clamp_page(raw: str) -> int:
@@ -92,6 +95,7 @@ def search_library(entries: list[SiteEntry], query: str, page: int = 1,
     found: list[Found] = []
     notes: list[SiteNote] = []
     searched = total = sites = 0
+    at_least = False
     for entry in entries:
         answer, note = _search_site(entry, query, wanted)
         if answer is not None:
@@ -99,13 +103,14 @@ def search_library(entries: list[SiteEntry], query: str, page: int = 1,
             found += answer.found
             total += answer.total
             sites += answer.total > 0
+            at_least = at_least or answer.more
         if note is not None:
             notes.append(note)
     found = ranked(found, lambda f: f.hit.score, lambda f: f"{f.hit.url} {f.site_id}")
     start = (page - 1) * per_page
     more = len(found) > start + per_page and page < MAX_PAGES
     return Results(query, page, found[start:start + per_page], notes, more, searched,
-                   total, sites)
+                   total, sites, at_least)
 
 
 def site_pages(manifest: ManifestReader, entry: SiteEntry, query: str,
@@ -113,7 +118,7 @@ def site_pages(manifest: ManifestReader, entry: SiteEntry, query: str,
     """A site's best `wanted` pages for `query`, each once, and how many match."""
     pages = best_pages(manifest.texts, query, wanted)
     return SiteFound([Found(entry.id, entry.title, p.hit, p.variants) for p in pages.found],
-                     pages.total)
+                     pages.total, pages.more)
 
 
 def _search_site(entry: SiteEntry, query: str,

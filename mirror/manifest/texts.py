@@ -22,11 +22,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from mirror import crashpoints
-from mirror.archive.searchrank import BODY_WEIGHT, TITLE_WEIGHT
+from mirror.archive.searchrank import BODY_WEIGHT, TITLE_WEIGHT, fold_key
 from mirror.errors import UsageError
 from mirror.manifest import latestindex
 from mirror.manifest.db import SqlDb, Tx
-from mirror.manifest.schema import SET_META, ManifestError
+from mirror.manifest.schema import SET_META, UNTEXTED, ManifestError
 from mirror.model import PageText
 
 #: page texts added to the full-text index at a time: FTS5 costs about 2.5 times as much
@@ -188,10 +188,11 @@ class TextReads:
                                           offset))
             return [self._hit(*row) for row in rows.fetchall()]
 
-    def matching_urls(self, query: str, *, run_id: int | None = None) -> list[str]:
-        """The URL of every page whose newest text (with `run_id`: whose capture in that
-        run) matches `query`, unranked: what a search counts, and folds
-        (searchrank.fold_key). Same errors as `search`."""
+    def matching_urls(self, query: str, *, run_id: int | None = None,
+                      limit: int) -> list[str]:
+        """The URLs of up to `limit` pages whose newest text (with `run_id`: whose capture
+        in that run) matches `query`, unranked, in no useful order: what a search counts,
+        and folds (searchrank.fold_key). Same errors as `search`."""
         if self.sql.dialect != "sqlite" or not query.strip():
             return []
         t = self._searched(run_id)
@@ -201,19 +202,60 @@ class TextReads:
         params = () if run_id is None else (run_id,)
         with _query_errors(query):
             rows = self.sql.execute(f"SELECT DISTINCT c.url FROM {t} {join} "
-                                    f"WHERE {t} MATCH ?", (*params, query))
+                                    f"WHERE {t} MATCH ? LIMIT ?", (*params, query, limit))
             return [url for (url,) in rows.fetchall()]
 
-    def matching_versions(self, query: str) -> int:
-        """How many (URL, text) pairs match `query`: what a search of every version
-        counts. Same errors as `search`."""
+    def matching_variants(self, query: str, pages: Iterable[str], *,
+                          run_id: int | None = None) -> dict[str, list[str]]:
+        """For each page of `pages` (a searchrank.fold_key) that has variants, its URLs
+        (itself and itself with a query string) whose newest text (with `run_id`: whose
+        capture in that run) matches `query`, sorted. One full-text query for them all,
+        over the span of their texts: FTS5 materializes a prefix* query's words at each
+        query, so asking text by text would cost that every time. Same errors as
+        `search`."""
+        candidates: dict[str, list[tuple[str, int]]] = {}
+        if self.sql.dialect != "sqlite" or not query.strip():
+            return {}
+        for page in set(pages):
+            texts = self._texts_of_page(page, run_id)
+            if len(texts) > 1:  # one URL: no variant to fold
+                candidates[page] = texts
+        ids = [text_id for texts in candidates.values() for _, text_id in texts]
+        if not ids:
+            return {}
+        t = self._searched(run_id)
+        with _query_errors(query):
+            found = {row[0] for row in self.sql.execute(
+                f"SELECT rowid FROM {t} WHERE {t} MATCH ? AND rowid BETWEEN ? AND ?",
+                (query, min(ids), max(ids)))}
+        return {page: sorted({url for url, text_id in texts if text_id in found})
+                for page, texts in candidates.items()}
+
+    def _texts_of_page(self, page: str, run_id: int | None) -> list[tuple[str, int]]:
+        """(url, text id) of the URLs that fold under `page`: the newest text of each, or
+        with `run_id` each text it had in that run."""
+        among = ("SELECT id, url FROM urls WHERE url = ? OR (url >= ? AND url < ?)")
+        if run_id is None:
+            sql = (f"SELECT u.url, l.text_id FROM ({among}) u "
+                   "JOIN latest_texts l ON l.url_id = u.id")
+            params: tuple[object, ...] = (page, page + "?", page + "@")
+        else:
+            sql = (f"SELECT DISTINCT u.url, c.text_id FROM ({among}) u JOIN captures c ON "
+                   "c.url_id = u.id AND c.run_id = ? AND c.text_id IS NOT NULL")
+            params = (page, page + "?", page + "@", run_id)
+        return [(url, int(text_id)) for url, text_id in self.sql.execute(sql, params)
+                if fold_key(url) == page]
+
+    def matching_versions(self, query: str, *, limit: int) -> int:
+        """How many (URL, text) pairs match `query`, up to `limit`: what a search of every
+        version counts. Same errors as `search`."""
         if self.sql.dialect != "sqlite" or not query.strip():
             return 0
         with _query_errors(query):
             return int(self.sql.execute(
                 "SELECT COUNT(*) FROM (SELECT DISTINCT c.url_id, c.text_id FROM texts "
-                "JOIN captures c ON c.text_id = texts.rowid WHERE texts MATCH ?)",
-                (query,)).fetchone()[0])
+                "JOIN captures c ON c.text_id = texts.rowid WHERE texts MATCH ? LIMIT ?)",
+                (query, limit)).fetchone()[0])
 
     def _searched(self, run_id: int | None) -> str:
         """The full-text table a search ranks among: the newest texts (latestindex.py)
@@ -292,9 +334,7 @@ class TextReads:
         (the last of a running crawl, or of one killed). `mirror index --search` reads
         them all."""
         without = self.sql.execute(
-            "SELECT COUNT(*) FROM captures WHERE text_id IS NULL AND record_type='response' "
-            "AND status BETWEEN 200 AND 299 AND mime IN ('text/html', "
-            "'application/xhtml+xml')").fetchone()[0]
+            f"SELECT COUNT(*) FROM captures WHERE {UNTEXTED}").fetchone()[0]
         return int(without) + int(self.sql.execute(
             "SELECT COUNT(*) FROM page_texts WHERE id > ?",
             (self.texts_indexed(),)).fetchone()[0])

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from mirror.manifest.reader import ManifestReader
-from mirror.manifest.searchpages import MAX_PAGES, PageHit, best_pages
+from mirror.manifest.searchpages import COUNTED_AT_MOST, MAX_PAGES, PageHit, best_pages
 from mirror.manifest.texts import SearchError
 from mirror.replay.exportpages import shown_url
 from mirror.replay.pages import (
@@ -59,6 +59,7 @@ class SearchResults:
     unindexed: int  # pages the text index lacks
     error: str | None = None  # the query cannot be read: why
     total: int = 0  # pages found, each once (every version: each text of a URL)
+    at_least: bool = False  # more match than `total` counts (searchpages.COUNTED_AT_MOST)
 
 
 def run_search(manifest: ManifestReader, form: SearchForm) -> SearchResults:
@@ -74,15 +75,18 @@ def run_search(manifest: ManifestReader, form: SearchForm) -> SearchResults:
             hits = manifest.texts.search(form.query, all_runs=True, limit=RESULTS_PER_PAGE + 1,
                                    offset=form.offset)
             found = [PageHit(h) for h in hits]
-            total = manifest.texts.matching_versions(form.query)
+            total = manifest.texts.matching_versions(form.query, limit=COUNTED_AT_MOST + 1)
+            at_least = total > COUNTED_AT_MOST
+            total = min(total, COUNTED_AT_MOST)
         else:
             pages = best_pages(manifest.texts, form.query, form.offset + RESULTS_PER_PAGE + 1,
                                form.run)
-            found, total = pages.found[form.offset:], pages.total
+            found, total, at_least = pages.found[form.offset:], pages.total, pages.more
     except SearchError as exc:
         return SearchResults(runs, None, False, unindexed, str(exc))
     more = len(found) > RESULTS_PER_PAGE and form.page < MAX_PAGES
-    return SearchResults(runs, found[:RESULTS_PER_PAGE], more, unindexed, total=total)
+    return SearchResults(runs, found[:RESULTS_PER_PAGE], more, unindexed, total=total,
+                         at_least=at_least)
 
 
 def search_html(form: SearchForm, results: SearchResults) -> str:
@@ -109,7 +113,8 @@ def search_html(form: SearchForm, results: SearchResults) -> str:
 def _total(form: SearchForm, results: SearchResults) -> str:
     """"17 pages · results 21-40, best first", as the app says it."""
     what = "version" if form.all_runs else "page"
-    count = f'{results.total:,} {what}{"s" if results.total != 1 else ""}'
+    count = (f'{"at least " if results.at_least else ""}{results.total:,} {what}'
+             f'{"s" if results.total != 1 else ""}')
     shown = len(results.hits or ())
     where = (f" · results {form.offset + 1}–{form.offset + shown}"
              if form.page > 1 or results.more else "")
