@@ -28,6 +28,7 @@ from mirror.verify import (
     uri_problem,
     verify_warc,
 )
+from mirror.verify.facts import BATCH
 
 #: fixture -> the checks that must fail on it, and nothing else
 CHECKS = {
@@ -412,3 +413,29 @@ async def test_record_type_next_to_other_field_mismatches(  # type: ignore[no-un
     assert checks(problems) == {"manifest-record", "manifest-record-type", "manifest-unrecorded"}
     assert [p.detail for p in problems if p.check == "manifest-record-type"] == [
         "the manifest says response, the record is a revisit (identical-payload-digest)"]
+
+
+def test_a_reused_record_id_is_found_within_and_across_batches(tmp_path: Path) -> None:
+    """Record ids are checked a batch at a time (verify/facts.py): a file of more than two
+    batches, where the warcinfo's id comes back just after it, across the first batch's
+    end and at the file's end, and a metadata record's id comes back in its own batch: each
+    reuse is said where it is, and nothing else."""
+    records = wf.good_records()
+    info_id = wf.header(records[wf.INFO], "WARC-Record-ID")
+    filler = [wf.set_header(records[wf.INFO], "WARC-Record-ID", f"<urn:uuid:fill-{i}>")
+              for i in range(2 * BATCH + 50)]
+    again = records[wf.INFO]
+    extra = wf.set_header(records[wf.INFO], "WARC-Record-ID", "<urn:uuid:twice>")
+    body = ([records[wf.INFO], again] + filler[:BATCH - 5] + [again] + filler[BATCH - 5:]
+            + [extra, extra] + records[1:] + [again])
+    path = tmp_path / wf.NAME
+    path.write_bytes(wf.gz(body))
+    found = [p for p in verify_warc(path) if p.check == "duplicate-record-id"]
+    starts = [0]
+    for record in body:
+        starts.append(starts[-1] + len(wf.gz([record])))
+    reused = [i for i, r in enumerate(body) if r is again and i > 0] + [body.index(extra) + 1]
+    assert sorted(p.where for p in found) == sorted(f"{wf.NAME}@{starts[i]}" for i in reused)
+    assert {p.detail for p in found} == {f"{info_id} is used twice in this file",
+                                         "<urn:uuid:twice> is used twice in this file"}
+    assert len(found) == 4

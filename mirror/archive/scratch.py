@@ -1,6 +1,6 @@
 """Scratch tables in bounded memory for reading a big archive (issue 36): an archive's
-captures for CaptureIndex's lookups, an export's plan, a set of digests, verify's maps of
-records across WARC files. A million-page
+captures for CaptureIndex's lookups, an export's plan, a set of digests, verify's count of
+the index lines (verify/facts.py keeps its own tables). A million-page
 archive has about 1.4 million captures; as objects they took 1.2 KB each (1.7 GB), and an
 export's plan 1 GB more. Here they take SQLite's page cache (CACHE_KB), whatever the size.
 
@@ -14,6 +14,7 @@ lock for its query, and a walk over every row holds it for one batch at a time."
 from __future__ import annotations
 
 import itertools
+import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -61,6 +62,36 @@ class _Scratch:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+class BatchedScratch(_Scratch):
+    """A scratch database for one thread, whose rows are written a batch at a time
+    (executemany, in a transaction: about half the time of a statement a row) and read
+    through `settled()`; the tables and queries are its subclass's (verify/facts.py)."""
+
+    def __init__(self, schema: str, cache_kb: int, batch: int = 2000) -> None:
+        super().__init__(cache_kb)
+        self._db.executescript(schema)
+        self._batch = batch
+        self._waiting: dict[str, list[Row]] = {}
+        self._rows_waiting = 0
+
+    def write(self, sql: str, args: Row) -> None:
+        """Write a row with the rows before it (in their order, statement by statement)."""
+        self._waiting.setdefault(sql, []).append(args)
+        self._rows_waiting += 1
+        if self._rows_waiting >= self._batch:
+            self.settled()
+
+    def settled(self) -> sqlite3.Connection:
+        """The database with every row written, to be read."""
+        if self._rows_waiting:
+            self._db.execute("BEGIN")
+            for sql, rows in self._waiting.items():
+                self._db.executemany(sql, rows)
+            self._db.execute("COMMIT")
+            self._waiting, self._rows_waiting = {}, 0
+        return self._db
 
 
 class CaptureTable(_Scratch):
@@ -184,24 +215,6 @@ class SeenSet(_Scratch):
                                     (text,)).rowcount == 1
 
 
-class BytesMap(_Scratch):
-    """A map of bytes to bytes that may grow past memory (verify's maps of 16-byte keys)."""
-
-    def __init__(self) -> None:
-        super().__init__(CACHE_KB // 4)
-        self._db.execute("CREATE TABLE map (k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID")
-
-    def update(self, items: dict[bytes, bytes]) -> None:
-        with self._lock:
-            self._db.execute("BEGIN")
-            self._db.executemany("INSERT OR REPLACE INTO map VALUES (?, ?)", items.items())
-            self._db.execute("COMMIT")
-
-    def get(self, key: bytes) -> bytes | None:
-        row = self._one("SELECT v FROM map WHERE k = ?", (key,))
-        return row[0] if row else None  # type: ignore[return-value]  # a BLOB reads as bytes
-
-
 class BytesCounter(_Scratch):
     """A multiset of bytes that may grow past memory: `add` counts one in, `take` one out
     when there is one (and says whether there was)."""
@@ -226,3 +239,107 @@ class BytesCounter(_Scratch):
                                      (key,)).rowcount == 1
         self.total -= taken
         return taken
+
+
+def _walk(db: sqlite3.Connection, sql: str, args: Row = ()) -> Iterator[Row]:
+    """The rows of `sql` (whose first column is its table's n, and which ends in `n > ?
+    ORDER BY n LIMIT ?`), a batch at a time, without the n."""
+    last = 0
+    while rows := db.execute(sql, (*args, last, BATCH)).fetchall():
+        yield from (row[1:] for row in rows)
+        last = rows[-1][0]
+
+
+class PairTable(BatchedScratch):
+    """A WARC file's record ids, its requests and its responses and revisits, and the
+    WARC-Concurrent-To links between them (either way), under 8-byte integer keys:
+    verify/facts.py checks them."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "CREATE TABLE ids (k INTEGER PRIMARY KEY, where_ TEXT);"
+            "CREATE TABLE requests (n INTEGER PRIMARY KEY, k INTEGER UNIQUE, where_ TEXT, "
+            "uri TEXT, date TEXT);"
+            "CREATE TABLE subjects (n INTEGER PRIMARY KEY, k INTEGER UNIQUE, where_ TEXT, "
+            "uri TEXT, date TEXT);"
+            "CREATE TABLE links (req INTEGER, subj INTEGER, PRIMARY KEY (req, subj)) "
+            "WITHOUT ROWID;"
+            "CREATE INDEX links_subj ON links (subj, req);", CACHE_KB // 4)
+
+    def note_ids(self, ids: list[tuple[int, str]]) -> dict[int, str]:
+        """Note record ids, (key, where); {} when each is new, else where each of them
+        was noted first (before, or earlier in `ids`)."""
+        before = self._db.total_changes
+        self._db.execute("BEGIN")
+        self._db.executemany("INSERT OR IGNORE INTO ids VALUES (?, ?)", ids)
+        self._db.execute("COMMIT")
+        if self._db.total_changes - before == len(ids):
+            return {}
+        return dict(self._db.execute(
+            "SELECT k, where_ FROM ids WHERE k IN (SELECT value FROM json_each(?))",
+            (json.dumps([k for k, _ in ids]),)).fetchall())
+
+    def add(self, key: int, where: str, uri: str, date: str, *, subject: bool) -> None:
+        """A request (not `subject`), or a response or revisit; a record noted again under
+        its key replaces the first."""
+        table = "subjects" if subject else "requests"
+        self.write(f"INSERT OR REPLACE INTO {table} (k, where_, uri, date) VALUES (?,?,?,?)",
+                   (key, where, uri, date))
+
+    def link(self, request: int, subject: int) -> None:
+        self.write("INSERT OR IGNORE INTO links (req, subj) VALUES (?, ?)", (request, subject))
+
+    def requests(self) -> Iterator[Row]:
+        """(key, where, uri, date) of each request, in the order noted."""
+        return _walk(self.settled(), "SELECT n, k, where_, uri, date FROM requests "
+                     "WHERE n > ? ORDER BY n LIMIT ?")
+
+    def subjects_of(self, request: int) -> list[Row]:
+        """(uri, date) of the responses and revisits linked with a request."""
+        return self.settled().execute(
+            "SELECT s.uri, s.date FROM links l JOIN subjects s ON s.k = l.subj "
+            "WHERE l.req = ? ORDER BY s.k", (request,)).fetchall()
+
+    def subjects(self) -> Iterator[Row]:
+        """(key, where, how many requests it is linked with) of each response and revisit,
+        in the order noted."""
+        return _walk(self.settled(),
+                     "SELECT n, k, where_, (SELECT COUNT(*) FROM links l JOIN requests r "
+                     "ON r.k = l.req WHERE l.subj = s.k) FROM subjects s WHERE n > ? "
+                     "ORDER BY n LIMIT ?")
+
+
+class OriginalsTable(BatchedScratch):
+    """What revisits may point at, under 8-byte integer keys: (uri, date) -> payload
+    digest, record id -> (uri, date); and the revisits noted (verify/facts.py)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "CREATE TABLE captures (k INTEGER PRIMARY KEY, digest INTEGER);"
+            "CREATE TABLE ids (k INTEGER PRIMARY KEY, at INTEGER);"
+            "CREATE TABLE revisits (n INTEGER PRIMARY KEY, where_ TEXT, profile TEXT, "
+            "refers_to TEXT, uri TEXT, date TEXT, digest TEXT);", CACHE_KB // 4)
+
+    def add(self, at: int, digest: int, record_id: int) -> None:
+        self.write("INSERT OR REPLACE INTO captures VALUES (?, ?)", (at, digest))
+        self.write("INSERT OR REPLACE INTO ids VALUES (?, ?)", (record_id, at))
+
+    def add_revisit(self, row: Row) -> None:
+        """(where, profile, refers_to, uri, date, digest)"""
+        self.write("INSERT INTO revisits (where_, profile, refers_to, uri, date, digest) "
+                   "VALUES (?, ?, ?, ?, ?, ?)", row)
+
+    def digest_at(self, at: int) -> int | None:
+        row = self.settled().execute("SELECT digest FROM captures WHERE k = ?",
+                                     (at,)).fetchone()
+        return int(row[0]) if row else None
+
+    def capture_of(self, record_id: int) -> int | None:
+        row = self.settled().execute("SELECT at FROM ids WHERE k = ?",
+                                     (record_id,)).fetchone()
+        return int(row[0]) if row else None
+
+    def revisits(self) -> Iterator[Row]:
+        """The revisits' rows, in the order noted."""
+        return _walk(self.settled(), "SELECT n, where_, profile, refers_to, uri, date, "
+                     "digest FROM revisits WHERE n > ? ORDER BY n LIMIT ?")

@@ -22,16 +22,11 @@ from mirror.model import WorkProgress as Progress
 from mirror.model import work_stage as stage
 from mirror.store.files import ArchiveFiles, LocalFiles, archive_files
 from mirror.store.objstore import StoreError
+from mirror.verify.facts import Originals, key
 from mirror.verify.problem import Problem
 from mirror.verify.record import uri_problem
 from mirror.verify.stream import Head, Stream, read_head
-from mirror.verify.warcfile import (
-    ArchiveOriginals,
-    FileCheck,
-    check_revisits,
-    key,
-    verify_warc,
-)
+from mirror.verify.warcfile import FileCheck, verify_warc
 
 __all__ = ["ManifestLike", "Problem", "Verdict", "check_archive", "format_problems",
            "uri_problem", "verify_warc"]
@@ -368,23 +363,23 @@ def check_archive(output_dir: Path | ArchiveFiles, manifest: ManifestLike | None
     problems = refused + [Problem(f"warc/{name}", "open-file", "left open by a run that did "
                                   "not finish; the next `mirror run` repairs and closes it")
                           for name in listed if name.endswith(OPEN_SUFFIX)]
-    originals, revisits, tables, records = ArchiveOriginals(), [], {}, 0
+    originals, tables, records = Originals(), {}, 0
     total, before = sum(listed[name] for name in files), 0
     stage(on_progress, "reading the WARC files (bytes)", total)
     for name in files:
-        check = _file_check(archive, name, listed[name],
+        check = _file_check(archive, name, listed[name], originals,
                             _offset_progress(on_progress, before, total))
         before += listed[name]
         try:
             problems += check.run()
         except StoreError as exc:
             problems.append(Problem(f"warc/{name}", "unreadable", exc.reason))
-        originals.update(check.originals)
-        revisits += check.revisits
         records += check.records
         tables[name] = _Table(check.bounds, check.captures, bytearray(len(check.captures)))
-    problems += check_revisits(revisits, originals)
-    originals.close()
+    try:
+        problems += originals.problems()
+    finally:
+        originals.close()
     stage(on_progress, "the manifest and the index against the WARC files")
     seeker = _Seeker(archive, tables)
     try:
@@ -404,8 +399,9 @@ def _offset_progress(on_progress: Progress | None, before: int, total: int
     return lambda offset: on_progress(before + offset, total)
 
 
-def _file_check(archive: ArchiveFiles, name: str, size: int,
+def _file_check(archive: ArchiveFiles, name: str, size: int, originals: Originals,
                 read_to: Callable[[int], None] | None = None) -> FileCheck:
     if isinstance(archive, LocalFiles):
-        return FileCheck(archive.path(name), f"warc/{name}", read_to=read_to)
-    return FileCheck(Path(name), f"warc/{name}", lambda: archive.stream(name), size, read_to)
+        return FileCheck(archive.path(name), f"warc/{name}", originals, read_to=read_to)
+    return FileCheck(Path(name), f"warc/{name}", originals, lambda: archive.stream(name),
+                     size, read_to)

@@ -2,156 +2,29 @@
 
 from __future__ import annotations
 
-import hashlib
 import io
 from array import array
-from collections import Counter
-from collections.abc import Callable, Generator, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import IO, Any, cast
 
-from mirror.archive.scratch import BytesMap
 from mirror.archive.warcwriter import OPEN_SUFFIX
 from mirror.model import CAPTURE_TYPES
+from mirror.verify.facts import Originals, Pairs, Revisit
 from mirror.verify.problem import Problem
 from mirror.verify.record import Block, head_problems
 from mirror.verify.stream import CHUNK, Head, Stream, read_head
 
 
-# -- cross-record facts: warcinfo, request pairing, revisit targets ------------------------
-def key(*parts: str) -> bytes:
-    """A 16-byte stand-in for a string, so archive-wide maps stay small (~100 bytes/record)."""
-    return hashlib.blake2b("\0".join(parts).encode("utf-8"), digest_size=16).digest()
-
-
-@dataclass
-class Originals:
-    """What revisits may point at: (uri, date) -> payload digest; record id -> (uri, date)."""
-
-    captures: dict[bytes, bytes] = field(default_factory=dict)
-    ids: dict[bytes, bytes] = field(default_factory=dict)
-
-    def add(self, head: Head) -> None:
-        at = key(head.get("WARC-Target-URI") or "", head.get("WARC-Date") or "")
-        self.captures[at] = key(head.get("WARC-Payload-Digest") or "")
-        self.ids[key(head.get("WARC-Record-ID") or "")] = at
-
-
-
-class ArchiveOriginals:
-    """Originals of every WARC file of an archive together, in scratch tables (about 350
-    bytes a record as dicts: 490 MB for a million-page archive)."""
-
-    def __init__(self) -> None:
-        self.captures, self.ids = BytesMap(), BytesMap()
-
-    def update(self, other: Originals) -> None:
-        self.captures.update(other.captures)
-        self.ids.update(other.ids)
-
-    def close(self) -> None:
-        self.captures.close()
-        self.ids.close()
-
-
-@dataclass(frozen=True)
-class _Revisit:
-    where: str
-    profile: str
-    refers_to: str | None
-    uri: str | None
-    date: str | None
-    digest: str | None
-
-    @classmethod
-    def of(cls, head: Head, where: str) -> _Revisit:
-        return cls(where, head.get("WARC-Profile") or "", head.get("WARC-Refers-To"),
-                   head.get("WARC-Refers-To-Target-URI"), head.get("WARC-Refers-To-Date"),
-                   head.get("WARC-Payload-Digest"))
-
-    def problem(self, originals: Originals | ArchiveOriginals) -> str | None:
-        if not self.uri or not self.date:
-            return "no WARC-Refers-To-Target-URI or WARC-Refers-To-Date"
-        at = key(self.uri, self.date)
-        digest = originals.captures.get(at)
-        if digest is None:
-            return f"no record of {self.uri} at {self.date} in the archive"
-        if self.profile.endswith("/identical-payload-digest") \
-                and digest != key(self.digest or ""):
-            return f"the record of {self.uri} at {self.date} has another payload digest"
-        if self.refers_to and originals.ids.get(key(self.refers_to)) != at:
-            return f"WARC-Refers-To {self.refers_to} is not the record of {self.uri} at {self.date}"
-        return None
-
-
-def check_revisits(revisits: Iterable[_Revisit], originals: Originals | ArchiveOriginals
-                   ) -> Iterator[Problem]:
-    for r in revisits:
-        if why := r.problem(originals):
-            yield Problem(r.where, "revisit-target", why)
-
-
-@dataclass(frozen=True)
-class _Ref:
-    where: str
-    uri: str
-    date: str
-    concurrent: tuple[str, ...]
-
-
-@dataclass
-class _Pairs:
-    """W3: each response/revisit has exactly one request, linked by WARC-Concurrent-To."""
-
-    subjects: dict[str, _Ref] = field(default_factory=dict)
-    requests: dict[str, _Ref] = field(default_factory=dict)
-    claimed: dict[str, list[str]] = field(default_factory=dict)  # request id -> subjects
-    excused: str | None = None  # the last capture of a torn file: its request was torn off
-
-    def add(self, head: Head, where: str) -> None:
-        rec_type, rid = head.get("WARC-Type"), head.get("WARC-Record-ID") or ""
-        ref = _Ref(where, head.get("WARC-Target-URI") or "", head.get("WARC-Date") or "",
-                   tuple(head.get_all("WARC-Concurrent-To")))
-        if rec_type == "request":
-            self.requests[rid] = ref
-        elif rec_type in CAPTURE_TYPES and ref.uri.startswith(("http:", "https:")):
-            self.subjects[rid] = ref
-            for other in ref.concurrent:
-                self.claimed.setdefault(other, []).append(rid)
-
-    def problems(self) -> Iterator[Problem]:
-        found: Counter[str] = Counter()
-        for rid, req in self.requests.items():
-            subjects = {c for c in req.concurrent if c in self.subjects}
-            subjects.update(self.claimed.get(rid, ()))
-            if not subjects:
-                yield Problem(req.where, "orphan-request",
-                              "no response or revisit in this file is WARC-Concurrent-To it")
-            found.update(subjects)
-            yield from (self._mismatch(req, self.subjects[s]) for s in sorted(subjects)
-                        if (req.uri, req.date) != (self.subjects[s].uri, self.subjects[s].date))
-        for sid, ref in self.subjects.items():
-            if found[sid] == 0 and sid != self.excused:
-                yield Problem(ref.where, "missing-request", "no request record for this capture")
-            elif found[sid] > 1:
-                yield Problem(ref.where, "extra-request", f"{found[sid]} request records")
-
-    @staticmethod
-    def _mismatch(req: _Ref, subject: _Ref) -> Problem:
-        return Problem(req.where, "concurrent-to", "request and response differ in "
-                       f"WARC-Target-URI or WARC-Date ({req.uri} {req.date} vs "
-                       f"{subject.uri} {subject.date})")
-
-
 # -- one WARC file ---------------------------------------------------------------------------
 class FileCheck:
-    """Streams one WARC file, yielding problems, and keeps what the archive checks need.
-    `opener` gives the file from its start when it is not a local path (an object in a
-    store, of `size` bytes)."""
+    """Streams one WARC file, yielding problems, and keeps what the archive checks need:
+    its captures and revisits go to `originals` (the archive's). `opener` gives the file
+    from its start when it is not a local path (an object in a store, of `size` bytes)."""
 
-    def __init__(self, path: Path, label: str, opener: Callable[[], IO[bytes]] | None = None,
-                 size: int | None = None, read_to: Callable[[int], None] | None = None) -> None:
+    def __init__(self, path: Path, label: str, originals: Originals,
+                 opener: Callable[[], IO[bytes]] | None = None, size: int | None = None,
+                 read_to: Callable[[int], None] | None = None) -> None:
         self.path, self.label = path, label
         self.read_to = read_to  # read_to(offset) after each gzip member: progress
         self.opener = opener or (lambda: open(path, "rb"))
@@ -160,10 +33,8 @@ class FileCheck:
         self.records = 0
         self.bounds = array("q")  # start of each complete gzip member, then the end of the last
         self.captures = array("q")  # members holding a response or revisit
-        self.originals = Originals()
-        self.revisits: list[_Revisit] = []
-        self.pairs = _Pairs()
-        self.ids: set[str] = set()
+        self.originals = originals
+        self.pairs = Pairs()
         self.infos: set[str] = set()
         self.first_type: str | None = None
         self.info_refs: list[tuple[str, str | None]] = []
@@ -171,6 +42,12 @@ class FileCheck:
         self.gzipped = True
 
     def run(self) -> Iterator[Problem]:
+        try:
+            yield from self._run()
+        finally:
+            self.pairs.close()
+
+    def _run(self) -> Iterator[Problem]:
         with self.opener() as raw:
             f = raw if isinstance(raw, io.BufferedReader) \
                 else io.BufferedReader(cast(Any, raw), CHUNK)
@@ -269,11 +146,13 @@ class FileCheck:
 
     def _note(self, head: Head, where: str, member_at: int | None) -> Iterator[Problem]:
         rec_type, rid = head.get("WARC-Type") or "", head.get("WARC-Record-ID") or ""
-        if rid in self.ids:
-            yield Problem(where, "duplicate-record-id", f"{rid} is used twice in this file")
-        self.ids.add(rid)
+        yield from self.pairs.note_id(rid, where)
         yield from self._warcinfo(head, rec_type, rid, where)
-        self.pairs.add(head, where)
+        if rec_type == "request":
+            self.pairs.add(head, where, subject=False)
+        elif rec_type in CAPTURE_TYPES and (head.get("WARC-Target-URI") or "").startswith(
+                ("http:", "https:")):
+            self.pairs.add(head, where, subject=True)
         if rec_type not in ("conversion", "resource"):  # a render between response and request
             self.pairs.excused = rid if rec_type in CAPTURE_TYPES else None
         if rec_type in CAPTURE_TYPES:
@@ -281,7 +160,7 @@ class FileCheck:
             if member_at is not None and self.gzipped:
                 self.captures.append(member_at)
         if rec_type == "revisit":
-            self.revisits.append(_Revisit.of(head, where))
+            self.originals.add_revisit(Revisit.of(head, where))
 
     def _warcinfo(self, head: Head, rec_type: str, rid: str, where: str) -> Iterator[Problem]:
         if self.first_type is None:
@@ -310,6 +189,9 @@ class FileCheck:
 
 def verify_warc(path: Path) -> Iterator[Problem]:
     """Every check one WARC file allows on its own; revisits must point inside the file."""
-    check = FileCheck(path, path.name)
-    yield from check.run()
-    yield from check_revisits(check.revisits, check.originals)
+    originals = Originals()
+    try:
+        yield from FileCheck(path, path.name, originals).run()
+        yield from originals.problems()
+    finally:
+        originals.close()
