@@ -10,7 +10,13 @@ build's CPU and size. Then it asks both for `--queries` 3-letter prefixes of wor
 from the texts, the way `mirror search` asks (the newest RANKED_AT_MOST matches, bm25,
 highlight and snippet, 20 results), and prints p50, p95 and the slowest.
 
+With `--kinds word,phrase,prefix` it asks as many of each kind (a word of the texts, two
+adjacent words as a phrase, a 3-letter prefix) and prints each kind's figures and the p95 of
+them all: what a person's searches of a big archive of real text cost. `--plain-only`
+builds the table without the prefix index alone (as the manifest has it).
+
 Usage: python bench/fts_prefix.py [--texts 100000] [--queries 200] [--work /tmp/fts-prefix]
+       [--kinds prefix] [--plain-only]
        (about 2 minutes and 750 MB at 100,000 texts; --work keeps the two databases)
 """
 
@@ -99,13 +105,45 @@ def search_ms(path: Path, query: str) -> float:
         db.close()
 
 
+def _at(ordered: list[float], q: float) -> float:
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+def _words(words: list[str], rng: random.Random, n: int) -> list[str]:
+    return [w.lower() for w in rng.sample([w for w in rng.sample(words, 20 * n)
+                                           if len(w) >= 3], n)]
+
+
+def _phrases(words: list[str], rng: random.Random, n: int) -> list[str]:
+    out = []
+    while len(out) < n:
+        at = rng.randrange(len(words) - 1)
+        if len(words[at]) >= 3 and len(words[at + 1]) >= 3:
+            out.append(f'"{words[at].lower()} {words[at + 1].lower()}"')
+    return out
+
+
+def _prefixes(words: list[str], rng: random.Random, n: int) -> list[str]:
+    pool = [w.lower() for w in rng.sample(words, 20 * n) if len(w) >= 4]
+    return [w[:3] + "*" for w in rng.sample(pool, n)]
+
+
+QUERY_KINDS = {"word": _words, "phrase": _phrases, "prefix": _prefixes}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--texts", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", type=Path, help="keep the databases here")
+    parser.add_argument("--kinds", type=lambda v: v.split(","), default=["prefix"],
+                        help="queries to ask: word, phrase, prefix (comma-separated)")
+    parser.add_argument("--plain-only", action="store_true",
+                        help="build the table without the prefix index only")
     args = parser.parse_args(argv)
+    if unknown := set(args.kinds) - set(QUERY_KINDS):
+        parser.error(f"--kinds: {', '.join(sorted(unknown))}: expected word, phrase or prefix")
     words = real_words()
     if len(words) < 10 * (TITLE_WORDS + BODY_WORDS):
         print(f"fts_prefix: too little text found under {SOURCES}", file=sys.stderr)
@@ -114,21 +152,26 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
     rows = texts(words, args.texts, rng)
     print(f"{len(rows):,} texts, {sum(len(r[2]) for r in rows) // len(rows)} characters each")
-    pool = [w.lower() for w in rng.sample(words, 20 * args.queries) if len(w) >= 4]
-    queries = [w[:3] + "*" for w in rng.sample(pool, args.queries)]
+    queries = {kind: QUERY_KINDS[kind](words, rng, args.queries) for kind in args.kinds}
     work = args.work or Path(tempfile.mkdtemp(prefix="fts-prefix-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        print("| prefix index | indexing CPU s | size MB | prefix p50 ms | p95 ms | max ms |")
-        print("|---|--:|--:|--:|--:|--:|")
-        for prefix in (True, False):
+        print("| prefix index | indexing CPU s | size MB | queries | p50 ms | p95 ms | max ms |")
+        print("|---|--:|--:|---|--:|--:|--:|")
+        for prefix in (False,) if args.plain_only else (True, False):
             path = work / f"texts-{'prefix' if prefix else 'plain'}.sqlite3"
             path.unlink(missing_ok=True)
             cpu, size = build(path, rows, prefix)
-            times = sorted(search_ms(path, q) for q in queries)
-            print(f"| {'3' if prefix else 'none'} | {cpu:.1f} | {size / 1e6:.0f} | "
-                  f"{times[len(times) // 2]:.1f} | {times[int(len(times) * 0.95)]:.1f} | "
-                  f"{times[-1]:.1f} |")
+            every: list[float] = []
+            for kind, asked in queries.items():
+                times = sorted(search_ms(path, q) for q in asked)
+                every += times
+                print(f"| {'3' if prefix else 'none'} | {cpu:.1f} | {size / 1e6:.0f} | {kind} | "
+                      f"{_at(times, 0.5):.1f} | {_at(times, 0.95):.1f} | {times[-1]:.1f} |")
+            if len(queries) > 1:
+                every.sort()
+                print(f"| {'3' if prefix else 'none'} | | | all | {_at(every, 0.5):.1f} | "
+                      f"{_at(every, 0.95):.1f} | {every[-1]:.1f} |")
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
