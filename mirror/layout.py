@@ -10,7 +10,10 @@ from pathlib import Path
 class ArchiveLayout:
     """<root>/manifest.sqlite3, warc/, index.cdxj, reports/<run>.json, mirror.log, .lock,
     progress.json (only while a `mirror run` holds the lock: its live numbers), worker.json
-    (a worker's folder of a shared run: archive/workerfolder.py)"""
+    (a worker's folder of a shared run: archive/workerfolder.py). Three more are named by
+    the modules that own them: scheduled.json (the last scheduled start,
+    schedule/lastrun.py), .schedule-wait/ (the lock a scheduled run waits on, run/wait.py),
+    .store.json (the store the folder was pushed to or restored from, store/sync.py)."""
 
     root: Path
 

@@ -93,6 +93,7 @@ async def test_contents_past_a_page_are_split_with_links_between(
         rows += found
         pager = soup.select_one("p.pager")
         assert pager is not None and f"contents page {k + 1} of {pages}" in pager.text
+        assert f"{len(listed):,} pages." in soup.text  # the whole count on each page
         links = {a.text: a["href"] for a in pager.select("a")}
         if k + 1 < pages:
             assert links["next"] == names[k + 1]

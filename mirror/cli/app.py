@@ -7,13 +7,13 @@ import argparse
 from pathlib import Path
 
 from mirror.cli import command as commands
-from mirror.cli.command import Command, fleet_db, serving
+from mirror.cli.command import LIBRARY, LIBRARY_DEFAULT, Command, fleet_db, serving
 from mirror.errors import UsageError
 
 
 def ui_arguments(ui: argparse.ArgumentParser) -> None:
     ui.add_argument("library", nargs="?", type=Path,
-                    help="a folder of site files (default: $MIRROR_LIBRARY, else ~/mirror)")
+                    help=f"a folder of site files (default: {LIBRARY_DEFAULT})")
     ui.add_argument("--host",
                     help="address to bind (127.0.0.1; another one requires the printed token "
                          "from other machines too; with --lan: instead of the LAN address)")
@@ -52,7 +52,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 def demo_arguments(demo: argparse.ArgumentParser) -> None:
     demo.add_argument("dir", nargs="?", type=Path,
-                      help="the library folder (default: $MIRROR_LIBRARY, else ~/mirror)")
+                      help=LIBRARY)
     demo.add_argument("-q", "--quiet", action="store_true", help="no progress display")
 
 

@@ -23,6 +23,10 @@ SITE_FILE = "the site's TOML file"
 ADDRESS = "the site's TOML file, or an archive's s3://bucket/prefix address"
 FROM_STORE = ("read the archive from the site file's [archive] store instead of its "
               "folder (ranged reads: nothing is downloaded whole)")
+#: where the library is when no folder is named
+LIBRARY_DEFAULT = "$MIRROR_LIBRARY, else ~/mirror"
+#: --library of the commands that take one
+LIBRARY = f"the library folder (default: {LIBRARY_DEFAULT})"
 #: --db of serve and export: a run shared by several workers
 SHARED_DB = ("read a run shared by several workers (`mirror run --db`): its WARC files and "
              "index from the site file's [archive] store (or the s3:// address given), its "

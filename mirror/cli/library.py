@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from mirror.cli.command import Command
+from mirror.cli.command import LIBRARY, Command
 from mirror.errors import UsageError
 from mirror.model import ExitCode
 from mirror.terminal import printable
@@ -168,7 +168,7 @@ def render_table(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
 def add_arguments(add: argparse.ArgumentParser) -> None:
     add.add_argument("url", help="the site's start URL, e.g. https://example.com/")
     add.add_argument("--library", metavar="DIR", type=Path,
-                     help="the library folder (default: $MIRROR_LIBRARY, else ~/mirror)")
+                     help=LIBRARY)
     add.add_argument("--name", metavar="N",
                      help="the site's name: letters, digits, '_' and '-' (default: from the "
                           "URL's host and a port that is not the scheme's, e.g. example-com, "
@@ -181,7 +181,7 @@ def add_arguments(add: argparse.ArgumentParser) -> None:
 def remove_arguments(remove: argparse.ArgumentParser) -> None:
     remove.add_argument("name", help="the site: its file name without .toml, or its name")
     remove.add_argument("--library", metavar="DIR", type=Path,
-                        help="the library folder (default: $MIRROR_LIBRARY, else ~/mirror)")
+                        help=LIBRARY)
     remove.add_argument("--delete-archive", action="store_true",
                         help="delete its archive folder too, after a confirmation naming "
                              "its size")

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mirror.cli.command import Command
+from mirror.cli.command import LIBRARY_DEFAULT, Command
 from mirror.errors import UsageError
 from mirror.model import ExitCode
 from mirror.terminal import say
@@ -23,8 +23,7 @@ if TYPE_CHECKING:
 
 def status_arguments(status: argparse.ArgumentParser) -> None:
     status.add_argument("config", nargs="?", help="the site's TOML file, or a library folder "
-                                                  "(default: the library, $MIRROR_LIBRARY "
-                                                  "else ~/mirror)")
+                                                  f"(default: the library, {LIBRARY_DEFAULT})")
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mirror.cli.command import Command, fleet_db
+from mirror.cli.command import LIBRARY_DEFAULT, Command, fleet_db
 from mirror.errors import UsageError
 from mirror.model import ExitCode
 
@@ -25,8 +25,8 @@ def schedule_arguments(schedule: argparse.ArgumentParser) -> None:
                                "list: each site's timer, next and last run; remove: the timers; "
                                "run-now (with --db): queue a run of the site in the fleet now")
     schedule.add_argument("target", nargs="?", type=Path,
-                          help="a site file, or a library folder (default: $MIRROR_LIBRARY, "
-                               "else ~/mirror); run-now: also a registered site's name")
+                          help=f"a site file, or a library folder (default: {LIBRARY_DEFAULT}); "
+                               "run-now: also a registered site's name")
     schedule.add_argument("--timer", choices=("auto", "systemd", "cron"), default="auto",
                           help="apply: a systemd user timer or a crontab line (auto: systemd "
                                "when a user manager answers, else cron)")

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from mirror.cli.command import Command
+from mirror.cli.command import LIBRARY_DEFAULT, Command
 from mirror.model import ExitCode
 
 HELP = "full-text search of the archived pages (titles and text), of one site or the library"
@@ -29,7 +29,7 @@ def add_arguments(search: argparse.ArgumentParser) -> None:
                         help="without a site file: only the library's site NAME (its file "
                              "name without .toml)")
     search.add_argument("--library", type=Path, metavar="DIR",
-                        help="the library to search (default: $MIRROR_LIBRARY, else ~/mirror)")
+                        help=f"the library to search (default: {LIBRARY_DEFAULT})")
     search.add_argument("--limit", type=int, default=20, metavar="N",
                         help="results to show (default 20)")
     search.add_argument("--json", action="store_true", help="print results as JSON lines")

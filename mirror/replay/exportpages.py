@@ -127,7 +127,7 @@ def contents_page(rows: str, total: int, k: int = 0, pages: int = 1) -> bytes:
         f'<h1>Archived pages</h1><form action="{SEARCH_PAGE}"><input name="q" type="search" '
         'placeholder="words in the pages" aria-label="words in the pages"> '
         "<button>Search the text</button></form>"
-        f"<p>{total} pages. "
+        f"<p>{total:,} page{'' if total == 1 else 's'}. "
         '<input id="q" type="search" placeholder="filter" autofocus></p>'
         f"{pager}"
         '<table class="pages"><tr><th>page</th><th>status</th><th>bytes</th></tr>\n'
