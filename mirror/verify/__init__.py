@@ -366,17 +366,18 @@ def check_archive(output_dir: Path | ArchiveFiles, manifest: ManifestLike | None
     originals, tables, records = Originals(), {}, 0
     total, before = sum(listed[name] for name in files), 0
     stage(on_progress, "reading the WARC files (bytes)", total)
-    for name in files:
-        check = _file_check(archive, name, listed[name], originals,
-                            _offset_progress(on_progress, before, total))
-        before += listed[name]
-        try:
-            problems += check.run()
-        except StoreError as exc:
-            problems.append(Problem(f"warc/{name}", "unreadable", exc.reason))
-        records += check.records
-        tables[name] = _Table(check.bounds, check.captures, bytearray(len(check.captures)))
     try:
+        for name in files:
+            check = _file_check(archive, name, listed[name], originals,
+                                _offset_progress(on_progress, before, total))
+            before += listed[name]
+            try:
+                problems += check.run()
+            except StoreError as exc:
+                problems.append(Problem(f"warc/{name}", "unreadable", exc.reason))
+            records += check.records
+            tables[name] = _Table(check.bounds, check.captures,
+                                  bytearray(len(check.captures)))
         problems += originals.problems()
     finally:
         originals.close()
