@@ -72,7 +72,7 @@ def test_the_pages_shown_get_their_variants_however_low_they_rank(
     ranked = reader.texts.search(query, limit=100)
     last = [h.url.rsplit("/", 1)[1] for h in ranked[-2:]]
     assert sorted(last) == ["list?page=2", "list?page=3"]  # they rank last indeed
-    assert pages.total == NOTES + 1 and not pages.more  # the listing once
+    assert pages.total == NOTES + 1 and not pages.at_least  # the listing once
     assert all(not p.variants for p in pages.found[1:])
 
 
@@ -99,10 +99,10 @@ def test_the_count_stops_and_says_at_least(reader: ManifestReader,
     exact = best_pages(reader.texts, "walrus", 5)
     monkeypatch.setattr(searchpages, "COUNTED_AT_MOST", 10)
     capped = best_pages(reader.texts, "walrus", 5)
-    assert capped.more and 9 <= capped.total <= 10  # 10 URLs, the listing's may fold
+    assert capped.at_least and 9 <= capped.total <= 10  # 10 URLs, the listing's may fold
     assert capped.found == exact.found  # the results do not depend on the count
     few = best_pages(reader.texts, "walrus AND mammoth", 5)
-    assert (few.total, few.more) == (1, False)
+    assert (few.total, few.at_least) == (1, False)
     monkeypatch.setattr(searchpages, "COUNTED_AT_MOST", NOTES + 3)
     assert (best_pages(reader.texts, "walrus", 5).total, exact.total) == (NOTES + 1,) * 2
 

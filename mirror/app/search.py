@@ -72,7 +72,7 @@ class SiteFound:
 
     found: list[Found]
     total: int
-    more: bool = False  # more pages match than `total` counts
+    at_least: bool = False  # more pages match than `total` counts
 
 
 def clamp_page(raw: str) -> int:
@@ -103,7 +103,7 @@ def search_library(entries: list[SiteEntry], query: str, page: int = 1,
             found += answer.found
             total += answer.total
             sites += answer.total > 0
-            at_least = at_least or answer.more
+            at_least = at_least or answer.at_least
         if note is not None:
             notes.append(note)
     found = ranked(found, lambda f: f.hit.score, lambda f: f"{f.hit.url} {f.site_id}")
@@ -118,7 +118,7 @@ def site_pages(manifest: ManifestReader, entry: SiteEntry, query: str,
     """A site's best `wanted` pages for `query`, each once, and how many match."""
     pages = best_pages(manifest.texts, query, wanted)
     return SiteFound([Found(entry.id, entry.title, p.hit, p.variants) for p in pages.found],
-                     pages.total, pages.more)
+                     pages.total, pages.at_least)
 
 
 def _search_site(entry: SiteEntry, query: str,

@@ -1,6 +1,6 @@
 """Scratch tables in bounded memory for reading a big archive (issue 36): an archive's
 captures for CaptureIndex's lookups, an export's plan, a set of digests, verify's count of
-the index lines (verify/facts.py keeps its own tables). A million-page
+the index lines and what it keeps of the records it read (verify/facts.py). A million-page
 archive has about 1.4 million captures; as objects they took 1.2 KB each (1.7 GB), and an
 export's plan 1 GB more. Here they take SQLite's page cache (CACHE_KB), whatever the size.
 

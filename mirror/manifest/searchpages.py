@@ -29,11 +29,11 @@ class PageHit:
 @dataclass(frozen=True)
 class Pages:
     """An archive's best pages for a query, folded, and how many pages match in all (with
-    `more`, at least that many: more than COUNTED_AT_MOST URLs match)."""
+    `at_least`, at least that many: more than COUNTED_AT_MOST URLs match)."""
 
     found: list[PageHit]
     total: int
-    more: bool = False
+    at_least: bool = False
 
 
 def best_pages(texts: TextReads, query: str, wanted: int,
@@ -48,7 +48,7 @@ def best_pages(texts: TextReads, query: str, wanted: int,
     shown. Reading every matching URL took 9 s and 340 MB for a word found on 750,000
     pages."""
     urls = texts.matching_urls(query, run_id=run_id, limit=COUNTED_AT_MOST + 1)
-    more = len(urls) > COUNTED_AT_MOST
+    at_least = len(urls) > COUNTED_AT_MOST
     total = count_pages(urls[:COUNTED_AT_MOST])
     needed = wanted
     while True:
@@ -63,7 +63,7 @@ def best_pages(texts: TextReads, query: str, wanted: int,
     found = [PageHit(g.best, tuple(u for u in variants.get(fold_key(g.best.url), ())
                                    if u != g.best.url))
              for g in groups]
-    return Pages(found, max(total, len(found)), more)
+    return Pages(found, max(total, len(found)), at_least)
 
 
 def best_hits(texts: TextReads, query: str, needed: int,

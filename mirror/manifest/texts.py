@@ -213,9 +213,9 @@ class TextReads:
         over the span of their texts: FTS5 materializes a prefix* query's words at each
         query, so asking text by text would cost that every time. Same errors as
         `search`."""
-        candidates: dict[str, list[tuple[str, int]]] = {}
         if self.sql.dialect != "sqlite" or not query.strip():
             return {}
+        candidates: dict[str, list[tuple[str, int]]] = {}
         for page in set(pages):
             texts = self._texts_of_page(page, run_id)
             if len(texts) > 1:  # one URL: no variant to fold

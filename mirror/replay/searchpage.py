@@ -81,7 +81,7 @@ def run_search(manifest: ManifestReader, form: SearchForm) -> SearchResults:
         else:
             pages = best_pages(manifest.texts, form.query, form.offset + RESULTS_PER_PAGE + 1,
                                form.run)
-            found, total, at_least = pages.found[form.offset:], pages.total, pages.more
+            found, total, at_least = pages.found[form.offset:], pages.total, pages.at_least
     except SearchError as exc:
         return SearchResults(runs, None, False, unindexed, str(exc))
     more = len(found) > RESULTS_PER_PAGE and form.page < MAX_PAGES

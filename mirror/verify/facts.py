@@ -19,17 +19,16 @@ from mirror.verify.stream import Head
 BATCH = 2_000
 
 
-def key(*parts: str) -> bytes:
-    """A 16-byte stand-in for a string, so the tables stay small."""
-    return hashlib.blake2b("\0".join(parts).encode("utf-8"), digest_size=16).digest()
+def key(*parts: str, size: int = 16) -> bytes:
+    """A `size`-byte stand-in for strings, so the tables stay small."""
+    return hashlib.blake2b("\0".join(parts).encode("utf-8"), digest_size=size).digest()
 
 
 def short_key(*parts: str) -> int:
     """An 8-byte stand-in for a record id, or a URI and date, as SQLite's integer key (a
     rowid: the fastest table). Two of ten million share one with a chance of about 3 in a
     million."""
-    return int.from_bytes(hashlib.blake2b("\0".join(parts).encode("utf-8"),
-                                          digest_size=8).digest(), "big", signed=True)
+    return int.from_bytes(key(*parts, size=8), "big", signed=True)
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,7 @@ class Revisit:
                    head.get("WARC-Refers-To-Target-URI"), head.get("WARC-Refers-To-Date"),
                    head.get("WARC-Payload-Digest"))
 
-    def problem(self, originals: Originals) -> str | None:
+    def problem(self, originals: OriginalsTable) -> str | None:
         if not self.uri or not self.date:
             return "no WARC-Refers-To-Target-URI or WARC-Refers-To-Date"
         at = short_key(self.uri, self.date)
@@ -60,8 +59,6 @@ class Revisit:
         if self.refers_to and originals.capture_of(short_key(self.refers_to)) != at:
             return f"WARC-Refers-To {self.refers_to} is not the record of {self.uri} at {self.date}"
         return None
-
-
 
 
 class Originals:
@@ -80,18 +77,12 @@ class Originals:
         self._table.add_revisit((revisit.where, revisit.profile, revisit.refers_to,
                                  revisit.uri, revisit.date, revisit.digest))
 
-    def digest_at(self, at: int) -> int | None:
-        return self._table.digest_at(at)
-
-    def capture_of(self, record_id: int) -> int | None:
-        return self._table.capture_of(record_id)
-
     def problems(self) -> Iterator[Problem]:
         """Each revisit whose original is not what it says, in the order read."""
         for row in self._table.revisits():
             revisit = Revisit(*cast(tuple[str, str, str | None, str | None, str | None,
                                           str | None], row))
-            if why := revisit.problem(self):
+            if why := revisit.problem(self._table):
                 yield Problem(revisit.where, "revisit-target", why)
 
     def close(self) -> None:
